@@ -1,0 +1,63 @@
+//! `vitamin`: the composition root. Picks a backend and runs one of the commands.
+#![forbid(unsafe_code)]
+
+mod backends;
+
+use anyhow::Result;
+use clap::{Parser, Subcommand};
+
+use backends::{AnyBackend, BackendChoice};
+
+/// vitamin: determinism-preserving spatial sharing of GPUs.
+#[derive(Debug, Parser)]
+#[command(version, about)]
+struct Cli {
+    /// Backend: auto (first usable GPU, else the simulated H200), sim, cuda or hip.
+    #[arg(long, global = true, env = "VITAMIN_BACKEND", value_enum, default_value = "auto")]
+    backend: BackendChoice,
+    /// Use the simulated device (same as --backend sim).
+    #[arg(long, global = true)]
+    sim: bool,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Show the probed backends and the chosen device's topology and leaves.
+    Info {
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+fn main() -> Result<()> {
+    tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::try_from_env("VITAMIN_LOG").unwrap_or_else(|_| "warn".into()))
+        .with_writer(std::io::stderr)
+        .init();
+    let cli = Cli::parse();
+    let choice = if cli.sim { BackendChoice::Sim } else { cli.backend };
+    match cli.command {
+        Command::Info { json } => info(choice, json),
+    }
+}
+
+fn info(choice: BackendChoice, json: bool) -> Result<()> {
+    let (backend, reports) = backends::select(choice)?;
+    let top = backend.topology();
+    if json {
+        let v = serde_json::json!({ "probes": reports, "topology": top });
+        println!("{}", serde_json::to_string_pretty(&v)?);
+        return Ok(());
+    }
+    println!("backends probed:");
+    for r in &reports {
+        let state = if r.usable { "usable" } else { "skipped" };
+        println!("  {:<5} {state}{}", r.backend, r.reason.as_deref().map(|s| format!(": {s}")).unwrap_or_default());
+    }
+    let AnyBackend::Sim(_) = &backend;
+    println!("\ndevice: {top}");
+    Ok(())
+}

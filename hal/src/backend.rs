@@ -1,0 +1,100 @@
+//! The two backend traits: [`Backend`] (a device) and [`PhysicalPartition`] (one pCtx).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::op::OpDesc;
+use crate::topology::Topology;
+use crate::unitset::UnitSet;
+use crate::{HalError, Incompatibility};
+
+/// Index of a lane (backend stream) within a partition.
+pub type LaneId = u32;
+
+/// The completion handle of one submitted op: its lane and its per-lane sequence number.
+///
+/// Sequence numbers start at 1 and grow by one per submission on a lane; ops on one lane complete
+/// in submission order, so a lane's completions form a growing prefix.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Fence {
+    /// Lane the op was submitted on.
+    pub lane: LaneId,
+    /// Per-lane submission sequence number (1-based).
+    pub seq: u64,
+}
+
+/// One pre-created physical context: a fixed [`UnitSet`] realized by the backend, with lanes.
+///
+/// Holds no application-visible state. Implementations do not validate scheduling decisions
+/// (leases, dependencies): the runtime does. They must never change a descriptor.
+pub trait PhysicalPartition: Send + Sync {
+    /// The units this partition confines work to.
+    fn units(&self) -> &UnitSet;
+
+    /// Number of lanes (backend streams).
+    fn lanes(&self) -> usize;
+
+    /// Whether `op` can run here exactly as described (e.g. a cooperative launch needs all its
+    /// blocks co-resident on these units; a cluster launch needs its cluster shape honoured).
+    fn can_execute(&self, op: &OpDesc) -> Result<(), Incompatibility>;
+
+    /// Submits `op` unchanged on `lane`, after everything previously submitted on that lane.
+    /// Returns the op's fence. On error nothing was submitted.
+    fn submit(&self, lane: LaneId, op: &Arc<OpDesc>) -> Result<Fence, HalError>;
+
+    /// Appends the fences that completed since the last poll (each exactly once, per lane in
+    /// submission order) and returns how many were appended. One call covers all lanes.
+    fn poll(&self, completed: &mut Vec<Fence>) -> Result<usize, HalError>;
+
+    /// Blocks until everything submitted so far has completed (used to drain before teardown).
+    fn synchronize(&self) -> Result<(), HalError>;
+}
+
+/// A device able to realize partitions.
+pub trait Backend: Send + Sync {
+    /// The partition type this backend creates.
+    type Partition: PhysicalPartition;
+
+    /// The device's topology (filled once by the probe).
+    fn topology(&self) -> &Topology;
+
+    /// Creates a partition over `units` (which must be a union of leaves) with `lanes` lanes.
+    /// Expensive: call at start-up, never on the dispatch path.
+    fn create_partition(&self, units: &UnitSet, lanes: usize) -> Result<Self::Partition, HalError>;
+
+    /// The backend's clock in nanoseconds: virtual time on the simulated device, a monotonic
+    /// clock on hardware.
+    fn now_ns(&self) -> u64;
+
+    /// Waits until submitted work may have progressed, for at most `timeout`: on hardware this
+    /// sleeps or yields briefly; on the simulated device it advances virtual time to the next
+    /// completion. Returns whether any work was still outstanding before the wait.
+    fn wait_for_progress(&self, timeout: Duration) -> Result<bool, HalError>;
+}
+
+/// Checks that `units` is a non-empty union of whole leaves of `topology` (the only unit sets a
+/// one-split backend can realize).
+pub fn check_union_of_leaves(topology: &Topology, units: &UnitSet) -> Result<(), HalError> {
+    if units.is_empty() {
+        return Err(HalError::InvalidPartition("empty unit set".into()));
+    }
+    let mut covered = UnitSet::EMPTY;
+    for leaf in topology.leaves() {
+        if leaf.is_subset(units) {
+            covered |= *leaf;
+        } else if leaf.intersects(units) {
+            return Err(HalError::InvalidPartition(format!(
+                "{} cuts leaf {} : partitions must be unions of whole leaves",
+                units.display(topology.unit_kind()),
+                leaf.display(topology.unit_kind())
+            )));
+        }
+    }
+    if covered != *units {
+        return Err(HalError::InvalidPartition(format!(
+            "{} includes units outside the device",
+            units.display(topology.unit_kind())
+        )));
+    }
+    Ok(())
+}

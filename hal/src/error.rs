@@ -1,0 +1,78 @@
+//! Errors of the hardware layer: only what the caller cannot foresee, plus clear refusals.
+
+use thiserror::Error;
+
+/// Why a descriptor cannot run unchanged on a partition.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum Incompatibility {
+    /// A cooperative launch needs every block co-resident; this partition holds fewer at once.
+    #[error(
+        "cooperative launch of {blocks} blocks needs co-residency but the partition holds at most {capacity} at once"
+    )]
+    NotCoResident {
+        /// Blocks in the grid.
+        blocks: u64,
+        /// Blocks the partition can hold at once for this kernel.
+        capacity: u64,
+    },
+    /// A cluster launch whose cluster shape the partition cannot honour.
+    #[error("cluster of {cluster_blocks} blocks cannot be placed on a partition of {units} units")]
+    ClusterShape {
+        /// Blocks per cluster.
+        cluster_blocks: u64,
+        /// Units in the partition.
+        units: usize,
+    },
+    /// The function is unknown to this backend (e.g. a simulated kernel id never registered).
+    #[error("unknown function {0}")]
+    UnknownFunction(String),
+    /// The launch is invalid on any partition (the native API would reject it too).
+    #[error("invalid launch: {0}")]
+    InvalidLaunch(String),
+}
+
+/// Errors from a backend.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum HalError {
+    /// The backend cannot be used here: missing library, old driver, no device.
+    #[error("{backend} backend unsupported: {reason}")]
+    Unsupported {
+        /// Backend name.
+        backend: &'static str,
+        /// What is missing and what to do about it.
+        reason: String,
+    },
+    /// A topology that violates the leaf invariants.
+    #[error("invalid topology: {0}")]
+    InvalidTopology(String),
+    /// A partition request the backend cannot realize.
+    #[error("invalid partition: {0}")]
+    InvalidPartition(String),
+    /// A lane index out of range.
+    #[error("lane {lane} out of range: partition has {lanes} lanes")]
+    InvalidLane {
+        /// Requested lane.
+        lane: u32,
+        /// Lanes available.
+        lanes: usize,
+    },
+    /// The descriptor cannot run unchanged here.
+    #[error(transparent)]
+    Incompatible(#[from] Incompatibility),
+    /// A driver call failed.
+    #[error("{call} failed: {name} ({code})")]
+    Driver {
+        /// The driver function.
+        call: &'static str,
+        /// The vendor's error code.
+        code: i32,
+        /// The vendor's error name.
+        name: String,
+    },
+    /// Device memory exhausted.
+    #[error("out of device memory: {0}")]
+    OutOfMemory(String),
+    /// An executed op failed asynchronously (reported at the next poll/sync).
+    #[error("asynchronous failure: {0}")]
+    Async(String),
+}
