@@ -97,8 +97,9 @@ extern "C" __global__ void smid_census(unsigned* out, unsigned spin_ns) {
   if (threadIdx.x == 0) out[blockIdx.x] = smid;
 }
 
-// Does nothing: the launch-overhead benchmark's kernel.
+// Do nothing: the launch-overhead benchmark's kernels (without and with typical parameters).
 extern "C" __global__ void empty_kernel() {}
+extern "C" __global__ void noop3(const float* x, unsigned n, float* y) {}
 
 // ---------------------------------------------------------------------------------------------
 // Determinism suite.

@@ -32,7 +32,8 @@ pub mod reference;
 pub const SOURCE: &str = include_str!("../cuda/vitamin_kernels.cu");
 
 /// Names of the conformance-suite and utility kernels in [`SOURCE`].
-pub const UTILITY_KERNELS: &[&str] = &["reduce_partial", "reduce_final", "busy", "smid_census", "empty_kernel"];
+pub const UTILITY_KERNELS: &[&str] =
+    &["reduce_partial", "reduce_final", "busy", "smid_census", "empty_kernel", "noop3"];
 
 /// Every `extern "C"` kernel name in [`SOURCE`] (utility and suite kernels).
 pub fn all_kernel_names() -> Vec<&'static str> {

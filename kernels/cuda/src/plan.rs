@@ -179,7 +179,7 @@ impl Problem {
         match kernel {
             SuiteKernel::Reduction => Problem::Reduction { n: 1 << 22 },
             SuiteKernel::SplitKGemm => Problem::Gemm { m: 128, n: 128, k: 4096 },
-            SuiteKernel::LayerNorm => Problem::LayerNorm { rows: 1024, cols: 4096 },
+            SuiteKernel::LayerNorm => Problem::LayerNorm { rows: 512, cols: 2048 },
             SuiteKernel::Gemv => Problem::Gemv { m: 4096, k: 4096 },
         }
     }
@@ -590,7 +590,7 @@ mod tests {
         let d = |k| fixed(&Problem::default_for(k), DType::F32).decomposition;
         assert_eq!(d(SuiteKernel::Reduction), "grid 1056");
         assert_eq!(d(SuiteKernel::SplitKGemm), "split-K 9");
-        assert_eq!(d(SuiteKernel::LayerNorm), "256 threads/row");
+        assert_eq!(d(SuiteKernel::LayerNorm), "512 threads/row");
         assert_eq!(d(SuiteKernel::Gemv), "256 threads/row");
     }
 

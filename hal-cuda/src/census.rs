@@ -1,0 +1,117 @@
+//! `%smid` census: which physical SMs a launch bound to a partition really runs on.
+//!
+//! A census kernel (`smid_census` in `kernels/cuda`) writes each block's `%smid` after spinning
+//! briefly, with 8 blocks per SM of the **whole device**, so a partition that leaked onto more
+//! SMs than it owns would show it. [`check_nodes`] verifies the contract of the leaf numbering:
+//! each leaf's physical set has the leaf's size, leaves are pairwise disjoint, and every node runs
+//! on exactly the union of its leaves' physical sets.
+//!
+//! `%smid` is virtualized under MPS; run the census without MPS.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+use serde::Serialize;
+use vitamin_hal::{Backend, Dim3, HalError, KernelArgs, KernelLaunch, LaunchAttributes, OpDesc, PhysicalPartition};
+
+use crate::{CudaBackend, CudaPartition};
+
+/// Nanoseconds each census block spins so that blocks spread over every SM.
+const SPIN_NS: u32 = 20_000;
+/// Census blocks per SM of the whole device.
+const BLOCKS_PER_DEVICE_SM: u32 = 8;
+
+/// The physical SMs (`%smid` values) a launch on `part`'s lane 0 used.
+pub fn physical_sms(backend: &CudaBackend, part: &CudaPartition) -> Result<BTreeSet<u32>, HalError> {
+    let blocks = backend.topology().unit_count() as u32 * BLOCKS_PER_DEVICE_SM;
+    let out = backend.alloc(blocks as usize * 4)?;
+    let result = (|| {
+        backend.write(out, &vec![0xff; blocks as usize * 4])?;
+        let op = Arc::new(OpDesc::Kernel(KernelLaunch::new(
+            backend.kernel("smid_census")?,
+            Dim3::x(blocks),
+            Dim3::x(32),
+            0,
+            KernelArgs::pack(&[&out.to_le_bytes(), &SPIN_NS.to_le_bytes()]),
+            LaunchAttributes::none(),
+        )));
+        let fence = part.submit(0, &op)?;
+        part.wait_for(fence)?;
+        let bytes = backend.read(out, blocks as usize * 4)?;
+        let ids: Vec<u32> = bytes.chunks_exact(4).map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect();
+        if let Some(b) = ids.iter().position(|&v| v == u32::MAX) {
+            return Err(HalError::Async(format!("census block {b} wrote nothing")));
+        }
+        Ok(ids.into_iter().collect())
+    })();
+    backend.free(out)?;
+    result
+}
+
+/// One node's census.
+#[derive(Debug, Clone, Serialize)]
+pub struct NodeCensus {
+    /// The node's logical units (`SM 0-15`).
+    pub units: String,
+    /// Logical size.
+    pub size: usize,
+    /// Distinct physical SMs its launch used.
+    pub physical: Vec<u32>,
+    /// Whether `physical` is exactly the union of its leaves' physical sets.
+    pub exact: bool,
+}
+
+/// The census of a pool.
+#[derive(Debug, Clone, Serialize)]
+pub struct CensusReport {
+    /// Physical SM set of each leaf, in leaf order.
+    pub leaves: Vec<Vec<u32>>,
+    /// Whether every leaf used exactly its size in SMs and leaves are pairwise disjoint.
+    pub leaves_disjoint_and_sized: bool,
+    /// Every node.
+    pub nodes: Vec<NodeCensus>,
+    /// Whether every node used exactly its leaves' SMs.
+    pub all_exact: bool,
+}
+
+/// Runs the census on every leaf, then on every node (`parts[i]` realizes `nodes[i]`).
+pub fn check_nodes(backend: &CudaBackend, parts: &[&CudaPartition]) -> Result<CensusReport, HalError> {
+    let top = backend.topology().clone();
+    let mut leaves = Vec::new();
+    for leaf in top.leaves() {
+        let p = match parts.iter().find(|p| p.units() == leaf) {
+            Some(p) => physical_sms(backend, p)?,
+            None => physical_sms(backend, &backend.create_partition(leaf, 1)?)?,
+        };
+        leaves.push(p);
+    }
+    let mut seen = BTreeSet::new();
+    let mut ok = true;
+    for (leaf, phys) in top.leaves().iter().zip(&leaves) {
+        ok &= phys.len() == leaf.len() && phys.is_disjoint(&seen);
+        seen.extend(phys.iter().copied());
+    }
+    let mut nodes = Vec::new();
+    for p in parts {
+        let phys = physical_sms(backend, p)?;
+        let expected: BTreeSet<u32> = top
+            .leaves()
+            .iter()
+            .zip(&leaves)
+            .filter(|(l, _)| l.is_subset(p.units()))
+            .flat_map(|(_, s)| s.iter().copied())
+            .collect();
+        nodes.push(NodeCensus {
+            units: p.units().display(top.unit_kind()).to_string(),
+            size: p.units().len(),
+            exact: phys == expected,
+            physical: phys.into_iter().collect(),
+        });
+    }
+    Ok(CensusReport {
+        leaves: leaves.into_iter().map(|s| s.into_iter().collect()).collect(),
+        leaves_disjoint_and_sized: ok,
+        all_exact: nodes.iter().all(|n| n.exact),
+        nodes,
+    })
+}

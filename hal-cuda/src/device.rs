@@ -1,0 +1,460 @@
+//! [`CudaBackend`]: one device, its primary context, the one start-up split, memory and kernels.
+//!
+//! Invariants:
+//! - The SM resource is split **once** (`cuDevSmResourceSplitByCount` with the device's minimum
+//!   partition size) when the backend is created; leaf `i` of the topology is split group `i`, the
+//!   remainder (if any) is the last leaf. Every partition's green context is generated from a subset
+//!   of exactly these resources, as the driver requires for combining them.
+//! - Leaves use **logical** SM indices: leaf `i` covers consecutive indices in split order (H200:
+//!   leaf 0 = SM 0-7, ..., leaf 15 = SM 120-131). Which physical SMs (`%smid`) a leaf gets is the
+//!   driver's choice; [`crate::census`] reads it.
+//! - All memory is allocated in the primary context (kernels on green-context streams use it),
+//!   and freed when the backend and all its partitions are gone.
+
+use std::collections::HashMap;
+use std::ffi::CString;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant};
+
+use parking_lot::Mutex;
+use serde::Serialize;
+use vitamin_hal::{
+    check_union_of_leaves, Backend, Capabilities, FunctionKind, FunctionRef, HalError, Topology, TopologySpec,
+    UnitKind, UnitSet, Vendor,
+};
+
+use crate::driver::{
+    self, ctx, event, library, mem, occupancy, resource, CUcontext, CUdevResource, CUdevice, CUevent, CUfunction,
+    CUlibrary,
+};
+use crate::partition::CudaPartition;
+use crate::probe::{probe_device, CudaCapabilities};
+
+/// State shared by the backend and its partitions (partitions keep it alive).
+pub(crate) struct Shared {
+    pub(crate) device: CUdevice,
+    pub(crate) primary: CUcontext,
+    pub(crate) caps: CudaCapabilities,
+    /// Split outputs, indexed like the topology's leaves.
+    pub(crate) leaves: Vec<CUdevResource>,
+    /// Idle events for fences.
+    events: Mutex<Vec<CUevent>>,
+    /// Ops submitted and not yet reported complete, over all partitions.
+    pub(crate) outstanding: AtomicU64,
+    allocations: Mutex<HashMap<u64, usize>>,
+    /// Blocks per SM by (function handle, threads per block, dynamic shared memory).
+    occupancy: Mutex<HashMap<(u64, u32, u32), u32>>,
+    libraries: Mutex<Vec<CUlibrary>>,
+    kernels: OnceLock<Result<HashMap<&'static str, FunctionRef>, HalError>>,
+    epoch: Instant,
+}
+
+// SAFETY: the raw handles are driver objects usable from any thread; mutable state is behind
+// mutexes or atomics.
+unsafe impl Send for Shared {}
+// SAFETY: as above.
+unsafe impl Sync for Shared {}
+
+impl std::fmt::Debug for Shared {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Shared").field("device", &self.device).field("leaves", &self.leaves.len()).finish()
+    }
+}
+
+impl Shared {
+    /// Makes the primary context current on this thread.
+    pub(crate) fn make_current(&self) -> Result<(), HalError> {
+        // SAFETY: the primary context is retained for as long as `self` lives.
+        unsafe { ctx::ensure_current(self.primary) }
+    }
+
+    /// An idle event (created in the primary context when the pool is empty).
+    pub(crate) fn take_event(&self) -> Result<CUevent, HalError> {
+        if let Some(e) = self.events.lock().pop() {
+            return Ok(e);
+        }
+        self.make_current()?;
+        event::create()
+    }
+
+    /// Returns events whose recorded work completed.
+    pub(crate) fn return_events(&self, events: impl IntoIterator<Item = CUevent>) {
+        self.events.lock().extend(events);
+    }
+
+    /// The `CUfunction` to ask occupancy questions about for a launch handle.
+    pub(crate) fn occupancy_function(&self, f: &FunctionRef) -> Result<CUfunction, HalError> {
+        match f.kind() {
+            FunctionKind::Function => Ok(f.handle() as CUfunction),
+            FunctionKind::Kernel => {
+                self.make_current()?;
+                // SAFETY: a `Kernel` handle is a live `CUkernel` (descriptors carry handles the
+                // application or this backend loaded); the primary context is current.
+                unsafe { library::function_of(f.handle() as driver::CUkernel) }
+            }
+            FunctionKind::Simulated => Err(HalError::InvalidPartition(format!(
+                "{} is a simulated kernel: it cannot run on a CUDA device",
+                f.name()
+            ))),
+        }
+    }
+
+    /// Blocks of `f` with this shape that one SM holds at once (cached).
+    pub(crate) fn blocks_per_sm(&self, f: &FunctionRef, threads: u32, smem: u32) -> Result<u32, HalError> {
+        let key = (f.handle(), threads, smem);
+        if let Some(&n) = self.occupancy.lock().get(&key) {
+            return Ok(n);
+        }
+        let func = self.occupancy_function(f)?;
+        // SAFETY: `func` is a live function of the primary context.
+        let n = unsafe { occupancy::blocks_per_sm(func, threads, smem) }?;
+        self.occupancy.lock().insert(key, n);
+        Ok(n)
+    }
+}
+
+impl Drop for Shared {
+    fn drop(&mut self) {
+        if self.make_current().is_err() {
+            tracing::warn!("cuda backend teardown: could not make the primary context current");
+        }
+        for e in self.events.get_mut().drain(..) {
+            // SAFETY: every pooled event is idle (its work completed) and used by nobody else.
+            if let Err(err) = unsafe { event::destroy(e) } {
+                tracing::warn!(%err, "cuda backend teardown: event");
+            }
+        }
+        for (p, _) in self.allocations.get_mut().drain() {
+            // SAFETY: allocations are freed once, after every partition (and its work) is gone.
+            if let Err(err) = unsafe { mem::free(p) } {
+                tracing::warn!(%err, "cuda backend teardown: memory");
+            }
+        }
+        for lib in self.libraries.get_mut().drain(..) {
+            // SAFETY: no partition remains, so no launch of these kernels is outstanding.
+            if let Err(err) = unsafe { library::unload(lib) } {
+                tracing::warn!(%err, "cuda backend teardown: library");
+            }
+        }
+        // SAFETY: pairs with the retain in `CudaBackend::with_ordinal`.
+        if let Err(err) = unsafe { ctx::release_primary(self.device) } {
+            tracing::warn!(%err, "cuda backend teardown: primary context");
+        }
+    }
+}
+
+/// The NVIDIA backend: a device whose partitions are green contexts.
+///
+/// Cheap to clone (shared state). Creating one probes the driver, retains the primary context and
+/// performs the one SM split; it never panics.
+#[derive(Debug, Clone)]
+pub struct CudaBackend {
+    shared: Arc<Shared>,
+    topology: Arc<Topology>,
+}
+
+/// What realizing a set of pool nodes cost (see [`CudaBackend::realize`]).
+#[derive(Debug, Clone, Serialize)]
+pub struct RealizationStats {
+    /// Partitions created.
+    pub partitions: usize,
+    /// Lanes per partition.
+    pub lanes: usize,
+    /// Wall time to create every green context and its streams, in milliseconds.
+    pub create_ms: f64,
+    /// Device memory the creation took (free memory before minus after), in MiB.
+    pub memory_mib: f64,
+    /// Device memory after one empty launch on every lane (lazy per-context state), in MiB.
+    pub memory_after_first_launch_mib: Option<f64>,
+}
+
+impl CudaBackend {
+    /// The device chosen by `VITAMIN_CUDA_DEVICE` (default 0).
+    pub fn new() -> Result<Self, HalError> {
+        Self::with_ordinal(crate::probe::default_ordinal()?)
+    }
+
+    /// Device `ordinal`.
+    pub fn with_ordinal(ordinal: i32) -> Result<Self, HalError> {
+        let caps = probe_device(ordinal)?;
+        let device = driver::device::get(ordinal)?;
+        let primary = ctx::retain_primary(device)?;
+        // From here on `Shared::drop` releases the primary context and frees what was created.
+        let mut shared = Shared {
+            device,
+            primary,
+            caps,
+            leaves: Vec::new(),
+            events: Mutex::new(Vec::new()),
+            outstanding: AtomicU64::new(0),
+            allocations: Mutex::new(HashMap::new()),
+            occupancy: Mutex::new(HashMap::new()),
+            libraries: Mutex::new(Vec::new()),
+            kernels: OnceLock::new(),
+            epoch: Instant::now(),
+        };
+        shared.make_current()?;
+        let whole = driver::device::sm_resource(device)?;
+        let (groups, remainder) = resource::split_by_count(&whole, shared.caps.min_partition_size)?;
+        let mut leaves = groups;
+        if resource::sm_count(&remainder) > 0 {
+            leaves.push(remainder);
+        }
+        let mut next = 0usize;
+        let mut leaf_sets = Vec::with_capacity(leaves.len());
+        for r in &leaves {
+            let n = resource::sm_count(r) as usize;
+            leaf_sets.push(UnitSet::range(next, next + n));
+            next += n;
+        }
+        if next != shared.caps.sm_count as usize {
+            return Err(HalError::InvalidTopology(format!(
+                "the split's groups and remainder cover {next} SMs but the device has {}",
+                shared.caps.sm_count
+            )));
+        }
+        shared.leaves = leaves;
+        let caps = &shared.caps;
+        let mut notes = vec![
+            format!(
+                "one cuDevSmResourceSplitByCount(minCount={}): {} leaves; SM indices are logical (leaf i covers \
+                 consecutive indices in split order); `vitamin census` reads the physical %smid sets",
+                caps.min_partition_size,
+                leaf_sets.len()
+            ),
+            format!("compute capability {}.{}", caps.compute_capability.0, caps.compute_capability.1),
+        ];
+        notes.push(match (&caps.nvrtc_version, &caps.nvrtc_unavailable) {
+            (Some((a, b)), _) => format!("NVRTC {a}.{b} (compiles vitamin's kernels at run time)"),
+            (None, Some(why)) => format!("NVRTC unavailable, vitamin's own kernels cannot run: {why}"),
+            (None, None) => "NVRTC not probed".into(),
+        });
+        let topology = Topology::new(TopologySpec {
+            vendor: Vendor::Nvidia,
+            device_name: caps.device_name.clone(),
+            unit_kind: UnitKind::Sm,
+            unit_count: caps.sm_count as usize,
+            leaves: leaf_sets,
+            domains: Vec::new(),
+            min_partition_size: caps.min_partition_size as usize,
+            alignment: caps.partition_alignment as usize,
+            capabilities: Capabilities {
+                backend: "cuda".into(),
+                simulated: false,
+                driver_version: Some(caps.driver_version as u32),
+                spatial_partitioning: true,
+                cooperative_launch: caps.cooperative_launch,
+                clusters: caps.clusters,
+                notes,
+            },
+        })?;
+        Ok(CudaBackend { shared: Arc::new(shared), topology: Arc::new(topology) })
+    }
+
+    /// What the probe found.
+    pub fn capabilities(&self) -> &CudaCapabilities {
+        &self.shared.caps
+    }
+
+    /// Allocates `bytes` of device memory in the primary context (freed by [`CudaBackend::free`]
+    /// or when the backend and its partitions are gone).
+    pub fn alloc(&self, bytes: usize) -> Result<u64, HalError> {
+        self.shared.make_current()?;
+        let p = mem::alloc(bytes)?;
+        self.shared.allocations.lock().insert(p, bytes.max(1));
+        Ok(p)
+    }
+
+    /// Frees an allocation of [`CudaBackend::alloc`]. The caller ensures no submitted op still
+    /// uses it (drain first).
+    pub fn free(&self, addr: u64) -> Result<(), HalError> {
+        if self.shared.allocations.lock().remove(&addr).is_none() {
+            return Err(HalError::InvalidPartition(format!("{addr:#x} is not an allocation of this backend")));
+        }
+        self.shared.make_current()?;
+        // SAFETY: `addr` was allocated here and is freed once (just removed from the table).
+        unsafe { mem::free(addr) }
+    }
+
+    fn check_range(&self, addr: u64, len: usize) -> Result<(), HalError> {
+        let allocs = self.shared.allocations.lock();
+        let ok = allocs.iter().any(|(&base, &size)| addr >= base && addr + len as u64 <= base + size as u64);
+        if ok || len == 0 {
+            Ok(())
+        } else {
+            Err(HalError::InvalidPartition(format!(
+                "{len} bytes at {addr:#x} are not inside one allocation of this backend"
+            )))
+        }
+    }
+
+    /// Copies host bytes to device memory, synchronously. Does not wait for submitted ops.
+    pub fn write(&self, addr: u64, bytes: &[u8]) -> Result<(), HalError> {
+        self.check_range(addr, bytes.len())?;
+        self.shared.make_current()?;
+        // SAFETY: the range lies inside a live allocation of this backend.
+        unsafe { mem::write(addr, bytes) }
+    }
+
+    /// Copies device memory to the host, synchronously. Does not wait for submitted ops.
+    pub fn read(&self, addr: u64, len: usize) -> Result<Vec<u8>, HalError> {
+        self.check_range(addr, len)?;
+        self.shared.make_current()?;
+        let mut out = vec![0u8; len];
+        // SAFETY: the range lies inside a live allocation of this backend.
+        unsafe { mem::read(&mut out, addr) }?;
+        Ok(out)
+    }
+
+    /// Writes `f32`s.
+    pub fn write_f32s(&self, addr: u64, values: &[f32]) -> Result<(), HalError> {
+        let bytes: Vec<u8> = values.iter().flat_map(|v| v.to_le_bytes()).collect();
+        self.write(addr, &bytes)
+    }
+
+    /// Reads `f32`s.
+    pub fn read_f32s(&self, addr: u64, count: usize) -> Result<Vec<f32>, HalError> {
+        Ok(self.read(addr, count * 4)?.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect())
+    }
+
+    /// `(free, total)` device memory in bytes.
+    pub fn memory_info(&self) -> Result<(u64, u64), HalError> {
+        self.shared.make_current()?;
+        let (f, t) = ctx::mem_info()?;
+        Ok((f as u64, t as u64))
+    }
+
+    /// Loads a cubin (or NUL-terminated PTX) context-independently and returns the named kernels
+    /// as `CUkernel` function references.
+    pub fn load_kernels(&self, image: &[u8], names: &[&str]) -> Result<Vec<FunctionRef>, HalError> {
+        self.shared.make_current()?;
+        let lib = library::load_data(image)?;
+        self.shared.libraries.lock().push(lib);
+        names
+            .iter()
+            .map(|&n| {
+                let c = CString::new(n).map_err(|_| HalError::InvalidPartition(format!("kernel name {n:?}")))?;
+                // SAFETY: `lib` is live until the backend is dropped.
+                let k = unsafe { library::kernel(lib, &c) }?;
+                Ok(FunctionRef::new(k as u64, FunctionKind::Kernel, n))
+            })
+            .collect()
+    }
+
+    /// A kernel of `vitamin-kernels-cuda` by name (compiled with NVRTC on first use, once per
+    /// process and architecture; loaded once per backend).
+    pub fn kernel(&self, name: &str) -> Result<FunctionRef, HalError> {
+        let table = self.shared.kernels.get_or_init(|| {
+            let cubin = builtin_cubin(self.shared.caps.compute_capability)?;
+            let names = vitamin_kernels_cuda::all_kernel_names();
+            let refs = self.load_kernels(&cubin, &names)?;
+            Ok(names.into_iter().zip(refs).collect())
+        });
+        match table {
+            Ok(t) => t.get(name).cloned().ok_or_else(|| {
+                HalError::Incompatible(vitamin_hal::Incompatibility::UnknownFunction(format!(
+                    "{name} is not a kernel of vitamin-kernels-cuda"
+                )))
+            }),
+            Err(e) => Err(e.clone()),
+        }
+    }
+
+    /// Creates one partition per node (each a union of leaves) with `lanes` lanes, timing the
+    /// creation and measuring the device memory it took. With `first_launch`, also launches the
+    /// empty kernel once on every lane and measures memory again.
+    pub fn realize(
+        &self,
+        nodes: &[UnitSet],
+        lanes: usize,
+        first_launch: bool,
+    ) -> Result<(Vec<CudaPartition>, RealizationStats), HalError> {
+        let empty = if first_launch { Some(self.kernel("empty_kernel")?) } else { None };
+        let (free0, _) = self.memory_info()?;
+        let t0 = Instant::now();
+        let parts = nodes.iter().map(|u| self.create_partition(u, lanes)).collect::<Result<Vec<_>, _>>()?;
+        let create_ms = t0.elapsed().as_secs_f64() * 1e3;
+        let (free1, _) = self.memory_info()?;
+        let mib = |a: u64, b: u64| (a as f64 - b as f64) / (1024.0 * 1024.0);
+        let mut after_launch = None;
+        if let Some(f) = empty {
+            let op = std::sync::Arc::new(vitamin_hal::OpDesc::Kernel(vitamin_hal::KernelLaunch::new(
+                f,
+                vitamin_hal::Dim3::x(1),
+                vitamin_hal::Dim3::x(32),
+                0,
+                vitamin_hal::KernelArgs::empty(),
+                vitamin_hal::LaunchAttributes::none(),
+            )));
+            for p in &parts {
+                for lane in 0..lanes as u32 {
+                    vitamin_hal::PhysicalPartition::submit(p, lane, &op)?;
+                }
+            }
+            for p in &parts {
+                vitamin_hal::PhysicalPartition::synchronize(p)?;
+                let mut done = Vec::new();
+                vitamin_hal::PhysicalPartition::poll(p, &mut done)?;
+            }
+            after_launch = Some(mib(free0, self.memory_info()?.0));
+        }
+        let stats = RealizationStats {
+            partitions: parts.len(),
+            lanes,
+            create_ms,
+            memory_mib: mib(free0, free1),
+            memory_after_first_launch_mib: after_launch,
+        };
+        Ok((parts, stats))
+    }
+}
+
+/// Compiled cubins by compute capability.
+type CubinCache = Mutex<HashMap<(i32, i32), Arc<Vec<u8>>>>;
+
+/// The kernel library compiled once per process and architecture.
+fn builtin_cubin(arch: (i32, i32)) -> Result<Arc<Vec<u8>>, HalError> {
+    static CACHE: OnceLock<CubinCache> = OnceLock::new();
+    let cache = CACHE.get_or_init(|| Mutex::new(HashMap::new()));
+    if let Some(c) = cache.lock().get(&arch) {
+        return Ok(c.clone());
+    }
+    let cubin = Arc::new(crate::nvrtc::compile_cubin(vitamin_kernels_cuda::SOURCE, "vitamin_kernels.cu", arch, &[])?);
+    cache.lock().insert(arch, cubin.clone());
+    Ok(cubin)
+}
+
+impl Backend for CudaBackend {
+    type Partition = CudaPartition;
+
+    fn topology(&self) -> &Topology {
+        &self.topology
+    }
+
+    fn create_partition(&self, units: &UnitSet, lanes: usize) -> Result<CudaPartition, HalError> {
+        check_union_of_leaves(&self.topology, units)?;
+        if lanes == 0 {
+            return Err(HalError::InvalidPartition("a partition needs at least one lane".into()));
+        }
+        let leaves: Vec<usize> =
+            self.topology.leaves().iter().enumerate().filter(|(_, l)| l.is_subset(units)).map(|(i, _)| i).collect();
+        CudaPartition::create(self.shared.clone(), *units, &leaves, lanes)
+    }
+
+    fn now_ns(&self) -> u64 {
+        self.shared.epoch.elapsed().as_nanos() as u64
+    }
+
+    fn wait_for_progress(&self, timeout: Duration) -> Result<bool, HalError> {
+        if self.shared.outstanding.load(Ordering::Acquire) == 0 {
+            return Ok(false);
+        }
+        if timeout < Duration::from_micros(50) {
+            std::thread::yield_now();
+        } else {
+            std::thread::sleep(timeout.min(Duration::from_micros(50)));
+        }
+        Ok(true)
+    }
+}

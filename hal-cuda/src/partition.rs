@@ -1,0 +1,455 @@
+//! [`CudaPartition`]: one green context with N lanes (its streams); submission, fences, teardown.
+//!
+//! ## Submission
+//! A descriptor is submitted exactly as described: a kernel with `cuLaunchKernelEx` (same
+//! function, grid, block, dynamic shared memory, attributes; one parameter pointer per parameter,
+//! pointing into the descriptor's argument bytes), a copy with `cuMemcpyAsync`, a fill with
+//! `cuMemsetD{8,16,32}Async`, a host function with `cuLaunchHostFunc`, a graph with
+//! `cuGraphLaunch`, a marker with nothing at all (it completes with its lane's earlier work).
+//!
+//! ## Fences
+//! Submitting records **no** event: a lane's ops complete in order, so one event recorded after
+//! the newest op fences everything before it. [`PhysicalPartition::poll`] records at most one event
+//! per lane per call (from a shared pool, only when the lane has unfenced ops), then queries the
+//! lane's events newest first, and reports every sequence number up to the newest completed event.
+//! Submission therefore costs one driver call, and polling costs one record plus one or a few
+//! queries per busy lane, whatever the number of ops.
+//!
+//! ## Teardown
+//! Dropping a partition synchronizes every lane (drain), destroys the streams, returns the events
+//! to the pool and destroys the green context (`cuGreenCtxDestroy` does not destroy streams).
+
+use std::collections::{HashMap, VecDeque};
+use std::ffi::c_void;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+use smallvec::SmallVec;
+use vitamin_hal::{
+    Endpoint, Fence, HalError, HostFunction, Incompatibility, KernelLaunch, LaneId, OpDesc, PhysicalPartition, UnitSet,
+};
+
+use crate::device::Shared;
+use crate::driver::{self, event, green, launch, mem, occupancy, resource, stream, CUevent, CUgreenCtx, CUstream};
+
+/// Most events one lane keeps in flight; a poll records no new one beyond this.
+const MAX_EVENTS_PER_LANE: usize = 16;
+/// How long [`CudaPartition::wait_for`] waits before reporting a hang.
+pub const WAIT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(120);
+/// Largest block the hardware runs (threads).
+const MAX_BLOCK_THREADS: u64 = 1024;
+/// Largest (non-portable) cluster on Hopper, in blocks.
+const MAX_CLUSTER_BLOCKS: u64 = 16;
+
+/// Per-lane state, guarded by the lane's mutex.
+struct Lane {
+    stream: CUstream,
+    /// Sequence number of the newest submitted op.
+    submitted: u64,
+    /// Newest sequence number covered by a recorded event.
+    fenced: u64,
+    /// Newest sequence number reported complete.
+    completed: u64,
+    /// Recorded events, oldest first, with the sequence number each covers.
+    events: VecDeque<(u64, CUevent)>,
+    /// Host bytes that must outlive the ops that read them (staged copies).
+    keepalive: VecDeque<(u64, Arc<[u8]>)>,
+}
+
+// SAFETY: a stream and events are driver handles usable from any thread; the lane is only touched
+// under its mutex.
+unsafe impl Send for Lane {}
+
+/// (function handle, cluster dims, threads per block, dynamic shared memory).
+type ClusterKey = (u64, [u32; 3], u32, u32);
+
+/// What a host-function callback receives.
+struct HostCall {
+    function: HostFunction,
+    errors: Arc<Mutex<Option<String>>>,
+}
+
+unsafe extern "C" fn host_trampoline(user: *mut c_void) {
+    // SAFETY: `user` is the `Box<HostCall>` leaked by `submit`; the driver calls this exactly once.
+    let call = unsafe { Box::from_raw(user.cast::<HostCall>()) };
+    let f = call.function.clone();
+    if std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f.invoke())).is_err() {
+        call.errors.lock().get_or_insert_with(|| format!("host function {} panicked", call.function.name()));
+    }
+}
+
+/// A pool node realized as a green context with its lanes.
+pub struct CudaPartition {
+    units: UnitSet,
+    leaves: Vec<usize>,
+    green: CUgreenCtx,
+    lanes: Box<[Mutex<Lane>]>,
+    shared: Arc<Shared>,
+    errors: Arc<Mutex<Option<String>>>,
+    /// Max active clusters by launch shape.
+    clusters: Mutex<HashMap<ClusterKey, u32>>,
+}
+
+// SAFETY: the green context is a driver handle usable from any thread; mutable state is behind
+// mutexes.
+unsafe impl Send for CudaPartition {}
+// SAFETY: as above.
+unsafe impl Sync for CudaPartition {}
+
+impl std::fmt::Debug for CudaPartition {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CudaPartition").field("units", &self.units).field("lanes", &self.lanes.len()).finish()
+    }
+}
+
+impl CudaPartition {
+    /// Builds the green context over split leaves `leaves` and `lanes` streams in it.
+    pub(crate) fn create(
+        shared: Arc<Shared>,
+        units: UnitSet,
+        leaves: &[usize],
+        lanes: usize,
+    ) -> Result<CudaPartition, HalError> {
+        shared.make_current()?;
+        let resources: Vec<_> = leaves.iter().map(|&i| shared.leaves[i]).collect();
+        let desc = resource::generate_desc(&resources)?;
+        let g = green::create(desc, shared.device)?;
+        // Build the partition first so that its `Drop` cleans up whatever a later step leaves.
+        let mut part = CudaPartition {
+            units,
+            leaves: leaves.to_vec(),
+            green: g,
+            lanes: Box::new([]),
+            shared,
+            errors: Arc::new(Mutex::new(None)),
+            clusters: Mutex::new(HashMap::new()),
+        };
+        // SAFETY: `g` is live.
+        let realized = resource::sm_count(&unsafe { green::sm_resource(g) }?) as usize;
+        if realized != units.len() {
+            return Err(HalError::InvalidPartition(format!(
+                "the driver realized {realized} SMs for a node of {} SMs ({units})",
+                units.len()
+            )));
+        }
+        let mut made = Vec::with_capacity(lanes);
+        for _ in 0..lanes {
+            // SAFETY: `g` is live.
+            match unsafe { green::stream_create(g, 0) } {
+                Ok(s) => made.push(Mutex::new(Lane {
+                    stream: s,
+                    submitted: 0,
+                    fenced: 0,
+                    completed: 0,
+                    events: VecDeque::new(),
+                    keepalive: VecDeque::new(),
+                })),
+                Err(e) => {
+                    part.lanes = made.into_boxed_slice();
+                    return Err(e);
+                }
+            }
+        }
+        part.lanes = made.into_boxed_slice();
+        Ok(part)
+    }
+
+    /// Indices of the split leaves this partition is made of.
+    pub fn leaves(&self) -> &[usize] {
+        &self.leaves
+    }
+
+    /// Polls until `fence` has completed (yielding in between) and returns every fence the polls
+    /// reported, `fence` included unless an earlier poll already reported it. Gives up with
+    /// `HalError::Async` after [`WAIT_TIMEOUT`].
+    pub fn wait_for(&self, fence: Fence) -> Result<Vec<Fence>, HalError> {
+        let lane = self
+            .lanes
+            .get(fence.lane as usize)
+            .ok_or(HalError::InvalidLane { lane: fence.lane, lanes: self.lanes.len() })?;
+        let start = std::time::Instant::now();
+        let mut done = Vec::new();
+        loop {
+            self.poll(&mut done)?;
+            if lane.lock().completed >= fence.seq {
+                return Ok(done);
+            }
+            if start.elapsed() > WAIT_TIMEOUT {
+                return Err(HalError::Async(format!(
+                    "fence {fence:?} did not complete within {WAIT_TIMEOUT:?}: a kernel may be hung"
+                )));
+            }
+            std::thread::yield_now();
+        }
+    }
+
+    /// The raw stream of `lane` (for benchmarks comparing with direct driver calls).
+    pub fn raw_stream(&self, lane: LaneId) -> Option<u64> {
+        self.lanes.get(lane as usize).map(|l| l.lock().stream as u64)
+    }
+
+    fn check_kernel(&self, k: &KernelLaunch) -> Result<(), Incompatibility> {
+        let (grid, block) = (k.grid(), k.block());
+        let threads = block.volume();
+        if threads == 0 || threads > MAX_BLOCK_THREADS || grid.volume() == 0 {
+            return Err(Incompatibility::InvalidLaunch(format!(
+                "grid {grid} x block {block} (blocks need 1..={MAX_BLOCK_THREADS} threads, grids at least one block)"
+            )));
+        }
+        if k.function().kind() == vitamin_hal::FunctionKind::Simulated {
+            return Err(Incompatibility::UnknownFunction(format!("{} is a simulated kernel", k.function().name())));
+        }
+        let attrs = k.attributes();
+        if attrs.cooperative() {
+            let per_sm = self
+                .shared
+                .blocks_per_sm(k.function(), threads as u32, k.shared_mem_bytes())
+                .map_err(|e| Incompatibility::InvalidLaunch(format!("occupancy of {}: {e}", k.function().name())))?;
+            let capacity = u64::from(per_sm) * self.units.len() as u64;
+            if k.blocks() > capacity {
+                return Err(Incompatibility::NotCoResident { blocks: k.blocks(), capacity });
+            }
+        }
+        if let Some(c) = attrs.cluster() {
+            let cb = c.volume();
+            if cb == 0 || cb > MAX_CLUSTER_BLOCKS {
+                return Err(Incompatibility::InvalidLaunch(format!(
+                    "cluster {c} outside 1..={MAX_CLUSTER_BLOCKS} blocks"
+                )));
+            }
+            if self.max_active_clusters(k)? == 0 {
+                return Err(Incompatibility::ClusterShape { cluster_blocks: cb, units: self.units.len() });
+            }
+        }
+        Ok(())
+    }
+
+    /// How many clusters of `k`'s shape this partition's SMs hold at once (cached).
+    fn max_active_clusters(&self, k: &KernelLaunch) -> Result<u32, Incompatibility> {
+        let c = k.attributes().cluster().unwrap_or(vitamin_hal::Dim3::x(1));
+        let key = (k.function().handle(), [c.x, c.y, c.z], k.block().volume() as u32, k.shared_mem_bytes());
+        if let Some(&n) = self.clusters.lock().get(&key) {
+            return Ok(n);
+        }
+        let bad = |e: HalError| Incompatibility::InvalidLaunch(format!("cluster occupancy: {e}"));
+        let f = self.shared.occupancy_function(k.function()).map_err(bad)?;
+        let mut attrs = [launch::RawLaunchAttribute::new(4, &cluster_bytes(c))];
+        let (b, g) = (k.block(), k.grid());
+        let stream = self.lanes[0].lock().stream;
+        let cfg = launch::config([g.x, g.y, g.z], [b.x, b.y, b.z], k.shared_mem_bytes(), stream, &mut attrs);
+        // SAFETY: `f` is a live function, the stream belongs to this live green context (so the
+        // query sees this partition's SMs), and `attrs` outlives the call.
+        let n = unsafe { occupancy::max_active_clusters(f, &cfg) }.map_err(bad)?;
+        self.clusters.lock().insert(key, n);
+        Ok(n)
+    }
+
+    fn launch_kernel(&self, s: CUstream, k: &KernelLaunch) -> Result<(), HalError> {
+        let args = k.args();
+        let base = args.bytes().as_ptr();
+        let mut params: SmallVec<[*mut c_void; 16]> = args
+            .params()
+            .iter()
+            // The driver only reads through these pointers; `from_layout` checked the bounds.
+            .map(|p| base.wrapping_add(p.offset as usize).cast_mut().cast::<c_void>())
+            .collect();
+        let a = k.attributes();
+        let mut attrs: SmallVec<[launch::RawLaunchAttribute; 4]> = SmallVec::new();
+        if a.cooperative() {
+            attrs.push(launch::RawLaunchAttribute::new(2, &1i32.to_le_bytes()));
+        }
+        if let Some(c) = a.cluster() {
+            attrs.push(launch::RawLaunchAttribute::new(4, &cluster_bytes(c)));
+        }
+        if let Some(p) = a.priority() {
+            attrs.push(launch::RawLaunchAttribute::new(8, &p.to_le_bytes()));
+        }
+        for r in a.raw() {
+            attrs.push(launch::RawLaunchAttribute::new(r.id, &r.value));
+        }
+        let (g, b) = (k.grid(), k.block());
+        let cfg = launch::config([g.x, g.y, g.z], [b.x, b.y, b.z], k.shared_mem_bytes(), s, &mut attrs);
+        let params_ptr = if params.is_empty() { std::ptr::null_mut() } else { params.as_mut_ptr() };
+        // SAFETY: the function handle is a live CUfunction or CUkernel (the descriptor's), `s` is a
+        // live stream of this partition, `params` holds one pointer per parameter into the
+        // descriptor's argument bytes (alive for the call; the driver copies them at launch), and
+        // `attrs` outlives the call.
+        unsafe { launch::kernel_ex(&cfg, k.function().handle() as driver::CUfunction, params_ptr) }
+    }
+
+    fn submit_locked(&self, lane: &mut Lane, op: &OpDesc) -> Result<(), HalError> {
+        let s = lane.stream;
+        match op {
+            OpDesc::Kernel(k) => self.launch_kernel(s, k),
+            OpDesc::Copy(c) => {
+                let addr = |e: &Endpoint| match e {
+                    Endpoint::Device(a) | Endpoint::Host(a) => *a,
+                    Endpoint::Staged(b) => b.as_ptr() as u64,
+                };
+                // SAFETY: device and host addresses are the application's promise (as with the
+                // native call); staged bytes are kept alive below until the copy's fence completes.
+                unsafe { mem::copy_async(addr(c.dst()), addr(c.src()), c.bytes() as usize, s) }?;
+                if let Endpoint::Staged(b) = c.src() {
+                    lane.keepalive.push_back((lane.submitted + 1, b.clone()));
+                }
+                Ok(())
+            }
+            OpDesc::Fill(f) => {
+                // SAFETY: the destination is the application's device memory, as natively.
+                unsafe { mem::fill_async(f.dst(), f.value(), f.element_size(), f.count() as usize, s) }
+            }
+            OpDesc::Host(h) => {
+                let call = Box::new(HostCall { function: h.clone(), errors: self.errors.clone() });
+                let user = Box::into_raw(call).cast::<c_void>();
+                // SAFETY: `s` is live; the trampoline takes ownership of `user` exactly once.
+                let r = unsafe { launch::host_func(s, host_trampoline, user) };
+                if r.is_err() {
+                    // SAFETY: the driver did not take the callback, so the box is still ours.
+                    drop(unsafe { Box::from_raw(user.cast::<HostCall>()) });
+                }
+                r
+            }
+            // SAFETY: the executable graph is the application's live handle, as natively.
+            OpDesc::Graph(g) => unsafe { launch::graph(g.graph_exec(), s) },
+            OpDesc::Marker(_) => Ok(()),
+        }
+    }
+
+    /// Records an event after the lane's newest op when it has unfenced ops (bounded).
+    fn fence_lane(&self, lane: &mut Lane) -> Result<(), HalError> {
+        if lane.submitted > lane.fenced && lane.events.len() < MAX_EVENTS_PER_LANE {
+            let e = self.shared.take_event()?;
+            // SAFETY: `e` is an idle pooled event and the stream is live.
+            if let Err(err) = unsafe { event::record(e, lane.stream) } {
+                self.shared.return_events([e]);
+                return Err(err);
+            }
+            lane.events.push_back((lane.submitted, e));
+            lane.fenced = lane.submitted;
+        }
+        Ok(())
+    }
+
+    /// The newest sequence number whose event completed, if any newer than `completed`.
+    fn completed_upto(lane: &Lane) -> Result<Option<u64>, HalError> {
+        let Some(&(newest, e)) = lane.events.back() else { return Ok(None) };
+        // SAFETY: events in the lane's queue are live.
+        if unsafe { event::query(e) }? {
+            return Ok(Some(newest));
+        }
+        let mut upto = None;
+        for &(seq, e) in lane.events.iter().take(lane.events.len() - 1) {
+            // SAFETY: as above.
+            if unsafe { event::query(e) }? {
+                upto = Some(seq);
+            } else {
+                break;
+            }
+        }
+        Ok(upto)
+    }
+}
+
+fn cluster_bytes(c: vitamin_hal::Dim3) -> [u8; 12] {
+    let mut b = [0u8; 12];
+    b[..4].copy_from_slice(&c.x.to_le_bytes());
+    b[4..8].copy_from_slice(&c.y.to_le_bytes());
+    b[8..].copy_from_slice(&c.z.to_le_bytes());
+    b
+}
+
+impl PhysicalPartition for CudaPartition {
+    fn units(&self) -> &UnitSet {
+        &self.units
+    }
+
+    fn lanes(&self) -> usize {
+        self.lanes.len()
+    }
+
+    fn can_execute(&self, op: &OpDesc) -> Result<(), Incompatibility> {
+        match op {
+            OpDesc::Kernel(k) => self.check_kernel(k),
+            _ => Ok(()),
+        }
+    }
+
+    fn submit(&self, lane: LaneId, op: &Arc<OpDesc>) -> Result<Fence, HalError> {
+        let l = self.lanes.get(lane as usize).ok_or(HalError::InvalidLane { lane, lanes: self.lanes.len() })?;
+        if let OpDesc::Kernel(k) = &**op {
+            self.check_kernel(k)?;
+        }
+        self.shared.make_current()?;
+        let mut st = l.lock();
+        self.submit_locked(&mut st, op)?;
+        st.submitted += 1;
+        self.shared.outstanding.fetch_add(1, Ordering::AcqRel);
+        Ok(Fence { lane, seq: st.submitted })
+    }
+
+    fn poll(&self, completed: &mut Vec<Fence>) -> Result<usize, HalError> {
+        if let Some(e) = self.errors.lock().take() {
+            return Err(HalError::Async(e));
+        }
+        let mut n = 0u64;
+        for (i, l) in self.lanes.iter().enumerate() {
+            let mut st = l.lock();
+            if st.completed == st.submitted {
+                continue;
+            }
+            self.fence_lane(&mut st)?;
+            let Some(upto) = Self::completed_upto(&st)? else { continue };
+            let mut idle = SmallVec::<[CUevent; 4]>::new();
+            while st.events.front().is_some_and(|&(seq, _)| seq <= upto) {
+                idle.push(st.events.pop_front().expect("non-empty").1);
+            }
+            self.shared.return_events(idle);
+            completed.extend((st.completed + 1..=upto).map(|seq| Fence { lane: i as LaneId, seq }));
+            n += upto - st.completed;
+            st.completed = upto;
+            while st.keepalive.front().is_some_and(|(seq, _)| *seq <= upto) {
+                st.keepalive.pop_front();
+            }
+        }
+        self.shared.outstanding.fetch_sub(n, Ordering::AcqRel);
+        Ok(n as usize)
+    }
+
+    fn synchronize(&self) -> Result<(), HalError> {
+        for l in self.lanes.iter() {
+            let s = l.lock().stream;
+            // SAFETY: the stream lives as long as the partition.
+            unsafe { stream::synchronize(s) }.map_err(|e| HalError::Async(e.to_string()))?;
+        }
+        match self.errors.lock().take() {
+            Some(e) => Err(HalError::Async(e)),
+            None => Ok(()),
+        }
+    }
+}
+
+impl Drop for CudaPartition {
+    fn drop(&mut self) {
+        if self.shared.make_current().is_err() {
+            tracing::warn!("green context teardown: could not make the primary context current");
+        }
+        for l in self.lanes.iter_mut() {
+            let st = l.get_mut();
+            // SAFETY: the stream is live; draining before destruction is required.
+            if let Err(err) = unsafe { stream::synchronize(st.stream) } {
+                tracing::warn!(%err, "green context teardown: draining a lane");
+            }
+            // SAFETY: drained and never used again.
+            if let Err(err) = unsafe { stream::destroy(st.stream) } {
+                tracing::warn!(%err, "green context teardown: stream");
+            }
+            self.shared.return_events(st.events.drain(..).map(|(_, e)| e));
+            self.shared.outstanding.fetch_sub(st.submitted - st.completed, Ordering::AcqRel);
+        }
+        // SAFETY: every stream of the green context was drained and destroyed above.
+        if let Err(err) = unsafe { green::destroy(self.green) } {
+            tracing::warn!(%err, "green context teardown: context");
+        }
+    }
+}
