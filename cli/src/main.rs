@@ -2,6 +2,7 @@
 #![forbid(unsafe_code)]
 
 mod backends;
+mod pool_cmd;
 
 use anyhow::Result;
 use clap::{Parser, Subcommand};
@@ -30,6 +31,12 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Show the hierarchical pool of physical contexts for the chosen device (tree, remainders).
+    Pool {
+        /// Print JSON (schema vitamin.pool.v1) instead of text.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 fn main() -> Result<()> {
@@ -41,6 +48,7 @@ fn main() -> Result<()> {
     let choice = if cli.sim { BackendChoice::Sim } else { cli.backend };
     match cli.command {
         Command::Info { json } => info(choice, json),
+        Command::Pool { json } => pool_cmd::run(choice, json),
     }
 }
 

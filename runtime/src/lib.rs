@@ -10,3 +10,7 @@
 //! Filled in by the vCtx, pool and dispatcher issues.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
+
+pub mod pool;
+
+pub use pool::{HolderId, NodeId, NodeState, Pool, PoolError, Realized, Reservation};
