@@ -11,6 +11,7 @@
 use serde::Serialize;
 use vitamin_hal::sim::SimBackend;
 use vitamin_hal::{Backend, HalError, Topology};
+use vitamin_hal_cuda::CudaBackend;
 
 /// One backend's probe outcome.
 #[derive(Debug, Clone, Serialize)]
@@ -24,12 +25,15 @@ pub struct ProbeReport {
 #[derive(Debug)]
 pub enum AnyBackend {
     Sim(SimBackend),
+    /// NVIDIA GPU: partitions are green contexts.
+    Cuda(CudaBackend),
 }
 
 impl AnyBackend {
     pub fn topology(&self) -> &Topology {
         match self {
             AnyBackend::Sim(b) => b.topology(),
+            AnyBackend::Cuda(b) => b.topology(),
         }
     }
 }
@@ -53,11 +57,15 @@ fn report(backend: &'static str, r: Result<(), HalError>) -> ProbeReport {
 /// Probes the backends and picks one.
 pub fn select(choice: BackendChoice) -> anyhow::Result<(AnyBackend, Vec<ProbeReport>)> {
     let mut reports = Vec::new();
+    let mut chosen = None;
     if choice != BackendChoice::Sim {
         if matches!(choice, BackendChoice::Auto | BackendChoice::Cuda) {
-            let r = report("cuda", vitamin_hal_cuda::probe());
+            // Creating the backend is the probe: it also performs the one SM split.
+            let created = CudaBackend::new();
+            let r = report("cuda", created.as_ref().map(|_| ()).map_err(Clone::clone));
             tracing::info!(backend = "cuda", usable = r.usable, reason = r.reason.as_deref(), "probed");
             reports.push(r);
+            chosen = created.ok().map(AnyBackend::Cuda);
         }
         if matches!(choice, BackendChoice::Auto | BackendChoice::Hip) {
             let r = report("hip", vitamin_hal_hip::probe());
@@ -70,6 +78,9 @@ pub fn select(choice: BackendChoice) -> anyhow::Result<(AnyBackend, Vec<ProbeRep
                 bad.backend,
                 bad.reason.as_deref().unwrap_or("?")
             );
+        }
+        if let Some(b) = chosen {
+            return Ok((b, reports));
         }
     }
     reports.push(ProbeReport {

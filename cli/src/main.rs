@@ -2,6 +2,7 @@
 #![forbid(unsafe_code)]
 
 mod backends;
+mod determinism_cmd;
 mod pool_cmd;
 
 use anyhow::Result;
@@ -37,6 +38,8 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Fixed-structure launches on random pool nodes vs reshaped launches (NVIDIA GPU).
+    Determinism(determinism_cmd::Args),
 }
 
 fn main() -> Result<()> {
@@ -49,6 +52,7 @@ fn main() -> Result<()> {
     match cli.command {
         Command::Info { json } => info(choice, json),
         Command::Pool { json } => pool_cmd::run(choice, json),
+        Command::Determinism(args) => determinism_cmd::run(choice, &args),
     }
 }
 
@@ -56,7 +60,10 @@ fn info(choice: BackendChoice, json: bool) -> Result<()> {
     let (backend, reports) = backends::select(choice)?;
     let top = backend.topology();
     if json {
-        let v = serde_json::json!({ "probes": reports, "topology": top });
+        let mut v = serde_json::json!({ "probes": reports, "topology": top });
+        if let AnyBackend::Cuda(cuda) = &backend {
+            v["cuda_capabilities"] = serde_json::to_value(cuda.capabilities())?;
+        }
         println!("{}", serde_json::to_string_pretty(&v)?);
         return Ok(());
     }
@@ -65,7 +72,9 @@ fn info(choice: BackendChoice, json: bool) -> Result<()> {
         let state = if r.usable { "usable" } else { "skipped" };
         println!("  {:<5} {state}{}", r.backend, r.reason.as_deref().map(|s| format!(": {s}")).unwrap_or_default());
     }
-    let AnyBackend::Sim(_) = &backend;
+    if let AnyBackend::Cuda(cuda) = &backend {
+        println!("\ncuda capabilities: {}", serde_json::to_string(cuda.capabilities())?);
+    }
     println!("\ndevice: {top}");
     Ok(())
 }

@@ -233,6 +233,7 @@ impl CudaPartition {
             return Ok(n);
         }
         let bad = |e: HalError| Incompatibility::InvalidLaunch(format!("cluster occupancy: {e}"));
+        self.shared.make_current().map_err(bad)?;
         let f = self.shared.occupancy_function(k.function()).map_err(bad)?;
         let mut attrs = [launch::RawLaunchAttribute::new(4, &cluster_bytes(c))];
         let (b, g) = (k.block(), k.grid());
@@ -240,7 +241,25 @@ impl CudaPartition {
         let cfg = launch::config([g.x, g.y, g.z], [b.x, b.y, b.z], k.shared_mem_bytes(), stream, &mut attrs);
         // SAFETY: `f` is a live function, the stream belongs to this live green context (so the
         // query sees this partition's SMs), and `attrs` outlives the call.
-        let n = unsafe { occupancy::max_active_clusters(f, &cfg) }.map_err(bad)?;
+        let n = match unsafe { occupancy::max_active_clusters(f, &cfg) } {
+            Ok(n) => n,
+            Err(e) => {
+                // Some drivers refuse a green-context stream here: ask for the whole device (null
+                // stream = primary context) and scale by this partition's share of the SMs.
+                tracing::debug!(%e, "cluster occupancy on a green-context stream; asking for the device");
+                let cfg = launch::config(
+                    [g.x, g.y, g.z],
+                    [b.x, b.y, b.z],
+                    k.shared_mem_bytes(),
+                    std::ptr::null_mut(),
+                    &mut attrs,
+                );
+                // SAFETY: as above, with the primary context's null stream (current on this thread).
+                let device = unsafe { occupancy::max_active_clusters(f, &cfg) }.map_err(bad)?;
+                let total = self.shared.caps.sm_count.max(1) as u64;
+                (u64::from(device) * self.units.len() as u64 / total) as u32
+            }
+        };
         self.clusters.lock().insert(key, n);
         Ok(n)
     }
