@@ -58,16 +58,21 @@ impl TestDevice for Cuda {
 fn cuda_or_skip() -> Option<Cuda> {
     let backend = match CudaBackend::new() {
         Ok(b) => b,
-        Err(e) => {
+        Err(e @ HalError::Unsupported { .. }) => {
             eprintln!("SKIPPED: no CUDA GPU ({e})");
             return None;
         }
+        // A GPU is there but fails (e.g. a sticky error from an earlier test): that is a failure.
+        Err(e) => panic!("the CUDA backend failed on a machine with a driver: {e}"),
     };
-    if let Err(e) = backend.kernel("reduce_partial") {
-        eprintln!("SKIPPED: no CUDA GPU (the driver works but vitamin's kernels cannot be compiled: {e})");
-        return None;
+    match backend.kernel("reduce_partial") {
+        Ok(_) => Some(Cuda(backend)),
+        Err(e @ HalError::Unsupported { .. }) => {
+            eprintln!("SKIPPED: no CUDA GPU (the driver works but vitamin's kernels cannot be compiled: {e})");
+            None
+        }
+        Err(e) => panic!("vitamin's kernels failed to compile or load: {e}"),
     }
-    Some(Cuda(backend))
 }
 
 vitamin_tests::conformance_tests!(cuda_or_skip());
