@@ -47,7 +47,8 @@ step "determinism ($TRIALS trials)" 270 "$HERE/vitamin" --backend cuda determini
   --json "$OUT/determinism.json" > "$OUT/determinism.txt" 2>&1
 tail -30 "$OUT/determinism.txt"
 
-VITAMIN_BENCH_JSON="$OUT/bench.json" step "submit benchmark" 90 "$HERE/submit_bench" --bench > "$OUT/bench.log" 2>&1
+export VITAMIN_BENCH_JSON="$OUT/bench.json"
+step "submit benchmark" 90 "$HERE/submit_bench" --bench > "$OUT/bench.log" 2>&1
 grep -E "^paired|^launch/|time:" "$OUT/bench.log"
 
 echo "gpu check: $([ $status -eq 0 ] && echo ALL STEPS PASSED || echo SOME STEP FAILED)"
