@@ -219,7 +219,7 @@ impl CudaBackend {
         let mut notes = vec![
             format!(
                 "one cuDevSmResourceSplitByCount(minCount={}): {} leaves; SM indices are logical (leaf i covers \
-                 consecutive indices in split order); `vitamin census` reads the physical %smid sets",
+                 consecutive indices in split order); the %smid census (vitamin determinism) reads the physical SM sets",
                 caps.min_partition_size,
                 leaf_sets.len()
             ),
