@@ -25,6 +25,8 @@ tests=$(cargo test --release --locked -p vitamin-tests --test cuda --no-run --me
 cp "$tests" "$DEST/cuda_tests"
 bench=$(cargo bench --locked -p vitamin-hal-cuda --bench submit --no-run --message-format=json 2>/dev/null | exe_of submit)
 cp "$bench" "$DEST/submit_bench"
+diag=$(cargo build --release --locked -p vitamin-hal-cuda --example gc_memory --message-format=json 2>/dev/null | exe_of gc_memory)
+cp "$diag" "$DEST/gc_memory"
 cp bench/gpu/run_gpu_check.sh "$DEST/run_gpu_check.sh"
 git rev-parse HEAD > "$DEST/COMMIT"
 ls -la "$DEST"

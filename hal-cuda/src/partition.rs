@@ -448,27 +448,44 @@ impl PhysicalPartition for CudaPartition {
     }
 }
 
-impl Drop for CudaPartition {
-    fn drop(&mut self) {
-        if self.shared.make_current().is_err() {
-            tracing::warn!("green context teardown: could not make the primary context current");
+impl CudaPartition {
+    /// Drains every lane, destroys the streams and the green context, and reports the first
+    /// failure (dropping does the same but can only log failures). Idempotent.
+    pub fn close(mut self) -> Result<(), HalError> {
+        self.teardown()
+    }
+
+    fn teardown(&mut self) -> Result<(), HalError> {
+        if self.green.is_null() {
+            return Ok(());
         }
+        let mut first: Option<HalError> = None;
+        let mut note = |r: Result<(), HalError>| {
+            if let Err(e) = r {
+                tracing::warn!(err = %e, "green context teardown");
+                first.get_or_insert(e);
+            }
+        };
+        note(self.shared.make_current());
         for l in self.lanes.iter_mut() {
             let st = l.get_mut();
             // SAFETY: the stream is live; draining before destruction is required.
-            if let Err(err) = unsafe { stream::synchronize(st.stream) } {
-                tracing::warn!(%err, "green context teardown: draining a lane");
-            }
+            note(unsafe { stream::synchronize(st.stream) });
             // SAFETY: drained and never used again.
-            if let Err(err) = unsafe { stream::destroy(st.stream) } {
-                tracing::warn!(%err, "green context teardown: stream");
-            }
+            note(unsafe { stream::destroy(st.stream) });
             self.shared.return_events(st.events.drain(..).map(|(_, e)| e));
             self.shared.outstanding.fetch_sub(st.submitted - st.completed, Ordering::AcqRel);
         }
+        self.lanes = Box::new([]);
         // SAFETY: every stream of the green context was drained and destroyed above.
-        if let Err(err) = unsafe { green::destroy(self.green) } {
-            tracing::warn!(%err, "green context teardown: context");
-        }
+        note(unsafe { green::destroy(self.green) });
+        self.green = std::ptr::null_mut();
+        first.map_or(Ok(()), Err)
+    }
+}
+
+impl Drop for CudaPartition {
+    fn drop(&mut self) {
+        let _ = self.teardown();
     }
 }

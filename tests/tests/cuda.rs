@@ -188,7 +188,9 @@ fn dropped_partitions_release_their_green_contexts() {
         for p in &parts {
             p.submit(1, &op(busy.clone(), 8, 64, d.busy_args())).expect("work to drain");
         }
-        drop(parts);
+        for p in parts {
+            p.close().expect("drain and destroy");
+        }
     };
     let mib = |a: u64, b: u64| (a as f64 - b as f64) / 1048576.0;
     let (free0, _) = d.0.memory_info().expect("mem");
