@@ -32,16 +32,20 @@ const GEMV_THREADS_PER_SM: usize = 8192;
 pub const GEMM_TILE: u32 = 16;
 
 /// The determinism suite's kernels.
+/// Serialized as [`SuiteKernel::name`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
 pub enum SuiteKernel {
     /// Block-partitioned sum of a vector (FP32 partials and result).
+    #[serde(rename = "reduction")]
     Reduction,
     /// Split-K GEMM: partial products per K-chunk, then an in-order sum of the chunks.
+    #[serde(rename = "splitk_gemm")]
     SplitKGemm,
     /// LayerNorm over rows (mean, variance, affine).
+    #[serde(rename = "layernorm")]
     LayerNorm,
     /// Matrix-vector product.
+    #[serde(rename = "gemv")]
     Gemv,
 }
 
@@ -606,6 +610,16 @@ mod tests {
                 assert_ne!(*v, 0.0);
                 assert_eq!(DType::Bf16.round(*v), *v);
             }
+        }
+    }
+
+    #[test]
+    fn serialized_names_are_the_cli_names() {
+        for k in SuiteKernel::ALL {
+            assert_eq!(serde_json::to_string(&k).expect("json"), format!("\"{}\"", k.name()));
+        }
+        for d in DType::ALL {
+            assert_eq!(serde_json::to_string(&d).expect("json"), format!("\"{}\"", d.name()));
         }
     }
 
