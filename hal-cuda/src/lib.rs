@@ -24,7 +24,8 @@
 //! before the first call ([`driver::load`]); a missing library, symbol, device or too-old driver is
 //! `HalError::Unsupported` with the reason. Memory is allocated in the primary context (kernels on
 //! green-context streams use it); the primary context is made current on each calling thread.
-//! `unsafe` lives in [`driver`], [`nvrtc`] and the submission paths, each block with its reason.
+//! `unsafe` is confined to the FFI layers ([`driver`], [`nvrtc`]) and to the places in `device.rs` and
+//! `partition.rs` that hand live handles to them; every block states why it is sound.
 #![warn(missing_docs)]
 
 pub mod census;
