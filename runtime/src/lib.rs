@@ -10,3 +10,9 @@
 //! Filled in by the vCtx, pool and dispatcher issues.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
+
+pub mod vctx;
+
+pub use vctx::{
+    ContinuableOp, EventId, OpId, ReadyOp, Recorded, StreamId, StreamKind, VctxError, VctxId, VirtualContext,
+};
