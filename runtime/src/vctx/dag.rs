@@ -30,6 +30,7 @@ use smallvec::SmallVec;
 use vitamin_hal::OpDesc;
 
 use super::ids::{IdMap, OpId, StreamId};
+use super::table::Table;
 
 /// The result of recording an op: its id (token) and its direct predecessors that were still
 /// unsatisfied at recording time.
@@ -100,7 +101,7 @@ pub(crate) struct Effects {
 /// The live ops of one virtual context and the edges between them.
 #[derive(Debug)]
 pub(crate) struct Dag {
-    nodes: IdMap<OpId, Node>,
+    nodes: Table<Node>,
     next: u64,
     ready: VecDeque<OpId>,
     continuable: VecDeque<OpId>,
@@ -116,7 +117,7 @@ const COMPACT_MIN: usize = 64;
 impl Default for Dag {
     fn default() -> Self {
         Dag {
-            nodes: IdMap::default(),
+            nodes: Table::default(),
             next: 1,
             ready: VecDeque::new(),
             continuable: VecDeque::new(),
@@ -130,7 +131,7 @@ impl Default for Dag {
 impl Dag {
     /// Whether `op` is recorded and not yet retired (its token is unsatisfied).
     pub(crate) fn is_live(&self, op: OpId) -> bool {
-        self.nodes.contains_key(&op)
+        self.nodes.contains(op)
     }
 
     /// Number of live ops.
@@ -140,7 +141,7 @@ impl Dag {
 
     /// The stream `op` was recorded on, while it is live.
     pub(crate) fn stream_of(&self, op: OpId) -> Option<StreamId> {
-        self.nodes.get(&op).map(|n| n.stream)
+        self.nodes.get(op).map(|n| n.stream)
     }
 
     /// Whether a queue holds entries (possibly stale ones).
@@ -171,7 +172,7 @@ impl Dag {
         let mut preds = SmallVec::new();
         let mut unsubmitted = 0;
         for &c in candidates.iter() {
-            if let Some(p) = self.nodes.get_mut(&c) {
+            if let Some(p) = self.nodes.get_mut(c) {
                 p.dependents.push(op);
                 unsubmitted += u32::from(!p.submitted);
                 preds.push(c);
@@ -204,22 +205,19 @@ impl Dag {
 
     /// Notes that `op` was handed to a backend lane. Idempotent; unknown ids are ignored.
     pub(crate) fn mark_submitted(&mut self, op: OpId) {
-        let Some(n) = self.nodes.get_mut(&op) else { return };
+        let Some(n) = self.nodes.get_mut(op) else { return };
         if n.submitted {
             return;
         }
         n.submitted = true;
-        let dependents = std::mem::take(&mut n.dependents);
-        for d in &dependents {
+        let dependents = n.dependents.clone();
+        for d in dependents {
             let Some(dn) = self.nodes.get_mut(d) else { continue };
             dn.unsubmitted -= 1;
             if dn.unsubmitted == 0 && dn.pending > 0 && !dn.submitted && !dn.continuable_queued {
                 dn.continuable_queued = true;
-                self.push_continuable(*d);
+                self.push_continuable(d);
             }
-        }
-        if let Some(n) = self.nodes.get_mut(&op) {
-            n.dependents = dependents;
         }
     }
 
@@ -227,7 +225,7 @@ impl Dag {
     /// unblocks) once its predecessors have retired. Idempotent; unknown ids are ignored.
     /// Returns the op's stream if it was live and not yet completed.
     pub(crate) fn satisfy(&mut self, op: OpId) -> Option<StreamId> {
-        let n = self.nodes.get_mut(&op)?;
+        let n = self.nodes.get_mut(op)?;
         if n.completed {
             return None;
         }
@@ -247,12 +245,12 @@ impl Dag {
         let mut stack = std::mem::take(&mut self.scratch);
         stack.push(first);
         while let Some(id) = stack.pop() {
-            let Some(n) = self.nodes.remove(&id) else { continue };
+            let Some(n) = self.nodes.remove(id) else { continue };
             if !self.watched.is_empty() && self.watched.contains_key(&id) {
                 self.effects.woke_watched = true;
             }
             for d in n.dependents {
-                let Some(dn) = self.nodes.get_mut(&d) else { continue };
+                let Some(dn) = self.nodes.get_mut(d) else { continue };
                 dn.pending -= 1;
                 if !n.submitted {
                     dn.unsubmitted -= 1;
@@ -277,7 +275,7 @@ impl Dag {
         self.effects.new_work = true;
         if self.ready.len() > COMPACT_MIN && self.ready.len() > 2 * self.nodes.len() {
             let nodes = &self.nodes;
-            self.ready.retain(|id| nodes.get(id).is_some_and(|n| !n.submitted && !n.handed_out));
+            self.ready.retain(|id| nodes.get(*id).is_some_and(|n| !n.submitted && !n.handed_out));
         }
     }
 
@@ -286,14 +284,14 @@ impl Dag {
         self.effects.new_work = true;
         if self.continuable.len() > COMPACT_MIN && self.continuable.len() > 2 * self.nodes.len() {
             let nodes = &self.nodes;
-            self.continuable.retain(|id| nodes.get(id).is_some_and(|n| !n.submitted && n.pending > 0));
+            self.continuable.retain(|id| nodes.get(*id).is_some_and(|n| !n.submitted && n.pending > 0));
         }
     }
 
     /// Appends the ops that became ready since the last call, in the order they became ready.
     pub(crate) fn take_ready(&mut self, out: &mut Vec<ReadyOp>) {
         while let Some(id) = self.ready.pop_front() {
-            let Some(n) = self.nodes.get_mut(&id) else { continue };
+            let Some(n) = self.nodes.get_mut(id) else { continue };
             if n.submitted || n.handed_out {
                 continue;
             }
@@ -305,11 +303,11 @@ impl Dag {
     /// Appends the ops that became continuable since the last call and still are.
     pub(crate) fn take_continuable(&mut self, out: &mut Vec<ContinuableOp>) {
         while let Some(id) = self.continuable.pop_front() {
-            let Some(n) = self.nodes.get(&id) else { continue };
+            let Some(n) = self.nodes.get(id) else { continue };
             if n.submitted || n.pending == 0 {
                 continue;
             }
-            let pending_preds = n.preds.iter().copied().filter(|p| self.nodes.contains_key(p)).collect();
+            let pending_preds = n.preds.iter().copied().filter(|p| self.nodes.contains(*p)).collect();
             out.push(ContinuableOp {
                 op: id,
                 stream: n.stream,
@@ -338,13 +336,13 @@ impl Dag {
     /// Checks the counters against the edges (tests only).
     #[cfg(test)]
     pub(crate) fn check_consistency(&self) {
-        for (id, n) in &self.nodes {
-            let live: Vec<_> = n.preds.iter().filter_map(|p| self.nodes.get(p)).collect();
+        for (id, n) in self.nodes.values() {
+            let live: Vec<_> = n.preds.iter().filter_map(|p| self.nodes.get(*p)).collect();
             assert_eq!(n.pending as usize, live.len(), "{id}: pending count");
             assert_eq!(n.unsubmitted as usize, live.iter().filter(|p| !p.submitted).count(), "{id}: unsubmitted");
             for p in &n.preds {
-                if let Some(pn) = self.nodes.get(p) {
-                    assert!(pn.dependents.contains(id), "{p} lacks dependent {id}");
+                if let Some(pn) = self.nodes.get(*p) {
+                    assert!(pn.dependents.contains(&id), "{p} lacks dependent {id}");
                 }
             }
             assert!(!(n.completed && n.pending == 0), "{id} completed with no pending preds but not retired");

@@ -54,11 +54,20 @@
 //! and only then releases its dependents. Satisfying an unknown or retired id is a no-op.
 //! [`wait_for_work`](VirtualContext::wait_for_work) parks a dispatcher until a queue has work.
 //!
+//! Each call is atomic, but a continuable report is a snapshot: the op may become ready (and be
+//! handed out by `take_ready`) before the dispatcher acts on the report. This is safe when one
+//! submission thread per context takes ready and continuable ops, as in the runtime's design
+//! (marking the op submitted first keeps it out of the ready queue); completions may come from
+//! any number of threads.
+//!
 //! ## Memory
-//! Retired ops are removed from the table at once; queues drop stale entries lazily and are
-//! compacted when they outgrow the table; events and streams are removed when destroyed (a
-//! destroyed stream's unfinished tail is kept only until it retires). Memory is therefore
-//! proportional to live ops, streams and events.
+//! Retired ops are removed from the op table at once (a window indexed by op id, with an
+//! overflow map for long-lived stragglers, so lookups do not hash); queues drop stale entries
+//! lazily and are compacted when they outgrow the table; events and streams are removed when
+//! destroyed (a destroyed stream's unfinished tail is kept only until it retires), and the
+//! per-thread default stream of an exited thread with
+//! [`release_per_thread_default_stream`](VirtualContext::release_per_thread_default_stream).
+//! Memory is therefore proportional to live ops, streams and events.
 //!
 //! ## Concurrency
 //! All state sits behind one mutex (`parking_lot`; no lock-free code). Host threads blocked in
@@ -78,6 +87,7 @@ mod error;
 mod ids;
 mod order;
 mod sync;
+mod table;
 
 pub use context::VirtualContext;
 pub use dag::{ContinuableOp, ReadyOp, Recorded};
