@@ -6,7 +6,8 @@
 //! order; legacy default stream: an action there first follows all blocking streams, and
 //! blocking streams' ops follow it; per-thread default streams count as blocking; event waits
 //! copy the generation current at the wait). Random sequences of stream/event creation and
-//! destruction, op recording on random streams (legacy included), event record/wait/re-record,
+//! destruction (per-thread default streams released), op recording on random streams (legacy
+//! included), event record/wait/re-record,
 //! dispatcher steps (take ready, take continuable, mark submitted, satisfy and fail in any
 //! order the DAG allows, including lane-continuation-style early completions), queries and
 //! syncs (immediate, timed, and blocking in background threads) are applied to both. Checked:
@@ -161,6 +162,7 @@ enum Target {
 enum T {
     CreateStream { non_blocking: bool, priority: i32 },
     PerThread(u64),
+    ReleasePerThread(u64),
     DestroyStream(usize),
     RecordOp(usize),
     RecordOnUnknown,
@@ -203,6 +205,7 @@ impl ReferenceStateMachine for Reference {
                     .boxed(),
             ),
             (1, (0u64..3).prop_map(T::PerThread).boxed()),
+            (1, (0u64..3).prop_map(T::ReleasePerThread).boxed()),
             (3, stream().prop_map(T::DestroyStream).boxed()),
             (14, stream().prop_map(T::RecordOp).boxed()),
             (1, Just(T::RecordOnUnknown).boxed()),
@@ -262,6 +265,11 @@ impl ReferenceStateMachine for Reference {
                 if !m.per_thread.contains_key(&th) {
                     let s = m.add_stream(Kind::PerThread(th));
                     m.per_thread.insert(th, s);
+                }
+            }
+            T::ReleasePerThread(th) => {
+                if let Some(s) = m.per_thread.remove(&th) {
+                    m.streams[s].alive = false;
                 }
             }
             T::DestroyStream(s) => {
@@ -513,6 +521,7 @@ impl StateMachineTest for VctxMachine {
                     assert_eq!(sut.streams[idx], s);
                 }
             }
+            T::ReleasePerThread(th) => ctx.release_per_thread_default_stream(th),
             T::DestroyStream(s) => {
                 let r = ctx.destroy_stream(sut.streams[s]);
                 let model_destroyed = !m.streams[s].alive && sut.model.streams[s].alive;

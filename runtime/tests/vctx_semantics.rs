@@ -360,3 +360,34 @@ fn memory_is_bounded_by_live_state() {
     let dbg = format!("{c:?}");
     assert!(dbg.contains("streams: 2") && dbg.contains("events: 0"), "{dbg}");
 }
+
+#[test]
+fn failure_of_a_retired_op_is_recorded_for_the_device_only() {
+    let c = ctx();
+    let s = c.create_stream(StreamKind::NonBlocking, 0);
+    let a = c.record_op(s, op()).unwrap();
+    c.satisfy(a.op);
+    c.fail(a.op, "late report".into());
+    assert!(c.stream_query(s).unwrap(), "the op's stream is no longer known");
+    let err = c.device_synchronize().unwrap_err();
+    assert!(matches!(&err, VctxError::LaunchFailed { stream: None, .. }), "{err:?}");
+    assert!(!err.to_string().contains(" on "), "no stream to name: {err}");
+    // The first failure stays the sticky one.
+    let b = c.record_op(s, op()).unwrap();
+    c.fail(b.op, "second".into());
+    assert_eq!(c.sticky_error(), Some(err));
+    assert!(c.stream_query(s).is_err());
+}
+
+#[test]
+fn per_thread_default_stream_of_an_exited_thread_is_released() {
+    let c = ctx();
+    let t = c.per_thread_default_stream(9);
+    let a = c.record_op(t, op()).unwrap();
+    c.release_per_thread_default_stream(9);
+    assert!(c.stream_query(t).is_err(), "handle released");
+    assert!(!c.device_synchronize_timeout(Duration::ZERO).unwrap(), "its work still counts");
+    let l = c.record_op(StreamId::LEGACY, op()).unwrap();
+    assert_eq!(l.preds.as_slice(), &[a.op], "and still orders the legacy stream");
+    assert_ne!(c.per_thread_default_stream(9), t, "a new thread with the same key gets a new stream");
+}
