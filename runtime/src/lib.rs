@@ -18,3 +18,8 @@ pub use pool::{HolderId, NodeId, NodeState, Pool, PoolError, Realized, Reservati
 pub use vctx::{
     ContinuableOp, EventId, OpId, ReadyOp, Recorded, StreamId, StreamKind, VctxError, VctxId, VirtualContext,
 };
+
+pub mod dispatch;
+pub mod policy;
+pub mod profile;
+pub mod scenario;
