@@ -2,7 +2,9 @@
 #![forbid(unsafe_code)]
 
 mod backends;
+mod demo_cmd;
 mod pool_cmd;
+mod profile_cmd;
 
 use anyhow::Result;
 use clap::{Parser, Subcommand};
@@ -31,6 +33,11 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// The main job without a GPU: simulated scenarios under every policy, a comparison table, and a
+    /// determinism check (always on the simulated H200).
+    Demo(demo_cmd::DemoArgs),
+    /// Profile a scenario's launch configurations at every pool size and write the profile file.
+    Profile(profile_cmd::ProfileArgs),
     /// Show the hierarchical pool of physical contexts for the chosen device (tree, remainders).
     Pool {
         /// Print JSON (schema vitamin.pool.v1) instead of text.
@@ -49,6 +56,8 @@ fn main() -> Result<()> {
     match cli.command {
         Command::Info { json } => info(choice, json),
         Command::Pool { json } => pool_cmd::run(choice, json),
+        Command::Demo(args) => demo_cmd::run(args),
+        Command::Profile(args) => profile_cmd::run(args),
     }
 }
 

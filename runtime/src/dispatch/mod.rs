@@ -690,7 +690,7 @@ impl<B: Backend, P: Policy> Dispatcher<B, P> {
             t.spans.push(Span {
                 name: inf.desc.label().to_owned(),
                 client: self.clients[inf.client].info.name.clone(),
-                node: inf.node.map_or(u16::MAX, |n| n.0),
+                node: inf.node.map_or(self.partitions.len() as u16, |n| n.0),
                 lane: fence.lane,
                 start_ns: start,
                 end_ns: now,
