@@ -2,6 +2,7 @@
 #![forbid(unsafe_code)]
 
 mod backends;
+mod run_cmd;
 
 use anyhow::Result;
 use clap::{Parser, Subcommand};
@@ -30,6 +31,8 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Run a CUDA application under the interposer: vitamin run --observe [--census FILE] -- <command>.
+    Run(run_cmd::RunArgs),
 }
 
 fn main() -> Result<()> {
@@ -41,6 +44,7 @@ fn main() -> Result<()> {
     let choice = if cli.sim { BackendChoice::Sim } else { cli.backend };
     match cli.command {
         Command::Info { json } => info(choice, json),
+        Command::Run(args) => run_cmd::run(args),
     }
 }
 
