@@ -2,21 +2,25 @@
 //!
 //! Nothing runs at load time. The first intercepted driver call initializes the configuration
 //! (reads the environment), registers an `atexit` handler (writes the census) and a
-//! `pthread_atfork` child handler. Counters are static atomics; the kernel census is allocated on
-//! first launch behind an atomic pointer.
+//! `pthread_atfork` child handler. Counters and the launch table are static atomics in the shim's
+//! own memory; only the kernel-name map is allocated (behind an atomic pointer), once per process.
 //!
 //! Fork safety: the child handler runs in the child before `fork` returns and only stores atomics:
-//! it zeroes the counters and detaches the census (the parent's copy may have been locked by
-//! another thread at the moment of the fork, so the child never touches it; it leaks instead),
-//! and records the new pid. The child then re-creates its census lazily and writes its own file
+//! it zeroes the counters and the launch table, detaches the name map (the parent's copy may have
+//! been locked by another thread at the moment of the fork, so the child never touches it; it
+//! leaks instead), and records the new pid. The child then re-creates its map lazily and writes
+//! its own file
 //! (see [`Config::census_path`]). Resolved driver pointers stay valid across fork and are kept.
 
+use std::collections::HashMap;
 use std::ffi::c_void;
 use std::path::Path;
 use std::sync::atomic::{AtomicPtr, AtomicU32, Ordering};
 use std::sync::{Mutex, OnceLock};
 
-use crate::census::{Counters, GraphStats, InterposeStats, KernelCensus, LaunchKey, Report, Stat};
+use crate::census::{
+    Counters, GraphStats, InterposeStats, KernelCensus, LaunchKey, LaunchTable, Recorded, Report, Stat,
+};
 use crate::config::{Config, LogLevel, Mode};
 use crate::ffi::{CUresult, CUstream, CUstreamCaptureStatus, CUDA_SUCCESS, CU_STREAM_CAPTURE_STATUS_NONE};
 use crate::guard;
@@ -35,7 +39,10 @@ pub static ACTIVE_CAPTURES: Stat = Stat::new();
 
 static CONFIG: OnceLock<Config> = OnceLock::new();
 static PID: AtomicU32 = AtomicU32::new(0);
-static KERNELS: AtomicPtr<Mutex<KernelCensus>> = AtomicPtr::new(std::ptr::null_mut());
+/// Launch counts per (function, grid, block): lock-free, in the shim's static memory.
+pub static LAUNCHES: LaunchTable = LaunchTable::new();
+/// Kernel names per function handle, filled when a configuration is first seen.
+static NAMES: AtomicPtr<Mutex<HashMap<usize, String>>> = AtomicPtr::new(std::ptr::null_mut());
 
 /// The configuration, initializing the process state on first use.
 #[inline]
@@ -100,20 +107,20 @@ macro_rules! vlog {
 }
 pub(crate) use vlog;
 
-fn kernels() -> &'static Mutex<KernelCensus> {
-    let p = KERNELS.load(Ordering::Acquire);
+fn names() -> &'static Mutex<HashMap<usize, String>> {
+    let p = NAMES.load(Ordering::Acquire);
     if !p.is_null() {
-        // SAFETY: KERNELS only ever holds pointers from Box::into_raw that are never freed.
+        // SAFETY: NAMES only ever holds pointers from Box::into_raw that are never freed.
         return unsafe { &*p };
     }
-    let fresh = Box::into_raw(Box::new(Mutex::new(KernelCensus::new())));
-    match KERNELS.compare_exchange(std::ptr::null_mut(), fresh, Ordering::AcqRel, Ordering::Acquire) {
+    let fresh = Box::into_raw(Box::new(Mutex::new(HashMap::new())));
+    match NAMES.compare_exchange(std::ptr::null_mut(), fresh, Ordering::AcqRel, Ordering::Acquire) {
         // SAFETY: we just published it; it is never freed.
         Ok(_) => unsafe { &*fresh },
         Err(existing) => {
             // SAFETY: `fresh` came from Box::into_raw above and was not published.
             drop(unsafe { Box::from_raw(fresh) });
-            // SAFETY: as above, a published, never-freed census.
+            // SAFETY: as above, a published, never-freed map.
             unsafe { &*existing }
         }
     }
@@ -136,22 +143,20 @@ fn is_capturing(stream: CUstream, flavor: Flavor) -> bool {
     r == CUDA_SUCCESS && status != CU_STREAM_CAPTURE_STATUS_NONE
 }
 
-/// Records one successful kernel launch in the census.
+/// Records one successful kernel launch in the census. The common case (a configuration seen
+/// before) is one hash, one probe and one atomic add on a cache line of the shim's own.
 pub fn record_launch(id: HookId, func: usize, grid: [u32; 3], block: [u32; 3], stream: CUstream) {
     if !observing() {
         return;
     }
     let captured = is_capturing(stream, id.spec().flavor);
-    let census = kernels();
-    let needs_name = {
-        let mut c = census.lock().unwrap_or_else(|e| e.into_inner());
-        c.record(LaunchKey { func, grid, block }, captured);
-        c.needs_name(func)
-    };
-    if needs_name {
-        // Resolved outside the lock: a driver call.
-        let name = kernel_name(func);
-        census.lock().unwrap_or_else(|e| e.into_inner()).set_name(func, name);
+    if LAUNCHES.record(&LaunchKey { func, grid, block }, captured) == Recorded::New {
+        let known = names().lock().unwrap_or_else(|e| e.into_inner()).contains_key(&func);
+        if !known {
+            // Resolved outside the lock: a driver call.
+            let name = kernel_name(func);
+            names().lock().unwrap_or_else(|e| e.into_inner()).insert(func, name);
+        }
     }
 }
 
@@ -194,7 +199,10 @@ extern "C" fn after_fork_in_child() {
     STATS.reset();
     GRAPHS.launched.reset();
     GRAPHS.captured.reset();
-    KERNELS.store(std::ptr::null_mut(), Ordering::Release);
+    ACTIVE_CAPTURES.reset();
+    LAUNCHES.reset();
+    // The parent's name map may have been locked by another thread at the fork: leak it.
+    NAMES.store(std::ptr::null_mut(), Ordering::Release);
 }
 
 extern "C" fn at_exit() {
@@ -207,17 +215,23 @@ extern "C" fn at_exit() {
 /// Renders this process's census document.
 pub fn census_json() -> serde_json::Value {
     let cfg = config();
-    let p = KERNELS.load(Ordering::Acquire);
-    // SAFETY: published, never-freed census (or null).
-    let census = (!p.is_null()).then(|| unsafe { &*p });
-    let guard = census.map(|m| m.lock().unwrap_or_else(|e| e.into_inner()));
+    let mut kernels = KernelCensus::new();
+    let names = names().lock().unwrap_or_else(|e| e.into_inner());
+    for (key, counts) in LAUNCHES.snapshot() {
+        kernels.add(key, counts);
+        if let Some(name) = names.get(&key.func) {
+            kernels.set_name(key.func, name.clone());
+        }
+    }
+    drop(names);
     Report {
         pid: PID.load(Ordering::Relaxed),
         mode: cfg.mode.name(),
         counters: &COUNTERS,
         stats: &STATS,
         graphs: &GRAPHS,
-        kernels: guard.as_deref(),
+        kernels: &kernels,
+        launch_overflow: LAUNCHES.overflow(),
     }
     .to_json()
 }

@@ -622,6 +622,32 @@ mod tests {
         }
     }
 
+    /// Every lookup the static cudart of CUDA 13.0 makes while bootstrapping (recorded through
+    /// the fake driver) resolves: hooked bases land on the row introduced at exactly the
+    /// requested version, with the per-thread flavor iff flag 2; other names pass through.
+    #[test]
+    fn cudart13_bootstrap_requests_resolve_exactly() {
+        let text = include_str!("../tests/data/cudart13_proc_requests.txt");
+        let (mut hooked, mut passed) = (0, 0);
+        for line in text.lines().filter(|l| !l.starts_with('#') && !l.trim().is_empty()) {
+            let w: Vec<&str> = line.split_whitespace().collect();
+            let (name, version, flags) = (w[0], w[1].parse::<i32>().unwrap(), w[2].parse::<u64>().unwrap());
+            match for_proc_address(name.as_bytes(), version, flags) {
+                Some(id) => {
+                    let s = id.spec();
+                    assert_eq!((s.base, s.abi as i32), (name, version), "{line}");
+                    assert_eq!(s.flavor.is_per_thread(), flags == 2, "{line}");
+                    hooked += 1;
+                }
+                None => {
+                    assert!(HOOKS.iter().all(|s| s.base != name), "{line}: a hooked base must resolve");
+                    passed += 1;
+                }
+            }
+        }
+        assert!(hooked >= 90 && passed >= 300, "{hooked} hooked, {passed} passed through");
+    }
+
     /// Checks the table against the real `cudaTypedefs.h` and `cuda.h` when they are available
     /// (`CUDA_INCLUDE_DIR`, else /usr/local/cuda/include). Skips, saying so, when they are not.
     #[test]
