@@ -269,6 +269,9 @@ impl Slot {
     }
 
     fn reset(&self) {
+        if self.state.load(Ordering::Acquire) == EMPTY {
+            return; // never written: leave the page untouched (no copy-on-write after fork)
+        }
         self.func.store(0, Ordering::Relaxed);
         for i in 0..3 {
             self.grid[i].store(0, Ordering::Relaxed);
