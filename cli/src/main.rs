@@ -5,6 +5,7 @@ mod backends;
 mod demo_cmd;
 mod pool_cmd;
 mod profile_cmd;
+mod run_cmd;
 
 use anyhow::Result;
 use clap::{Parser, Subcommand};
@@ -44,6 +45,8 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Run a CUDA application under the interposer: vitamin run --observe [--census FILE] -- <command>.
+    Run(run_cmd::RunArgs),
 }
 
 fn main() -> Result<()> {
@@ -58,6 +61,7 @@ fn main() -> Result<()> {
         Command::Pool { json } => pool_cmd::run(choice, json),
         Command::Demo(args) => demo_cmd::run(args),
         Command::Profile(args) => profile_cmd::run(args),
+        Command::Run(args) => run_cmd::run(args),
     }
 }
 
