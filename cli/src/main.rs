@@ -2,8 +2,11 @@
 #![forbid(unsafe_code)]
 
 mod backends;
+mod demo_cmd;
 mod determinism_cmd;
 mod pool_cmd;
+mod profile_cmd;
+mod run_cmd;
 
 use anyhow::Result;
 use clap::{Parser, Subcommand};
@@ -32,6 +35,11 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// The main job without a GPU: simulated scenarios under every policy, a comparison table, and a
+    /// determinism check (always on the simulated H200).
+    Demo(demo_cmd::DemoArgs),
+    /// Profile a scenario's launch configurations at every pool size and write the profile file.
+    Profile(profile_cmd::ProfileArgs),
     /// Show the hierarchical pool of physical contexts for the chosen device (tree, remainders).
     Pool {
         /// Print JSON (schema vitamin.pool.v1) instead of text.
@@ -40,6 +48,8 @@ enum Command {
     },
     /// Fixed-structure launches on random pool nodes vs reshaped launches (NVIDIA GPU).
     Determinism(determinism_cmd::Args),
+    /// Run a CUDA application under the interposer: vitamin run --observe [--census FILE] -- <command>.
+    Run(run_cmd::RunArgs),
 }
 
 fn main() -> Result<()> {
@@ -52,7 +62,10 @@ fn main() -> Result<()> {
     match cli.command {
         Command::Info { json } => info(choice, json),
         Command::Pool { json } => pool_cmd::run(choice, json),
+        Command::Demo(args) => demo_cmd::run(args),
+        Command::Profile(args) => profile_cmd::run(args),
         Command::Determinism(args) => determinism_cmd::run(choice, &args),
+        Command::Run(args) => run_cmd::run(args),
     }
 }
 

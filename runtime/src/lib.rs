@@ -12,5 +12,14 @@
 #![warn(missing_docs)]
 
 pub mod pool;
+pub mod vctx;
 
 pub use pool::{HolderId, NodeId, NodeState, Pool, PoolError, Realized, Reservation};
+pub use vctx::{
+    ContinuableOp, EventId, OpId, ReadyOp, Recorded, StreamId, StreamKind, VctxError, VctxId, VirtualContext,
+};
+
+pub mod dispatch;
+pub mod policy;
+pub mod profile;
+pub mod scenario;

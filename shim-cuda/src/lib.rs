@@ -1,7 +1,42 @@
 //! # libvitamin_cuda.so: the CUDA interposer
 //!
-//! Loaded with `LD_PRELOAD` (or by `vitamin run`), it sits between an unmodified CUDA application
-//! and the driver: it catches `dlsym`, `cuGetProcAddress(_v2)` and directly linked driver symbols,
-//! turns asynchronous calls into virtual-context ops and answers synchronization from logical
-//! state. Filled in by the interposer issues; today the library exports nothing.
+//! Loaded with `LD_PRELOAD` (by `vitamin run`), the library sits between an unmodified CUDA
+//! application and the driver. Part 1 is **observe mode**: every intercepted call is forwarded
+//! unchanged (same function the application would have called, same arguments, same result), and
+//! the shim counts calls per API and launches per kernel configuration, writing a census JSON at
+//! exit when `VITAMIN_CENSUS` asks for one (see [`config`]).
+//!
+//! ## Routes to the driver, all intercepted
+//! 1. Direct linking: the library exports every hooked driver symbol (`cuLaunchKernel`,
+//!    `cuMemcpyHtoD_v2_ptds`, ...; the list is [`table::HOOKS`]). Preloaded, these win symbol
+//!    resolution; each forwards to libcuda's symbol of the same name.
+//! 2. `dlsym(handle, "cu...")` (Triton, cudarc, cudart's bootstrap): the exported `dlsym`
+//!    ([`interpose`]) calls the real one and substitutes hooks for hooked `cu[A-Z]` names.
+//! 3. `cuGetProcAddress` / `cuGetProcAddress_v2` (every cudart, static or shared): the real lookup
+//!    runs, then hooked (name, ABI version, per-thread flag) requests get a hook, including the
+//!    self-lookup of `"cuGetProcAddress"`. `cuGetExportTable` passes through untouched.
+//!
+//! ## Invariants
+//! - Observe mode never changes a call: a hook calls exactly the pointer the application would
+//!   have called ([`real`]) with the arguments unchanged and returns its result.
+//! - Nothing happens at load time: no constructors, threads or allocation; state is initialized by
+//!   the first intercepted call ([`state`]). Nothing is printed unless `VITAMIN_LOG` asks.
+//! - Every exported function body runs inside `catch_unwind`; a re-entered hook only forwards
+//!   ([`guard`]). After `fork`, the child resets its counters and writes its own census.
+//!
+//! ## Layout
+//! Pure logic (tested without a GPU): [`table`] (the hook table and lookups), [`guard`],
+//! [`config`], [`census`]. FFI: [`ffi`] (types), [`real`] (real functions), [`state`] (process
+//! state, exit, fork), [`interpose`] (`dlsym`), and `hooks/` with one module per API family
+//! (launch, stream, event, memory, graph, ctx, entry), generated from C signatures.
 #![warn(missing_docs)]
+
+pub mod census;
+pub mod config;
+pub mod ffi;
+pub mod guard;
+mod hooks;
+pub mod interpose;
+pub mod real;
+pub mod state;
+pub mod table;

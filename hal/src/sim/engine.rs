@@ -1,7 +1,7 @@
 //! The event-driven virtual-time engine behind the simulated device.
 //!
 //! Cost model (documented in `sim/mod.rs`): a kernel of `B` blocks on a partition of `m` units
-//! with occupancy `r` blocks per unit needs `fixed + ceil(B / (m*r)) * block` ns of full-speed
+//! with occupancy `r` blocks per unit needs `fixed + ceil(B / (min(m, sat)*r)) * block` ns of full-speed
 //! work. While several kernels run, a unit shared by `c` of them gives each `1/c` of its speed; a
 //! kernel's speed is the mean over its units. Copies, fills, host functions and markers do not use
 //! units. Time advances from one completion to the next; the CPU effects of an op (kernel blocks,
@@ -245,7 +245,10 @@ impl Engine {
         match op {
             OpDesc::Kernel(k) => {
                 let kernel = &self.kernels[k.function().handle() as usize];
-                let per_wave = units.len() as u64 * u64::from(kernel.resident_blocks_per_unit.max(1));
+                let effective = kernel
+                    .saturation_units
+                    .map_or(units.len() as u64, |s| (units.len() as u64).min(u64::from(s.max(1))));
+                let per_wave = effective * u64::from(kernel.resident_blocks_per_unit.max(1));
                 let waves = k.blocks().div_ceil(per_wave.max(1));
                 kernel.fixed_ns + waves as f64 * (kernel.block_ns)(k)
             }

@@ -23,6 +23,10 @@ pub struct SimKernel {
     pub block_ns: CostFn,
     /// Launch latency that does not scale with units, in ns.
     pub fixed_ns: f64,
+    /// Units beyond which the kernel stops speeding up (a memory-bandwidth-bound kernel
+    /// saturates HBM with a fraction of the SMs): on `m` units it runs as on
+    /// `min(m, saturation_units)`. `None`: scales with every unit.
+    pub saturation_units: Option<u32>,
     /// CPU implementation run block by block when the launch completes; `None` = timing only.
     pub exec: Option<BlockFn>,
 }
@@ -33,6 +37,7 @@ impl fmt::Debug for SimKernel {
             .field("name", &self.name)
             .field("resident_blocks_per_unit", &self.resident_blocks_per_unit)
             .field("fixed_ns", &self.fixed_ns)
+            .field("saturation_units", &self.saturation_units)
             .field("exec", &self.exec.is_some())
             .finish()
     }
@@ -59,6 +64,7 @@ fn reduce_partial() -> SimKernel {
             200.0 + 2.0 * (n / threads).ceil()
         }),
         fixed_ns: 2_000.0,
+        saturation_units: None,
         exec: Some(Arc::new(|k, b, mem| {
             let (x, n, partial) = (arg_u64(k, 0)?, arg_u32(k, 1)? as u64, arg_u64(k, 2)?);
             let t = k.block().volume();
@@ -94,6 +100,7 @@ fn reduce_final() -> SimKernel {
         resident_blocks_per_unit: 8,
         block_ns: Arc::new(|k| 100.0 + 2.0 * f64::from(k.args().param_u32(1).unwrap_or(0))),
         fixed_ns: 2_000.0,
+        saturation_units: None,
         exec: Some(Arc::new(|k, b, mem| {
             if b != 0 {
                 return Ok(());
@@ -113,6 +120,7 @@ fn busy() -> SimKernel {
         resident_blocks_per_unit: 4,
         block_ns: Arc::new(|k| f64::from(k.args().param_u32(0).unwrap_or(1_000))),
         fixed_ns: 2_000.0,
+        saturation_units: None,
         exec: None,
     }
 }
@@ -127,6 +135,7 @@ fn axpy() -> SimKernel {
             100.0 + 3.0 * (f64::from(k.args().param_u32(3).unwrap_or(0)) / threads).ceil()
         }),
         fixed_ns: 2_000.0,
+        saturation_units: None,
         exec: Some(Arc::new(|k, b, mem| {
             let a = k.args().param_f32(0).ok_or("axpy: parameter 0 is not a float")?;
             let (x, y, n) = (arg_u64(k, 1)?, arg_u64(k, 2)?, arg_u32(k, 3)? as u64);

@@ -8,7 +8,9 @@
 //!   ([`Backend::wait_for_progress`] jumps to the next completion, [`SimBackend::advance_until`]
 //!   to a given time). Identical call sequences give identical timelines.
 //! - **Cost**: a kernel of `B` blocks on `m` units with occupancy `r` blocks/unit takes
-//!   `fixed + ceil(B / (m*r)) * block` ns at full speed (waves). Disjoint partitions run
+//!   `fixed + ceil(B / (min(m, sat)*r)) * block` ns at full speed (waves; `sat` is the kernel's
+//!   saturation size: a memory-bound kernel saturates bandwidth with `sat` units and gains
+//!   nothing past it; device bandwidth is not shared between partitions in this model). Disjoint partitions run
 //!   concurrently at full speed; a unit shared by `c` running kernels gives each `1/c` of its
 //!   speed (a kernel's speed is the mean over its units). Copies: 1 us + bytes / bandwidth (50 GB/s
 //!   to/from host, 2 TB/s on device), fills likewise; host functions 1 us; markers 0; graphs 20 us.

@@ -1,0 +1,255 @@
+//! `vitamin run [--observe] [--census FILE] [--lib-dir DIR] -- <command> [args...]`
+//!
+//! Runs an unmodified CUDA application under the interposer so users never type `LD_PRELOAD`:
+//! finds `libvitamin_cuda.so` (`--lib-dir`, else `VITAMIN_LIB_DIR`, else next to the `vitamin`
+//! binary, else `../lib` from it), prepends it to `LD_PRELOAD` (dropping any other copy of the
+//! shim), sets `VITAMIN_MODE`, `VITAMIN_CENSUS` (absolute) and `VITAMIN_CENSUS_PID`, and then
+//! **replaces itself** with the command (`exec`): the command keeps vitamin's process id, gets
+//! signals directly, and its exit status is the exit status of `vitamin run`.
+//!
+//! Bind mode (late-binding launches to partitions) is not implemented yet: without `--observe`
+//! the command refuses to start and says so, rather than silently observing.
+//!
+//! The census (see `shim-cuda`'s docs) is written by the main process to FILE at exit; other
+//! processes of the application that use CUDA write `FILE.<pid>`; `%p` in FILE is replaced by
+//! the process id. A stale FILE from an earlier run is removed before the command starts.
+
+use std::ffi::{OsStr, OsString};
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Context, Result};
+
+/// File name of the CUDA interposer.
+pub const SHIM_FILE: &str = "libvitamin_cuda.so";
+
+/// Arguments of `vitamin run`.
+#[derive(Debug, clap::Args)]
+pub struct RunArgs {
+    /// Observe mode: forward every CUDA call unchanged; count calls and kernel launches.
+    #[arg(long)]
+    pub observe: bool,
+    /// Write the census JSON (calls per API, launches per kernel) here at exit; `%p` = pid.
+    #[arg(long, value_name = "FILE")]
+    pub census: Option<PathBuf>,
+    /// Directory holding libvitamin_cuda.so (default: next to the vitamin binary).
+    #[arg(long, env = "VITAMIN_LIB_DIR", value_name = "DIR")]
+    pub lib_dir: Option<PathBuf>,
+    /// The command to run and its arguments (after `--`).
+    #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true, value_name = "COMMAND")]
+    pub command: Vec<OsString>,
+}
+
+/// What `vitamin run` will execute.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Plan {
+    /// Program.
+    pub program: OsString,
+    /// Its arguments.
+    pub args: Vec<OsString>,
+    /// Environment variables to set (everything else is inherited).
+    pub env: Vec<(String, OsString)>,
+}
+
+/// `LD_PRELOAD` with `lib` first, keeping every other entry in order and dropping other copies
+/// of the shim (glibc accepts ':' and whitespace as separators).
+pub fn prepend_preload(existing: Option<&OsStr>, lib: &Path) -> OsString {
+    let mut out = OsString::from(lib.as_os_str());
+    let existing = existing.map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
+    for entry in existing.split(|c: char| c == ':' || c.is_whitespace()).filter(|e| !e.is_empty()) {
+        if Path::new(entry).file_name() == Some(OsStr::new(SHIM_FILE)) {
+            continue;
+        }
+        out.push(":");
+        out.push(entry);
+    }
+    out
+}
+
+/// The execution plan: pure, so it is testable without starting anything.
+pub fn plan(args: &RunArgs, lib: &Path, existing_preload: Option<&OsStr>, cwd: &Path, pid: u32) -> Result<Plan> {
+    if !args.observe {
+        bail!(
+            "bind mode is not implemented yet; run with --observe (forwards every CUDA call unchanged and \
+             counts calls and launches): vitamin run --observe -- <command>"
+        );
+    }
+    let (program, rest) = args.command.split_first().context("no command given: vitamin run --observe -- <command>")?;
+    let mut env = vec![
+        ("LD_PRELOAD".to_string(), prepend_preload(existing_preload, lib)),
+        ("VITAMIN_MODE".to_string(), OsString::from("observe")),
+        ("VITAMIN_CENSUS_PID".to_string(), OsString::from(pid.to_string())),
+    ];
+    if let Some(census) = &args.census {
+        env.push(("VITAMIN_CENSUS".to_string(), cwd.join(census).into_os_string()));
+    }
+    Ok(Plan { program: program.clone(), args: rest.to_vec(), env })
+}
+
+/// Where to look for the shim, in order.
+pub fn search_dirs(lib_dir: Option<&Path>, exe: Option<&Path>) -> Vec<PathBuf> {
+    if let Some(d) = lib_dir {
+        return vec![d.to_path_buf()];
+    }
+    let mut dirs = Vec::new();
+    if let Some(bin) = exe.and_then(Path::parent) {
+        dirs.push(bin.to_path_buf());
+        if let Some(prefix) = bin.parent() {
+            dirs.push(prefix.join("lib"));
+        }
+    }
+    dirs
+}
+
+/// The shim's absolute path.
+pub fn find_shim(dirs: &[PathBuf]) -> Result<PathBuf> {
+    for d in dirs {
+        let p = d.join(SHIM_FILE);
+        if p.is_file() {
+            return std::path::absolute(&p).with_context(|| format!("cannot make {} absolute", p.display()));
+        }
+    }
+    let searched: Vec<String> = dirs.iter().map(|d| d.display().to_string()).collect();
+    bail!(
+        "{SHIM_FILE} not found (looked in: {}); build it with `cargo build --release -p vitamin-shim-cuda` \
+         and keep it next to the vitamin binary, or point --lib-dir / VITAMIN_LIB_DIR at its directory",
+        if searched.is_empty() { "nowhere: no vitamin binary path".to_string() } else { searched.join(", ") }
+    )
+}
+
+/// Runs `vitamin run`: never returns on success (the process becomes the command).
+pub fn run(args: RunArgs) -> Result<()> {
+    let exe = std::env::current_exe().ok();
+    let lib = find_shim(&search_dirs(args.lib_dir.as_deref(), exe.as_deref()))?;
+    let cwd = std::env::current_dir().context("cannot read the current directory")?;
+    let plan = plan(&args, &lib, std::env::var_os("LD_PRELOAD").as_deref(), &cwd, std::process::id())?;
+    if let Some((_, census)) = plan.env.iter().find(|(k, _)| k == "VITAMIN_CENSUS") {
+        if !census.to_string_lossy().contains("%p") {
+            match std::fs::remove_file(census) {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => bail!("cannot remove the stale census {}: {e}", Path::new(census).display()),
+            }
+        }
+    }
+    tracing::info!(shim = %lib.display(), program = ?plan.program, "vitamin run: observe mode");
+    exec(plan)
+}
+
+#[cfg(unix)]
+fn exec(plan: Plan) -> Result<()> {
+    use std::os::unix::process::CommandExt;
+    let mut cmd = std::process::Command::new(&plan.program);
+    cmd.args(&plan.args).envs(plan.env.iter().map(|(k, v)| (k, v)));
+    let err = cmd.exec();
+    let code = match err.kind() {
+        std::io::ErrorKind::NotFound => 127,
+        std::io::ErrorKind::PermissionDenied => 126,
+        _ => 1,
+    };
+    eprintln!("vitamin run: cannot execute {:?}: {err}", plan.program);
+    std::process::exit(code);
+}
+
+#[cfg(not(unix))]
+fn exec(_plan: Plan) -> Result<()> {
+    bail!("vitamin run needs LD_PRELOAD, which exists on Linux only")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(observe: bool, census: Option<&str>, command: &[&str]) -> RunArgs {
+        RunArgs {
+            observe,
+            census: census.map(PathBuf::from),
+            lib_dir: None,
+            command: command.iter().map(OsString::from).collect(),
+        }
+    }
+
+    #[test]
+    fn preload_is_prepended_and_deduplicated() {
+        let lib = Path::new("/opt/v/libvitamin_cuda.so");
+        assert_eq!(prepend_preload(None, lib), "/opt/v/libvitamin_cuda.so");
+        assert_eq!(prepend_preload(Some(OsStr::new("")), lib), "/opt/v/libvitamin_cuda.so");
+        assert_eq!(
+            prepend_preload(Some(OsStr::new("/a/liba.so /old/libvitamin_cuda.so:/b/libb.so")), lib),
+            "/opt/v/libvitamin_cuda.so:/a/liba.so:/b/libb.so"
+        );
+    }
+
+    #[test]
+    fn observe_plan_sets_the_environment() {
+        let p = plan(
+            &args(true, Some("out/census.json"), &["python3", "-c", "print(1)"]),
+            Path::new("/lib/libvitamin_cuda.so"),
+            Some(OsStr::new("/x/libx.so")),
+            Path::new("/work"),
+            4242,
+        )
+        .unwrap();
+        assert_eq!(p.program, "python3");
+        assert_eq!(p.args, vec![OsString::from("-c"), OsString::from("print(1)")]);
+        let get = |k: &str| p.env.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone());
+        assert_eq!(get("LD_PRELOAD").unwrap(), "/lib/libvitamin_cuda.so:/x/libx.so");
+        assert_eq!(get("VITAMIN_MODE").unwrap(), "observe");
+        assert_eq!(get("VITAMIN_CENSUS").unwrap(), "/work/out/census.json");
+        assert_eq!(get("VITAMIN_CENSUS_PID").unwrap(), "4242");
+        let no_census = plan(&args(true, None, &["true"]), Path::new("/l/libvitamin_cuda.so"), None, Path::new("/"), 1);
+        assert!(no_census.unwrap().env.iter().all(|(k, _)| k != "VITAMIN_CENSUS"));
+    }
+
+    #[test]
+    fn bind_mode_is_refused_with_a_way_out() {
+        let err = plan(&args(false, None, &["true"]), Path::new("/l/libvitamin_cuda.so"), None, Path::new("/"), 1)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("bind mode is not implemented yet"), "{err}");
+        assert!(err.contains("--observe"), "{err}");
+    }
+
+    #[test]
+    fn shim_is_found_in_the_search_order() {
+        let root = std::env::temp_dir().join(format!("vitamin-run-test-{}", std::process::id()));
+        let bin = root.join("bin");
+        let lib = root.join("lib");
+        std::fs::create_dir_all(&bin).unwrap();
+        std::fs::create_dir_all(&lib).unwrap();
+        let exe = bin.join("vitamin");
+        let dirs = search_dirs(None, Some(&exe));
+        assert_eq!(dirs, vec![bin.clone(), lib.clone()]);
+        let err = find_shim(&dirs).unwrap_err().to_string();
+        assert!(err.contains("not found") && err.contains("VITAMIN_LIB_DIR"), "{err}");
+        std::fs::write(lib.join(SHIM_FILE), b"").unwrap();
+        assert_eq!(find_shim(&dirs).unwrap(), lib.join(SHIM_FILE));
+        std::fs::write(bin.join(SHIM_FILE), b"").unwrap();
+        assert_eq!(find_shim(&dirs).unwrap(), bin.join(SHIM_FILE), "next to the binary wins");
+        assert_eq!(search_dirs(Some(&lib), Some(&exe)), vec![lib.clone()], "--lib-dir overrides");
+        std::fs::remove_dir_all(&root).unwrap();
+    }
+
+    /// Exhaustive over a small domain: 0..=4 entries, the old shim at every position or absent,
+    /// both separators. The shim comes first exactly once; every other entry survives in order.
+    #[test]
+    fn preload_keeps_other_entries() {
+        let pool = ["/a/liba.so", "/b/libb.so", "/c/libc.so", "/d/libd.so"];
+        let lib = Path::new("/new/libvitamin_cuda.so");
+        for n in 0..=pool.len() {
+            let entries = &pool[..n];
+            for shim_at in (0..=n).map(Some).chain([None]) {
+                for sep in [":", " ", " : "] {
+                    let mut list: Vec<&str> = entries.to_vec();
+                    if let Some(i) = shim_at {
+                        list.insert(i, "/old/libvitamin_cuda.so");
+                    }
+                    let out = prepend_preload(Some(OsStr::new(&list.join(sep))), lib).into_string().unwrap();
+                    let parts: Vec<&str> = out.split(':').collect();
+                    assert_eq!(parts[0], "/new/libvitamin_cuda.so");
+                    assert_eq!(parts.iter().filter(|p| p.ends_with(SHIM_FILE)).count(), 1, "{out}");
+                    assert_eq!(&parts[1..], entries, "{out}");
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,75 @@
+//! `vitamin run` end to end: the environment it sets up, exec (same pid, exit status passed
+//! through), bind-mode refusal and the missing-library message. The shim here is a placeholder
+//! file (the dynamic loader reports it cannot preload it and carries on); the real library is
+//! exercised by shim-cuda's own tests and the GPU check.
+
+use std::path::PathBuf;
+use std::process::Command;
+
+fn tmp(name: &str) -> PathBuf {
+    let d = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(name);
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+fn vitamin() -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_vitamin"));
+    c.env_remove("LD_PRELOAD").env_remove("VITAMIN_LIB_DIR").env_remove("VITAMIN_CENSUS");
+    c
+}
+
+#[test]
+fn observe_sets_up_the_environment_and_execs() {
+    let dir = tmp("vitamin-run-observe");
+    std::fs::write(dir.join("libvitamin_cuda.so"), b"").unwrap();
+    std::fs::write(dir.join("census.json"), b"stale").unwrap();
+    let out = vitamin()
+        .current_dir(&dir)
+        .env("VITAMIN_LIB_DIR", &dir)
+        .env("LD_PRELOAD", "/other/libother.so")
+        .args(["run", "--observe", "--census", "census.json", "--", "sh", "-c"])
+        .arg(r#"echo "$LD_PRELOAD|$VITAMIN_MODE|$VITAMIN_CENSUS|$VITAMIN_CENSUS_PID|$$"; exit 7"#)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(7), "exit status passes through: {out:?}");
+    let line = String::from_utf8(out.stdout).unwrap();
+    let fields: Vec<&str> = line.trim().split('|').collect();
+    let shim = dir.join("libvitamin_cuda.so");
+    assert_eq!(fields[0], format!("{}:/other/libother.so", shim.display()));
+    assert_eq!(fields[1], "observe");
+    assert_eq!(fields[2], dir.join("census.json").display().to_string());
+    assert_eq!(fields[3], fields[4], "exec keeps the pid, so the command is the census's main process");
+    assert!(!dir.join("census.json").exists(), "the stale census was removed");
+}
+
+#[test]
+fn without_observe_bind_mode_is_refused() {
+    let dir = tmp("vitamin-run-bind");
+    std::fs::write(dir.join("libvitamin_cuda.so"), b"").unwrap();
+    let out = vitamin().env("VITAMIN_LIB_DIR", &dir).args(["run", "--", "true"]).output().unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("bind mode is not implemented yet"), "{err}");
+}
+
+#[test]
+fn missing_library_says_what_to_do() {
+    let dir = tmp("vitamin-run-missing");
+    let out = vitamin().args(["run", "--observe", "--lib-dir"]).arg(&dir).args(["--", "true"]).output().unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("libvitamin_cuda.so not found") && err.contains("cargo build --release"), "{err}");
+}
+
+#[test]
+fn missing_command_exits_127() {
+    let dir = tmp("vitamin-run-127");
+    std::fs::write(dir.join("libvitamin_cuda.so"), b"").unwrap();
+    let out = vitamin()
+        .env("VITAMIN_LIB_DIR", &dir)
+        .args(["run", "--observe", "--", "/nonexistent/command-xyz"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(127));
+}

@@ -1,0 +1,747 @@
+//! The dispatcher: binds ready ops of one or more virtual contexts to pool nodes.
+//!
+//! One [`Dispatcher::pump`] round:
+//! 1. **Intake**: ready ops from every client's vCtx. Markers (event record/wait) complete at once;
+//!    unit-free ops (copies, fills, host functions) go to the client's lane of a service partition
+//!    (the whole device: they occupy no units, so they take no lease); kernels join the ready queue.
+//! 2. **Lane continuation** (unless strict readiness is configured): an op whose only unsatisfied
+//!    predecessors are already submitted to one lane of a node leased by the same client, with its
+//!    gate open, is submitted on that lane at once (FIFO on one backend stream preserves H), if
+//!    the policy agrees. Other such ops become lookahead hints for [`Policy::prepare`].
+//! 3. **Preparation**: [`Policy::maintain`] and [`Policy::prepare`] proposals are validated and
+//!    applied to the pool (reserve, reclaim, unreserve); an invalid one is counted and logged.
+//! 4. **Binding**: the policy picks ready kernels and selects nodes; each proposal is validated
+//!    (node still eligible for the client, descriptor executable unchanged there); the lease is
+//!    opened or reused, the **unchanged** `Arc<OpDesc>` is submitted on the node's least-loaded lane,
+//!    and the op is marked submitted. A rejected proposal or failed submission leaves the op ready.
+//! 5. **Completion**: fences are polled in batches on nodes with outstanding work; tokens are
+//!    satisfied, outstanding counts decremented, draining nodes finish, idle leases are released.
+//!
+//! The dispatcher only ever holds `Arc<OpDesc>`: it has no way to alter a descriptor.
+
+mod timeline;
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde::Serialize;
+use smallvec::SmallVec;
+use thiserror::Error;
+use vitamin_hal::{Backend, Fence, HalError, LaneId, OpDesc, PhysicalPartition, UnitSet};
+
+pub use timeline::{Span, Timeline};
+
+use crate::policy::{ClientClass, ClientInfo, Completion, Hint, Policy, Preparation, ReadyOpView, SchedState};
+use crate::pool::{HolderId, NodeId, NodeState, Pool, PoolError, Realized};
+use crate::profile::Profiles;
+use crate::vctx::{ContinuableOp, OpId, VirtualContext};
+
+/// Dispatcher errors (backend failures while building or polling).
+#[derive(Debug, Error)]
+pub enum DispatchError {
+    /// Creating the pool's partitions failed.
+    #[error("could not realize pool node {node} ({units}): {source}")]
+    Realize {
+        /// Node id.
+        node: NodeId,
+        /// Its units.
+        units: String,
+        /// Cause.
+        source: HalError,
+    },
+    /// The backend failed outside any op.
+    #[error(transparent)]
+    Backend(#[from] HalError),
+    /// Realizing the pool failed.
+    #[error(transparent)]
+    Pool(#[from] PoolError),
+    /// Profiling failed.
+    #[error(transparent)]
+    Profile(#[from] crate::profile::ProfileError),
+}
+
+/// Dispatcher settings.
+#[derive(Debug, Clone)]
+pub struct DispatchConfig {
+    /// Lanes per pool node.
+    pub lanes_per_node: usize,
+    /// Lanes of the service partition used by unit-free ops (one per client, modulo this).
+    pub service_lanes: usize,
+    /// Lane continuation on (default) or strict readiness.
+    pub lane_continuation: bool,
+    /// Record a binding timeline.
+    pub record_timeline: bool,
+    /// Most ops a lane may hold (running + queued) for lane continuation to add one more: bounds
+    /// how far binding runs ahead of execution, so later ops can still be rebound elsewhere.
+    pub max_continuation_depth: u32,
+}
+
+impl Default for DispatchConfig {
+    fn default() -> Self {
+        DispatchConfig {
+            lanes_per_node: 4,
+            service_lanes: 8,
+            lane_continuation: true,
+            record_timeline: false,
+            max_continuation_depth: 2,
+        }
+    }
+}
+
+/// Counters, stable JSON shape.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct DispatchStats {
+    /// Kernels bound through Pick/Select.
+    pub bound: u64,
+    /// Ops bound by lane continuation.
+    pub continued: u64,
+    /// Unit-free ops placed on the service partition.
+    pub unit_free: u64,
+    /// Markers completed without device work.
+    pub markers: u64,
+    /// Policy proposals rejected by validation.
+    pub rejected: u64,
+    /// Submissions the backend refused (op stayed ready).
+    pub submit_failures: u64,
+    /// Preparations applied / rejected.
+    pub preparations: u64,
+    /// Preparations rejected by the pool.
+    pub preparations_rejected: u64,
+    /// Ops completed.
+    pub completed: u64,
+    /// Ops failed asynchronously.
+    pub failed: u64,
+    /// Kernels per node id (binding census).
+    pub per_node: Vec<u64>,
+}
+
+struct Client {
+    vctx: Arc<VirtualContext>,
+    info: ClientInfo,
+}
+
+struct ReadyEntry {
+    client: usize,
+    op: OpId,
+    desc: Arc<OpDesc>,
+    ready_since: u64,
+    seq: u64,
+}
+
+struct Inflight {
+    client: usize,
+    op: OpId,
+    desc: Arc<OpDesc>,
+    /// `None` = service partition.
+    node: Option<NodeId>,
+    submitted: u64,
+    continued: bool,
+}
+
+/// The read-only view handed to policies (a macro so that it borrows fields, not `self`).
+macro_rules! sched_state {
+    ($s:ident, $now:expr) => {
+        SchedState {
+            pool: &$s.pool,
+            now_ns: $now,
+            profiles: &$s.profiles,
+            clients: &$s.infos,
+            lane_busy_until: &$s.lane_busy_until,
+        }
+    };
+}
+
+/// Where a submitted, unsatisfied op sits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Place {
+    node: Option<NodeId>,
+    lane: LaneId,
+}
+
+/// The dispatcher. Generic over the backend (static dispatch) and the policy.
+pub struct Dispatcher<B: Backend, P: Policy> {
+    backend: B,
+    config: DispatchConfig,
+    pool: Pool,
+    partitions: Vec<B::Partition>,
+    service: B::Partition,
+    lane_load: Vec<Vec<u32>>,
+    lane_last_done: Vec<Vec<u64>>,
+    /// Predicted time each node lane drains (profile estimates of what was submitted).
+    lane_busy_until: Vec<Vec<u64>>,
+    inflight: HashMap<(Option<NodeId>, Fence), Inflight>,
+    places: HashMap<(usize, OpId), Place>,
+    clients: Vec<Client>,
+    infos: Vec<ClientInfo>,
+    ready: Vec<ReadyEntry>,
+    /// Ops in `ready` (ready, not yet submitted).
+    in_ready: HashSet<(usize, OpId)>,
+    /// Continuable ops not continued yet (lane too deep or policy said wait): retried each round
+    /// until they are submitted or become ready.
+    deferred: Vec<(usize, ContinuableOp)>,
+    policy: P,
+    profiles: Profiles,
+    stats: DispatchStats,
+    timeline: Option<Timeline>,
+    seq: u64,
+    polling: Vec<NodeId>,
+    scratch_fences: Vec<Fence>,
+}
+
+impl<B: Backend, P: Policy> std::fmt::Debug for Dispatcher<B, P> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Dispatcher")
+            .field("policy", &self.policy.name())
+            .field("nodes", &self.partitions.len())
+            .field("clients", &self.clients.len())
+            .field("ready", &self.ready.len())
+            .field("inflight", &self.inflight.len())
+            .finish()
+    }
+}
+
+impl<B: Backend, P: Policy> Dispatcher<B, P> {
+    /// Builds the pool for the backend's topology and realizes every node (start-up cost).
+    pub fn new(backend: B, policy: P, profiles: Profiles, config: DispatchConfig) -> Result<Self, DispatchError> {
+        let kind = backend.topology().unit_kind();
+        let (pool, partitions) = Realized::create(&backend, config.lanes_per_node)?.into_parts();
+        let all = backend.topology().all_units();
+        let service = backend.create_partition(&all, config.service_lanes.max(1)).map_err(|source| {
+            DispatchError::Realize { node: pool.root(), units: all.display(kind).to_string(), source }
+        })?;
+        let n = partitions.len();
+        let timeline = config.record_timeline.then(|| Timeline {
+            spans: Vec::new(),
+            node_labels: pool
+                .nodes()
+                .iter()
+                .map(|x| format!("node {}: {}", x.id, x.units.display(kind)))
+                .chain(std::iter::once("service (copies, host functions)".to_owned()))
+                .collect(),
+        });
+        Ok(Dispatcher {
+            lane_load: vec![vec![0; config.lanes_per_node]; n],
+            lane_last_done: vec![vec![0; config.lanes_per_node]; n + 1],
+            lane_busy_until: vec![vec![0; config.lanes_per_node]; n],
+            backend,
+            config,
+            pool,
+            partitions,
+            service,
+            inflight: HashMap::new(),
+            places: HashMap::new(),
+            clients: Vec::new(),
+            infos: Vec::new(),
+            ready: Vec::new(),
+            in_ready: HashSet::new(),
+            deferred: Vec::new(),
+            policy,
+            profiles,
+            stats: DispatchStats { per_node: vec![0; n], ..Default::default() },
+            timeline,
+            seq: 0,
+            polling: Vec::new(),
+            scratch_fences: Vec::new(),
+        })
+    }
+
+    /// Registers a client (one vCtx) and returns its lease-holder id.
+    pub fn register(&mut self, vctx: Arc<VirtualContext>, name: impl Into<String>, class: ClientClass) -> HolderId {
+        let holder = HolderId(self.clients.len() as u32);
+        let info = ClientInfo { holder, name: name.into(), class, deadline_ns: None };
+        self.infos.push(info.clone());
+        self.clients.push(Client { vctx, info });
+        holder
+    }
+
+    /// Advisory API: the deadline of the client's next step (absolute backend ns), or `None`.
+    pub fn advise_deadline(&mut self, holder: HolderId, deadline_ns: Option<u64>) {
+        if let Some(c) = self.clients.get_mut(holder.0 as usize) {
+            c.info.deadline_ns = deadline_ns;
+            self.infos[holder.0 as usize].deadline_ns = deadline_ns;
+        }
+    }
+
+    /// Advisory API: an op of `holder` expected at `ready_at_ns` wanting `demand_units`.
+    pub fn advise(&mut self, hint: Hint) {
+        let mut plan = Vec::new();
+        let state = sched_state!(self, self.backend.now_ns());
+        self.policy.prepare(&hint, &state, &mut plan);
+        self.apply_preparations(plan);
+    }
+
+    /// The backend.
+    pub fn backend(&self) -> &B {
+        &self.backend
+    }
+    /// The pool.
+    pub fn pool(&self) -> &Pool {
+        &self.pool
+    }
+    /// The policy.
+    pub fn policy(&self) -> &P {
+        &self.policy
+    }
+    /// Counters.
+    pub fn stats(&self) -> &DispatchStats {
+        &self.stats
+    }
+    /// The recorded timeline, if enabled.
+    pub fn timeline(&self) -> Option<&Timeline> {
+        self.timeline.as_ref()
+    }
+    /// Whether nothing is ready or in flight.
+    pub fn is_idle(&self) -> bool {
+        self.ready.is_empty() && self.inflight.is_empty()
+    }
+    /// Ops submitted and not yet completed.
+    pub fn inflight(&self) -> usize {
+        self.inflight.len()
+    }
+
+    /// One scheduling round (see the module docs). Returns how many ops were submitted or
+    /// completed.
+    pub fn pump(&mut self) -> Result<usize, DispatchError> {
+        // Completions first, so leases and predictions are current when the policy decides.
+        let mut progress = self.poll()?;
+        progress += self.intake()?;
+        if self.config.lane_continuation {
+            progress += self.continuation()?;
+        }
+        self.release_idle_leases();
+        let mut plan = Vec::new();
+        {
+            let state = sched_state!(self, self.backend.now_ns());
+            self.policy.maintain(&state, &mut plan);
+        }
+        self.apply_preparations(plan);
+        progress += self.bind()?;
+        Ok(progress)
+    }
+
+    /// Pumps and waits on the backend until every registered client's work completed.
+    pub fn run_until_idle(&mut self) -> Result<(), DispatchError> {
+        loop {
+            let progress = self.pump()?;
+            let outstanding: usize = self.clients.iter().map(|c| c.vctx.outstanding()).sum();
+            if outstanding == 0 && self.is_idle() {
+                return Ok(());
+            }
+            if progress == 0 && !self.backend.wait_for_progress(Duration::from_micros(20))? && self.is_idle() {
+                // Nothing runs, nothing is ready, yet work is outstanding: it waits on the host.
+                return Ok(());
+            }
+        }
+    }
+
+    fn intake(&mut self) -> Result<usize, DispatchError> {
+        let mut n = 0;
+        let mut buf = Vec::new();
+        loop {
+            let mut markers = 0;
+            for ci in 0..self.clients.len() {
+                self.clients[ci].vctx.take_ready(&mut buf);
+                for r in buf.drain(..) {
+                    match &*r.desc {
+                        OpDesc::Marker(_) => {
+                            self.clients[ci].vctx.satisfy(r.op);
+                            self.stats.markers += 1;
+                            markers += 1;
+                        }
+                        d if !d.uses_units() => {
+                            let lane = (ci % self.config.service_lanes.max(1)) as LaneId;
+                            self.submit_at(ci, r.op, r.desc, None, lane, false)?;
+                            self.stats.unit_free += 1;
+                            n += 1;
+                        }
+                        _ => {
+                            self.seq += 1;
+                            self.in_ready.insert((ci, r.op));
+                            let now = self.backend.now_ns();
+                            self.ready.push(ReadyEntry {
+                                client: ci,
+                                op: r.op,
+                                desc: r.desc,
+                                ready_since: now,
+                                seq: self.seq,
+                            });
+                        }
+                    }
+                }
+            }
+            if markers == 0 {
+                return Ok(n);
+            }
+        }
+    }
+
+    fn continuation(&mut self) -> Result<usize, DispatchError> {
+        let mut n = 0;
+        let mut hints = Vec::new();
+        let mut work: Vec<(usize, ContinuableOp, bool)> =
+            std::mem::take(&mut self.deferred).into_iter().map(|(ci, c)| (ci, c, false)).collect();
+        let mut buf = Vec::new();
+        for ci in 0..self.clients.len() {
+            self.clients[ci].vctx.take_continuable(&mut buf);
+            work.extend(buf.drain(..).map(|c| (ci, c, true)));
+        }
+        for (ci, c, fresh) in work {
+            if self.in_ready.contains(&(ci, c.op)) || self.places.contains_key(&(ci, c.op)) {
+                continue; // became ready (the policy binds it) or already submitted
+            }
+            let vctx = &self.clients[ci].vctx;
+            let place = common_place(
+                c.pending_preds.iter().filter(|p| !vctx.is_complete(**p)).map(|p| self.places.get(&(ci, *p)).copied()),
+            );
+            let holder = self.clients[ci].info.holder;
+            let target = match place {
+                Some(Place { node: Some(node), lane }) => {
+                    let leased = matches!(self.pool.state(node), NodeState::Leased { holder: h, .. } if *h == holder);
+                    let shallow = self.lane_load[node.0 as usize][lane as usize] < self.config.max_continuation_depth;
+                    let allowed = leased
+                        && shallow
+                        && self.partitions[node.0 as usize].can_execute(&c.desc).is_ok()
+                        && match c.desc.as_kernel() {
+                            Some(k) => {
+                                let state = sched_state!(self, self.backend.now_ns());
+                                let view = ReadyOpView {
+                                    client: holder,
+                                    op: c.op,
+                                    kernel: k,
+                                    ready_since_ns: state.now_ns,
+                                    seq: self.seq,
+                                    deadline_ns: self.clients[ci].info.deadline_ns,
+                                };
+                                self.policy.continue_on_lane(&view, node, &state)
+                            }
+                            None => true,
+                        };
+                    if !allowed && leased {
+                        // Retry next round: the lane may get shallower or the policy may agree.
+                        self.deferred.push((ci, c.clone()));
+                    }
+                    allowed.then_some((Some(node), lane))
+                }
+                // Unit-free ops behind unit-free predecessors on a service lane: FIFO there.
+                Some(Place { node: None, lane }) if !c.desc.uses_units() => Some((None, lane)),
+                _ => None,
+            };
+            match target {
+                Some((node, lane)) => {
+                    if let Some(nd) = node {
+                        if self.pool.begin_submit(nd, holder).is_err() {
+                            continue;
+                        }
+                    }
+                    if self.submit_at(ci, c.op, c.desc, node, lane, true)? {
+                        self.stats.continued += 1;
+                        n += 1;
+                    }
+                }
+                None if fresh && c.desc.uses_units() => hints.push(Hint {
+                    client: holder,
+                    op: Some(c.desc),
+                    demand_units: None,
+                    ready_at_ns: None,
+                    deadline_ns: self.clients[ci].info.deadline_ns,
+                }),
+                None => {}
+            }
+        }
+        if !hints.is_empty() {
+            let mut plan = Vec::new();
+            let state = sched_state!(self, self.backend.now_ns());
+            for h in &hints {
+                self.policy.prepare(h, &state, &mut plan);
+            }
+            self.apply_preparations(plan);
+        }
+        Ok(n)
+    }
+
+    fn apply_preparations(&mut self, plan: Vec<Preparation>) {
+        for p in plan {
+            let r: Result<(), PoolError> = match &p {
+                Preparation::Reserve(n, r) => self.pool.reserve(*n, *r),
+                Preparation::Reclaim(n, r) => self.pool.reclaim_for(*n, *r).map(|_| ()),
+                Preparation::Unreserve(n) => self.pool.unreserve(*n),
+            };
+            match r {
+                Ok(()) => self.stats.preparations += 1,
+                Err(e) => {
+                    self.stats.preparations_rejected += 1;
+                    tracing::debug!(?p, error = %e, "preparation rejected");
+                }
+            }
+        }
+    }
+
+    fn release_idle_leases(&mut self) {
+        for i in 0..self.pool.nodes().len() {
+            let id = NodeId(i as u16);
+            if let NodeState::Leased { holder, outstanding: 0 } = *self.pool.state(id) {
+                if let Err(e) = self.pool.release(id, holder) {
+                    tracing::warn!(node = %id, error = %e, "releasing an idle lease failed");
+                }
+            }
+        }
+    }
+
+    fn bind(&mut self) -> Result<usize, DispatchError> {
+        if self.ready.is_empty() {
+            return Ok(0);
+        }
+        let mut tried = vec![false; self.ready.len()];
+        let mut submitted: Vec<usize> = Vec::new();
+        let mut eligible = Vec::new();
+        let now = self.backend.now_ns();
+        {
+            let views = views(&self.ready, &self.clients, &tried);
+            let state = sched_state!(self, now);
+            self.policy.begin_round(&views.iter().map(|v| v.1).collect::<Vec<_>>(), &state);
+        }
+        loop {
+            let (idx, node) = {
+                let v = views(&self.ready, &self.clients, &tried);
+                if v.is_empty() {
+                    break;
+                }
+                let queue: Vec<ReadyOpView<'_>> = v.iter().map(|x| x.1).collect();
+                let state = sched_state!(self, now);
+                let Some(pick) = self.policy.pick(&queue, &state) else { break };
+                let Some(&(idx, view)) = v.get(pick) else {
+                    tracing::warn!(pick, "policy picked outside the queue");
+                    self.stats.rejected += 1;
+                    break;
+                };
+                self.pool.eligible(view.client, 0, &mut eligible);
+                (idx, self.policy.select(&view, &eligible, &state))
+            };
+            tried[idx] = true;
+            let Some(node) = node else { continue };
+            let entry = &self.ready[idx];
+            let holder = self.clients[entry.client].info.holder;
+            // Validate the proposal: eligible for this client, executable unchanged, gate open.
+            let valid = (node.0 as usize) < self.partitions.len()
+                && self.pool.is_eligible(node, holder)
+                && self.partitions[node.0 as usize].can_execute(&entry.desc).is_ok();
+            if !valid {
+                self.stats.rejected += 1;
+                tracing::debug!(%node, op = ?entry.op, "policy proposal rejected");
+                continue;
+            }
+            if !matches!(self.pool.state(node), NodeState::Leased { holder: h, .. } if *h == holder) {
+                if let Err(e) = self.pool.lease(node, holder) {
+                    self.stats.rejected += 1;
+                    tracing::debug!(%node, error = %e, "lease refused");
+                    continue;
+                }
+            }
+            if self.pool.begin_submit(node, holder).is_err() {
+                self.stats.rejected += 1;
+                continue;
+            }
+            let lane = least_loaded(&self.lane_load[node.0 as usize]);
+            let (client, op, desc) = (entry.client, entry.op, entry.desc.clone());
+            if self.submit_at(client, op, desc, Some(node), lane, false)? {
+                self.stats.bound += 1;
+                submitted.push(idx);
+            }
+        }
+        submitted.sort_unstable();
+        let n = submitted.len();
+        for idx in submitted.into_iter().rev() {
+            let e = self.ready.swap_remove(idx);
+            self.in_ready.remove(&(e.client, e.op));
+        }
+        // swap_remove reorders; keep the queue in arrival order for policies.
+        self.ready.sort_by_key(|e| e.seq);
+        Ok(n)
+    }
+
+    /// Submits on (node or service, lane). On failure undoes the pool accounting and leaves the
+    /// op where it was (ready). Returns whether it was submitted.
+    fn submit_at(
+        &mut self,
+        client: usize,
+        op: OpId,
+        desc: Arc<OpDesc>,
+        node: Option<NodeId>,
+        lane: LaneId,
+        continued: bool,
+    ) -> Result<bool, DispatchError> {
+        let part = match node {
+            Some(n) => &self.partitions[n.0 as usize],
+            None => &self.service,
+        };
+        match part.submit(lane, &desc) {
+            Ok(fence) => {
+                let now = self.backend.now_ns();
+                if let Some(n) = node {
+                    let est =
+                        desc.as_kernel().map_or(0.0, |k| self.profiles.estimate_ns(k, self.pool.node(n).size())) as u64;
+                    let busy = &mut self.lane_busy_until[n.0 as usize][lane as usize];
+                    *busy = (*busy).max(now) + est;
+                    self.lane_load[n.0 as usize][lane as usize] += 1;
+                    if desc.uses_units() {
+                        self.stats.per_node[n.0 as usize] += 1;
+                    }
+                    if !self.polling.contains(&n) {
+                        self.polling.push(n);
+                    }
+                }
+                self.clients[client].vctx.mark_submitted(op);
+                self.places.insert((client, op), Place { node, lane });
+                self.inflight.insert((node, fence), Inflight { client, op, desc, node, submitted: now, continued });
+                Ok(true)
+            }
+            Err(e) => {
+                self.stats.submit_failures += 1;
+                tracing::warn!(error = %e, "submission failed; the op stays ready");
+                if let Some(n) = node {
+                    let _ = self.pool.complete(n);
+                }
+                if !continued && node.is_none() {
+                    // A unit-free op that could not be submitted goes back through the queue.
+                    self.seq += 1;
+                    self.ready.push(ReadyEntry { client, op, desc, ready_since: self.backend.now_ns(), seq: self.seq });
+                }
+                Ok(false)
+            }
+        }
+    }
+
+    fn poll(&mut self) -> Result<usize, DispatchError> {
+        let mut n = 0;
+        let mut fences = std::mem::take(&mut self.scratch_fences);
+        // Service partition first, then nodes with outstanding work.
+        let targets: SmallVec<[Option<NodeId>; 16]> =
+            std::iter::once(None).chain(self.polling.iter().copied().map(Some)).collect();
+        for target in targets {
+            fences.clear();
+            let part = match target {
+                Some(nd) => &self.partitions[nd.0 as usize],
+                None => &self.service,
+            };
+            if let Err(e) = part.poll(&mut fences) {
+                // Asynchronous failure: attribute it to the ops in flight on that partition.
+                self.fail_partition(target, &e.to_string());
+                continue;
+            }
+            for &f in &fences {
+                if let Some(inf) = self.inflight.remove(&(target, f)) {
+                    self.finish(inf, f, None);
+                    n += 1;
+                }
+            }
+        }
+        self.polling.retain(|&nd| self.lane_load[nd.0 as usize].iter().any(|&l| l > 0));
+        self.scratch_fences = fences;
+        Ok(n)
+    }
+
+    fn fail_partition(&mut self, target: Option<NodeId>, msg: &str) {
+        let keys: Vec<(Option<NodeId>, Fence)> = self.inflight.keys().filter(|k| k.0 == target).copied().collect();
+        for k in keys {
+            if let Some(inf) = self.inflight.remove(&k) {
+                self.finish(inf, k.1, Some(msg));
+            }
+        }
+    }
+
+    fn finish(&mut self, inf: Inflight, fence: Fence, error: Option<&str>) {
+        let now = self.backend.now_ns();
+        let vctx = &self.clients[inf.client].vctx;
+        match error {
+            None => vctx.satisfy(inf.op),
+            Some(e) => {
+                vctx.fail(inf.op, e.to_owned());
+                self.stats.failed += 1;
+            }
+        }
+        self.places.remove(&(inf.client, inf.op));
+        self.stats.completed += 1;
+        let slot = inf.node.map_or(self.partitions.len(), |n| n.0 as usize);
+        let lane_done = &mut self.lane_last_done[slot][fence.lane as usize % self.config.lanes_per_node.max(1)];
+        let start = inf.submitted.max(*lane_done);
+        *lane_done = now;
+        if let Some(nd) = inf.node {
+            self.lane_load[nd.0 as usize][fence.lane as usize] -= 1;
+            if self.lane_load[nd.0 as usize][fence.lane as usize] == 0 {
+                self.lane_busy_until[nd.0 as usize][fence.lane as usize] = now;
+            }
+            if let Err(e) = self.pool.complete(nd) {
+                tracing::warn!(node = %nd, error = %e, "pool completion accounting failed");
+            }
+            if let Some(k) = inf.desc.as_kernel() {
+                let state = sched_state!(self, now);
+                let c = Completion {
+                    client: self.clients[inf.client].info.holder,
+                    kernel: k,
+                    node: nd,
+                    submitted_ns: inf.submitted,
+                    completed_ns: now,
+                };
+                self.policy.on_complete(&c, &state);
+            }
+        }
+        if let Some(t) = &mut self.timeline {
+            t.spans.push(Span {
+                name: inf.desc.label().to_owned(),
+                client: self.clients[inf.client].info.name.clone(),
+                node: inf.node.map_or(self.partitions.len() as u16, |n| n.0),
+                lane: fence.lane,
+                start_ns: start,
+                end_ns: now,
+                continued: inf.continued,
+            });
+        }
+    }
+
+    /// Units currently leased, draining or reserved.
+    pub fn active_units(&self) -> UnitSet {
+        self.pool.active_units()
+    }
+}
+
+fn views<'a>(ready: &'a [ReadyEntry], clients: &[Client], tried: &[bool]) -> Vec<(usize, ReadyOpView<'a>)> {
+    ready
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| !tried[*i])
+        .filter_map(|(i, e)| {
+            let k = e.desc.as_kernel()?;
+            let c = &clients[e.client].info;
+            Some((
+                i,
+                ReadyOpView {
+                    client: c.holder,
+                    op: e.op,
+                    kernel: k,
+                    ready_since_ns: e.ready_since,
+                    seq: e.seq,
+                    deadline_ns: c.deadline_ns,
+                },
+            ))
+        })
+        .collect()
+}
+
+/// The one place all pending predecessors share, if they are all placed and all in one place.
+fn common_place(places: impl Iterator<Item = Option<Place>>) -> Option<Place> {
+    let mut common: Option<Place> = None;
+    for p in places {
+        let p = p?;
+        match common {
+            None => common = Some(p),
+            Some(c) if c == p => {}
+            Some(_) => return None,
+        }
+    }
+    common
+}
+
+fn least_loaded(loads: &[u32]) -> LaneId {
+    loads.iter().enumerate().min_by_key(|(_, &l)| l).map_or(0, |(i, _)| i as LaneId)
+}

@@ -1,0 +1,62 @@
+//! The binding timeline: which op ran on which pool node and lane, when. Written as Chrome trace
+//! JSON (opens in Perfetto / chrome://tracing): one process per pool node, one thread per lane.
+
+use std::io::Write;
+use std::path::Path;
+
+use serde::Serialize;
+
+/// One executed op.
+#[derive(Debug, Clone, Serialize)]
+pub struct Span {
+    /// Op label (kernel name or kind).
+    pub name: String,
+    /// Client name.
+    pub client: String,
+    /// Pool node id.
+    pub node: u16,
+    /// Lane within the node.
+    pub lane: u32,
+    /// Start (submission, or previous completion on the lane if later), ns.
+    pub start_ns: u64,
+    /// Completion observed, ns.
+    pub end_ns: u64,
+    /// Whether it was bound by lane continuation.
+    pub continued: bool,
+}
+
+/// A recorded timeline.
+#[derive(Debug, Default, Clone)]
+pub struct Timeline {
+    /// Spans in completion order.
+    pub spans: Vec<Span>,
+    /// Node labels (`node 3: SM 0-15`) by node id.
+    pub node_labels: Vec<String>,
+}
+
+impl Timeline {
+    /// Writes Chrome trace JSON.
+    pub fn write_chrome_trace(&self, path: &Path) -> std::io::Result<()> {
+        let mut events = Vec::with_capacity(self.spans.len() + self.node_labels.len());
+        for (id, label) in self.node_labels.iter().enumerate() {
+            events.push(serde_json::json!({
+                "name": "process_name", "ph": "M", "pid": id, "args": { "name": label }
+            }));
+        }
+        for s in &self.spans {
+            events.push(serde_json::json!({
+                "name": s.name,
+                "cat": s.client,
+                "ph": "X",
+                "pid": s.node,
+                "tid": s.lane,
+                "ts": s.start_ns as f64 / 1000.0,
+                "dur": (s.end_ns.saturating_sub(s.start_ns)) as f64 / 1000.0,
+                "args": { "client": s.client, "continued": s.continued },
+            }));
+        }
+        let mut f = std::io::BufWriter::new(std::fs::File::create(path)?);
+        serde_json::to_writer(&mut f, &serde_json::json!({ "traceEvents": events, "displayTimeUnit": "ns" }))?;
+        f.flush()
+    }
+}

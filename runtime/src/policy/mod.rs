@@ -1,0 +1,315 @@
+//! Scheduling policies: **Pick** (which ready op next, or defer), **Select** (which eligible pool
+//! node for it), **Prepare** (what to reserve or drain for a lookahead hint).
+//!
+//! ## Writing a policy
+//! Implement [`Policy`]. The dispatcher calls, every scheduling round:
+//! 1. [`Policy::maintain`] and, for each lookahead [`Hint`], [`Policy::prepare`]: push
+//!    [`Preparation`]s (reserve an idle node, reclaim a target by closing the gates of overlapping
+//!    leases, drop a reservation). The dispatcher validates each against the pool and applies it.
+//! 2. [`Policy::begin_round`] with the ready queue, then repeatedly [`Policy::pick`] (an index
+//!    into the queue, or `None` to defer the rest of the round) and [`Policy::select`] (a node from
+//!    the eligible list, or `None` to defer that op).
+//! 3. [`Policy::on_complete`] for each completed kernel (measured times: feedback for deadlines).
+//!
+//! A policy sees read-only state ([`SchedState`]: the pool with its leases and reservations,
+//! profiles, the clients and the clock) and can neither mutate the pool nor touch a descriptor:
+//! every proposal is validated by the dispatcher (node still eligible, descriptor executable
+//! unchanged there, gate open), and a rejected proposal only leaves the op ready. Only kernels
+//! (ops that occupy units) reach policies; copies, fills, host functions and markers are placed by
+//! the dispatcher itself.
+
+mod chaos;
+mod exclusive;
+mod static_;
+mod throughput;
+mod tpot;
+
+use std::fmt;
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+use vitamin_hal::{KernelLaunch, OpDesc, UnitSet};
+
+pub use chaos::Chaos;
+pub use exclusive::Exclusive;
+pub use static_::Static;
+pub use throughput::ThroughputOriented;
+pub use tpot::TpotFirst;
+
+use crate::pool::{HolderId, NodeId, Pool, Reservation};
+use crate::profile::Profiles;
+use crate::vctx::OpId;
+
+/// How policies treat a client's work.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub enum ClientClass {
+    /// Throughput work (training, batch jobs).
+    BestEffort,
+    /// Latency-critical work (inference, decode). `tpot_target_ns`: per-step deadline budget.
+    LatencyCritical {
+        /// Target time per output token (per decode step), ns.
+        tpot_target_ns: u64,
+    },
+}
+
+/// A registered client, as policies see it.
+#[derive(Debug, Clone)]
+pub struct ClientInfo {
+    /// Lease holder id.
+    pub holder: HolderId,
+    /// Display name.
+    pub name: String,
+    /// Class.
+    pub class: ClientClass,
+    /// Current step deadline (from advice or the TPOT tracker), absolute ns.
+    pub deadline_ns: Option<u64>,
+}
+
+/// One ready kernel, as policies see it.
+#[derive(Debug, Clone, Copy)]
+pub struct ReadyOpView<'a> {
+    /// Client (lease holder).
+    pub client: HolderId,
+    /// Op id within the client's vCtx.
+    pub op: OpId,
+    /// The launch (read-only).
+    pub kernel: &'a KernelLaunch,
+    /// When it became ready, ns (backend clock).
+    pub ready_since_ns: u64,
+    /// Global arrival order (smaller = older).
+    pub seq: u64,
+    /// Deadline of the step it belongs to, if any.
+    pub deadline_ns: Option<u64>,
+}
+
+/// Read-only scheduling state handed to policies.
+#[derive(Debug, Clone, Copy)]
+pub struct SchedState<'a> {
+    /// The pool: nodes, states, leases, reservations.
+    pub pool: &'a Pool,
+    /// Now, ns (backend clock).
+    pub now_ns: u64,
+    /// Execution-time profiles.
+    pub profiles: &'a Profiles,
+    /// Registered clients.
+    pub clients: &'a [ClientInfo],
+    /// Per node, per lane: predicted time its submitted work completes (profile estimates), ns.
+    pub lane_busy_until: &'a [Vec<u64>],
+}
+
+impl SchedState<'_> {
+    /// Predicted time node `n`'s submitted work completes (now if idle).
+    pub fn busy_until(&self, n: NodeId) -> u64 {
+        self.lane_busy_until.get(n.0 as usize).and_then(|l| l.iter().max().copied()).unwrap_or(0).max(self.now_ns)
+    }
+
+    /// The client record of a holder.
+    pub fn client(&self, h: HolderId) -> Option<&ClientInfo> {
+        self.clients.iter().find(|c| c.holder == h)
+    }
+    /// Size of the smallest pool node.
+    pub fn min_units(&self) -> usize {
+        self.pool.nodes_by_size().first().map_or(1, |&n| self.pool.node(n).size())
+    }
+}
+
+/// A lookahead hint: an op expected to become ready soon.
+#[derive(Debug, Clone)]
+pub struct Hint {
+    /// Client.
+    pub client: HolderId,
+    /// The anticipated op, if recorded already (a decode blocked behind a copy).
+    pub op: Option<Arc<OpDesc>>,
+    /// Units it will want, if advised.
+    pub demand_units: Option<usize>,
+    /// When it is expected to become ready, ns.
+    pub ready_at_ns: Option<u64>,
+    /// Its deadline, ns.
+    pub deadline_ns: Option<u64>,
+}
+
+/// A preparation step proposed by [`Policy::prepare`] / [`Policy::maintain`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Preparation {
+    /// Reserve an idle, non-conflicting node.
+    Reserve(NodeId, Reservation),
+    /// Close the gates of leases overlapping `target` and reserve it once they drain.
+    Reclaim(NodeId, Reservation),
+    /// Drop a reservation.
+    Unreserve(NodeId),
+}
+
+/// A completed kernel, reported to [`Policy::on_complete`].
+#[derive(Debug, Clone, Copy)]
+pub struct Completion<'a> {
+    /// Client.
+    pub client: HolderId,
+    /// The launch.
+    pub kernel: &'a KernelLaunch,
+    /// Node it ran on.
+    pub node: NodeId,
+    /// Submission time, ns.
+    pub submitted_ns: u64,
+    /// Completion observed, ns.
+    pub completed_ns: u64,
+}
+
+/// Scheduling policy: see the module documentation.
+pub trait Policy: Send {
+    /// Short name (`throughput`, `tpot`, ...).
+    fn name(&self) -> &'static str;
+
+    /// Standing preparations (e.g. a reservation kept for a latency-critical client).
+    fn maintain(&mut self, _state: &SchedState<'_>, _plan: &mut Vec<Preparation>) {}
+
+    /// Preparations for a lookahead hint.
+    fn prepare(&mut self, _hint: &Hint, _state: &SchedState<'_>, _plan: &mut Vec<Preparation>) {}
+
+    /// Called once per round before the first pick, with the whole ready queue.
+    fn begin_round(&mut self, _queue: &[ReadyOpView<'_>], _state: &SchedState<'_>) {}
+
+    /// Index of the next op to dispatch from `queue` (ops not yet tried this round), or `None`
+    /// to defer all of them until the next round.
+    fn pick(&mut self, queue: &[ReadyOpView<'_>], state: &SchedState<'_>) -> Option<usize>;
+
+    /// A node for `op` among `eligible` (non-conflicting for its client), or `None` to defer it.
+    fn select(&mut self, op: &ReadyOpView<'_>, eligible: &[NodeId], state: &SchedState<'_>) -> Option<NodeId>;
+
+    /// Whether `op` may be bound early to the lane its pending predecessors occupy on `node`
+    /// (lane continuation), instead of waiting to be rebound (possibly wider) once ready.
+    fn continue_on_lane(&mut self, _op: &ReadyOpView<'_>, _node: NodeId, _state: &SchedState<'_>) -> bool {
+        true
+    }
+
+    /// Feedback: a kernel completed.
+    fn on_complete(&mut self, _c: &Completion<'_>, _state: &SchedState<'_>) {}
+}
+
+/// Oldest op (smallest `seq`) in the queue.
+pub fn oldest(queue: &[ReadyOpView<'_>]) -> Option<usize> {
+    queue.iter().enumerate().min_by_key(|(_, o)| o.seq).map(|(i, _)| i)
+}
+
+/// The smallest eligible node (ties: lowest id).
+pub fn smallest(eligible: &[NodeId], pool: &Pool) -> Option<NodeId> {
+    eligible.iter().copied().min_by_key(|&n| (pool.node(n).size(), n))
+}
+
+/// The policies vitamin ships, selectable by name (`VITAMIN_POLICY`, `--policy`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum PolicyKind {
+    /// [`ThroughputOriented`] (default).
+    Throughput,
+    /// [`TpotFirst`].
+    Tpot,
+    /// [`Exclusive`]: whole device, time-sharing.
+    Exclusive,
+    /// [`Static`]: a fixed partition per client.
+    Static,
+    /// [`Chaos`]: a uniformly random eligible node per op.
+    Chaos,
+}
+
+impl PolicyKind {
+    /// All kinds, in display order.
+    pub const ALL: [PolicyKind; 5] =
+        [PolicyKind::Throughput, PolicyKind::Tpot, PolicyKind::Static, PolicyKind::Exclusive, PolicyKind::Chaos];
+
+    /// Name as accepted by [`std::str::FromStr`].
+    pub fn name(self) -> &'static str {
+        match self {
+            PolicyKind::Throughput => "throughput",
+            PolicyKind::Tpot => "tpot",
+            PolicyKind::Exclusive => "exclusive",
+            PolicyKind::Static => "static",
+            PolicyKind::Chaos => "chaos",
+        }
+    }
+
+    /// Builds the policy (`seed` is used by Chaos).
+    pub fn build(self, seed: u64) -> AnyPolicy {
+        match self {
+            PolicyKind::Throughput => AnyPolicy::Throughput(ThroughputOriented::default()),
+            PolicyKind::Tpot => AnyPolicy::Tpot(TpotFirst::default()),
+            PolicyKind::Exclusive => AnyPolicy::Exclusive(Exclusive),
+            PolicyKind::Static => AnyPolicy::Static(Static::default()),
+            PolicyKind::Chaos => AnyPolicy::Chaos(Chaos::new(seed)),
+        }
+    }
+}
+
+impl fmt::Display for PolicyKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl std::str::FromStr for PolicyKind {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        PolicyKind::ALL
+            .into_iter()
+            .find(|k| k.name().eq_ignore_ascii_case(s))
+            .ok_or_else(|| format!("unknown policy {s:?}: expected one of throughput, tpot, static, exclusive, chaos"))
+    }
+}
+
+/// One of the shipped policies (static dispatch over a closed set).
+#[derive(Debug)]
+pub enum AnyPolicy {
+    /// Throughput-Oriented.
+    Throughput(ThroughputOriented),
+    /// TPOT-First.
+    Tpot(TpotFirst),
+    /// Exclusive.
+    Exclusive(Exclusive),
+    /// Static.
+    Static(Static),
+    /// Chaos.
+    Chaos(Chaos),
+}
+
+macro_rules! each {
+    ($self:ident, $p:ident => $e:expr) => {
+        match $self {
+            AnyPolicy::Throughput($p) => $e,
+            AnyPolicy::Tpot($p) => $e,
+            AnyPolicy::Exclusive($p) => $e,
+            AnyPolicy::Static($p) => $e,
+            AnyPolicy::Chaos($p) => $e,
+        }
+    };
+}
+
+impl Policy for AnyPolicy {
+    fn name(&self) -> &'static str {
+        each!(self, p => p.name())
+    }
+    fn maintain(&mut self, state: &SchedState<'_>, plan: &mut Vec<Preparation>) {
+        each!(self, p => p.maintain(state, plan))
+    }
+    fn prepare(&mut self, hint: &Hint, state: &SchedState<'_>, plan: &mut Vec<Preparation>) {
+        each!(self, p => p.prepare(hint, state, plan))
+    }
+    fn begin_round(&mut self, queue: &[ReadyOpView<'_>], state: &SchedState<'_>) {
+        each!(self, p => p.begin_round(queue, state))
+    }
+    fn pick(&mut self, queue: &[ReadyOpView<'_>], state: &SchedState<'_>) -> Option<usize> {
+        each!(self, p => p.pick(queue, state))
+    }
+    fn select(&mut self, op: &ReadyOpView<'_>, eligible: &[NodeId], state: &SchedState<'_>) -> Option<NodeId> {
+        each!(self, p => p.select(op, eligible, state))
+    }
+    fn continue_on_lane(&mut self, op: &ReadyOpView<'_>, node: NodeId, state: &SchedState<'_>) -> bool {
+        each!(self, p => p.continue_on_lane(op, node, state))
+    }
+    fn on_complete(&mut self, c: &Completion<'_>, state: &SchedState<'_>) {
+        each!(self, p => p.on_complete(c, state))
+    }
+}
+
+/// Units of the nodes in `nodes`.
+pub fn units_of(pool: &Pool, nodes: impl IntoIterator<Item = NodeId>) -> UnitSet {
+    nodes.into_iter().fold(UnitSet::EMPTY, |acc, n| acc | pool.node(n).units)
+}

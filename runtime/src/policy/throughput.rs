@@ -1,0 +1,383 @@
+//! Throughput-Oriented (the default): MinBind, then greedy positive-gain widening.
+//!
+//! Each round: (1) **MinBind** gives a minimum-size, non-overlapping node to as many ready ops as
+//! possible, visiting clients in age-aware round-robin (clients ordered by their oldest ready op,
+//! then one op per client per pass); (2) while some feasible widening has positive gain, apply the
+//! one with the largest `G = (P(m') - P(m)) / (m' - m)`, where `P(m) = T(m_min) / T(m)` comes from
+//! the launch's profile (or the fallback model). Feasible = the wider node is eligible for the op's
+//! client and disjoint from every other assignment of the round. Pick returns planned ops in plan
+//! order; Select returns the planned node.
+//!
+//! Fairness (beyond the paper): a client whose ready op found no eligible node in a round is
+//! *waiting*. While a client waits, other clients' ops are not lane-continued (so their leases can
+//! drain), and [`Policy::maintain`] reclaims the smallest blocked leaf for the waiting client,
+//! closing the gates of the leases that overlap it. Stale reservations are dropped.
+
+use std::collections::HashMap;
+
+use vitamin_hal::{Dim3, KernelLaunch, UnitSet};
+
+use super::{Policy, Preparation, ReadyOpView, SchedState};
+use crate::pool::{HolderId, NodeId, NodeState, Reservation};
+use crate::vctx::OpId;
+
+/// Reservation tag used for fairness reclaims.
+pub const TAG_FAIRNESS: u64 = 1;
+/// Lane continuation is refused when rebinding would make progress this much faster.
+pub const CONTINUE_GAIN: f64 = 1.05;
+/// Lane continuation is refused on a node this much wider than the op can use.
+pub const OVERSIZE: f64 = 1.5;
+/// An op waits for a wider node when that is predicted to finish this much earlier.
+pub const WAIT_GAIN: f64 = 1.5;
+/// How long past the predicted time an op keeps waiting for a wider node, ns.
+pub const WAIT_SLACK_NS: u64 = 50_000;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+struct CurveKey {
+    handle: u64,
+    grid: Dim3,
+    block: Dim3,
+    smem: u32,
+}
+
+impl CurveKey {
+    fn of(k: &KernelLaunch) -> Self {
+        CurveKey { handle: k.function().handle(), grid: k.grid(), block: k.block(), smem: k.shared_mem_bytes() }
+    }
+}
+
+/// The Throughput-Oriented policy. See the module docs.
+#[derive(Debug, Default)]
+pub struct ThroughputOriented {
+    plan: HashMap<(HolderId, OpId), NodeId>,
+    order: Vec<(HolderId, OpId)>,
+    cursor: usize,
+    times: HashMap<(CurveKey, usize), f64>,
+    waiting: Vec<HolderId>,
+    deferred: HashMap<(HolderId, OpId), u64>,
+}
+
+impl ThroughputOriented {
+    fn time(&mut self, k: &KernelLaunch, m: usize, state: &SchedState<'_>) -> f64 {
+        *self.times.entry((CurveKey::of(k), m)).or_insert_with(|| state.profiles.estimate_ns(k, m))
+    }
+
+    fn progress(&mut self, k: &KernelLaunch, m: usize, state: &SchedState<'_>) -> f64 {
+        let m_min = state.min_units();
+        self.time(k, m_min, state) / self.time(k, m, state).max(1e-9)
+    }
+
+    /// The best predicted completion of `op` if, instead of running on `m` units from `start`,
+    /// it waited for a wider node: over nodes wider than `m` whose blockers are leases (of any
+    /// client, predicted to drain at their `busy_until`) or its own reservations, the earliest
+    /// `max(start, drain) + T(size)`.
+    fn wait_alternative(
+        &mut self,
+        op: &ReadyOpView<'_>,
+        m: usize,
+        start: u64,
+        require_running: bool,
+        state: &SchedState<'_>,
+    ) -> Option<f64> {
+        let pool = state.pool;
+        let mut best: Option<f64> = None;
+        for &n in pool.nodes_by_size() {
+            let node = pool.node(n);
+            if node.size() <= m {
+                continue;
+            }
+            if pool.pending().iter().any(|(t, r)| r.holder != op.client && pool.node(*t).units.intersects(&node.units))
+            {
+                continue;
+            }
+            let mut free_at = start;
+            let mut ok = true;
+            for &a in pool.active_nodes() {
+                if !pool.node(a).units.intersects(&node.units) {
+                    continue;
+                }
+                match pool.state(a) {
+                    NodeState::Leased { .. } | NodeState::Draining { .. } => free_at = free_at.max(state.busy_until(a)),
+                    NodeState::Reserved { purpose } if purpose.holder == op.client => {}
+                    _ => ok = false,
+                }
+            }
+            // When deciding to defer a ready op, only running work is worth waiting for (it will
+            // drain); a node that is free now but was not offered is not coming.
+            if ok && (free_at > start || !require_running) {
+                let t = free_at as f64 + self.time(op.kernel, node.size(), state);
+                if best.is_none_or(|b| t < b) {
+                    best = Some(t);
+                }
+            }
+        }
+        best
+    }
+
+    /// Clients currently waiting for any node.
+    pub fn waiting(&self) -> &[HolderId] {
+        &self.waiting
+    }
+
+    /// Computes the round's plan (MinBind + widening) for `queue`.
+    pub fn plan_round(&mut self, queue: &[ReadyOpView<'_>], state: &SchedState<'_>) {
+        self.plan.clear();
+        self.order.clear();
+        self.cursor = 0;
+        self.waiting.clear();
+        if queue.is_empty() {
+            return;
+        }
+        let pool = state.pool;
+        // Age-aware round-robin: clients by their oldest op, then one op per client per pass.
+        let mut by_client: Vec<(HolderId, Vec<usize>)> = Vec::new();
+        let mut idx: Vec<usize> = (0..queue.len()).collect();
+        idx.sort_by_key(|&i| queue[i].seq);
+        for i in idx {
+            match by_client.iter_mut().find(|(h, _)| *h == queue[i].client) {
+                Some((_, v)) => v.push(i),
+                None => by_client.push((queue[i].client, vec![i])),
+            }
+        }
+        let mut rr = Vec::with_capacity(queue.len());
+        for pass in 0.. {
+            let before = rr.len();
+            rr.extend(by_client.iter().filter_map(|(_, v)| v.get(pass).copied()));
+            if rr.len() == before {
+                break;
+            }
+        }
+        // MinBind.
+        let mut planned = UnitSet::EMPTY;
+        let mut fresh: Vec<(usize, NodeId)> = Vec::new();
+        let mut reused: Vec<(usize, NodeId)> = Vec::new();
+        for &i in &rr {
+            let h = queue[i].client;
+            let free = pool
+                .nodes_by_size()
+                .iter()
+                .copied()
+                .find(|&n| is_fresh(state, n, h) && pool.node(n).units.is_disjoint(&planned));
+            if let Some(n) = free {
+                planned |= pool.node(n).units;
+                fresh.push((i, n));
+            } else if let Some(n) = pool
+                .nodes_by_size()
+                .iter()
+                .copied()
+                .find(|&n| matches!(pool.state(n), NodeState::Leased { holder, .. } if *holder == h))
+            {
+                reused.push((i, n));
+            } else if !self.waiting.contains(&h) {
+                self.waiting.push(h);
+            }
+        }
+        // Greedy widening.
+        loop {
+            let mut best: Option<(usize, NodeId, f64)> = None;
+            for (slot, &(i, p)) in fresh.iter().enumerate() {
+                let op = &queue[i];
+                let m = pool.node(p).size();
+                let others = planned.difference(&pool.node(p).units);
+                let pm = self.progress(op.kernel, m, state);
+                for &n in pool.nodes_by_size() {
+                    let node = pool.node(n);
+                    let m2 = node.size();
+                    if m2 <= m || !node.units.is_disjoint(&others) || !is_fresh(state, n, op.client) {
+                        continue;
+                    }
+                    let g = (self.progress(op.kernel, m2, state) - pm) / (m2 - m) as f64;
+                    if g > 1e-12 && best.is_none_or(|(_, _, bg)| g > bg) {
+                        best = Some((slot, n, g));
+                    }
+                }
+            }
+            let Some((slot, n, _)) = best else { break };
+            let old = fresh[slot].1;
+            planned = planned.difference(&pool.node(old).units) | pool.node(n).units;
+            fresh[slot].1 = n;
+        }
+        let mut all: Vec<(usize, NodeId)> = fresh.into_iter().chain(reused).collect();
+        all.sort_by_key(|&(i, _)| rr.iter().position(|&j| j == i));
+        for (i, n) in all {
+            let key = (queue[i].client, queue[i].op);
+            self.plan.insert(key, n);
+            self.order.push(key);
+        }
+    }
+}
+
+/// Whether `n` could be newly leased by `h` (idle and conflict-free, or reserved for `h`).
+fn is_fresh(state: &SchedState<'_>, n: NodeId, h: HolderId) -> bool {
+    match state.pool.state(n) {
+        NodeState::Idle => state.pool.is_eligible(n, h),
+        NodeState::Reserved { purpose } => purpose.holder == h,
+        _ => false,
+    }
+}
+
+impl Policy for ThroughputOriented {
+    fn name(&self) -> &'static str {
+        "throughput"
+    }
+
+    fn maintain(&mut self, state: &SchedState<'_>, plan: &mut Vec<Preparation>) {
+        let pool = state.pool;
+        // Drop fairness reservations of clients no longer waiting.
+        for &n in pool.nodes_by_size() {
+            if let NodeState::Reserved { purpose } = pool.state(n) {
+                if purpose.tag == TAG_FAIRNESS && !self.waiting.contains(&purpose.holder) {
+                    plan.push(Preparation::Unreserve(n));
+                }
+            }
+        }
+        // Reclaim a leaf for each waiting client that has nothing reserved yet.
+        for &h in &self.waiting {
+            let has = pool.nodes().iter().any(|node| {
+                matches!(pool.state(node.id), NodeState::Reserved { purpose } if purpose.holder == h)
+                    || matches!(pool.state(node.id), NodeState::Leased { holder, .. } if *holder == h)
+            });
+            if has {
+                continue;
+            }
+            // A fair share: the smallest node of at least units / (clients with work), among those
+            // overlapping only other clients' leases (fewest first).
+            let busy_clients = state
+                .clients
+                .iter()
+                .filter(|c| {
+                    self.waiting.contains(&c.holder)
+                        || pool.active_nodes().iter().any(|&n| {
+                            matches!(pool.state(n), NodeState::Leased { holder, .. } | NodeState::Draining { holder, .. } if *holder == c.holder)
+                        })
+                })
+                .count()
+                .max(1);
+            let share = pool.node(pool.root()).size() / busy_clients;
+            let mut overlapping = Vec::new();
+            let target = pool
+                .nodes_by_size()
+                .iter()
+                .copied()
+                .filter(|&n| pool.node(n).size() >= share.min(pool.node(pool.root()).size()))
+                .filter(|&n| pool.pending().iter().all(|(t, _)| pool.node(*t).units.is_disjoint(&pool.node(n).units)))
+                .filter(|&n| {
+                    !pool.active_nodes().iter().any(|&a| {
+                        matches!(pool.state(a), NodeState::Reserved { .. })
+                            && pool.node(a).units.intersects(&pool.node(n).units)
+                    })
+                })
+                .filter_map(|n| {
+                    pool.overlapping_leased(n, &mut overlapping);
+                    let foreign_only = overlapping
+                        .iter()
+                        .all(|&o| !matches!(pool.state(o), NodeState::Leased { holder, .. } if *holder == h));
+                    (foreign_only && !overlapping.is_empty()).then_some((pool.node(n).size(), overlapping.len(), n))
+                })
+                .min()
+                .map(|(_, _, n)| n);
+            if let Some(t) = target {
+                plan.push(Preparation::Reclaim(t, Reservation { holder: h, tag: TAG_FAIRNESS }));
+            }
+        }
+    }
+
+    fn begin_round(&mut self, queue: &[ReadyOpView<'_>], state: &SchedState<'_>) {
+        self.plan_round(queue, state);
+    }
+
+    fn pick(&mut self, queue: &[ReadyOpView<'_>], _state: &SchedState<'_>) -> Option<usize> {
+        while let Some(&(h, op)) = self.order.get(self.cursor) {
+            self.cursor += 1;
+            if let Some(i) = queue.iter().position(|o| o.client == h && o.op == op) {
+                return Some(i);
+            }
+        }
+        None
+    }
+
+    fn select(&mut self, op: &ReadyOpView<'_>, eligible: &[NodeId], state: &SchedState<'_>) -> Option<NodeId> {
+        let chosen = match self.plan.get(&(op.client, op.op)) {
+            Some(n) if eligible.contains(n) => Some(*n),
+            _ => super::smallest(eligible, state.pool),
+        }?;
+        // Waiting to rebind wider (beyond the paper): if a wider node is predicted to free up
+        // soon enough that waiting for it finishes clearly earlier than running narrow now,
+        // defer -- but only until that predicted time has passed (no starvation).
+        let key = (op.client, op.op);
+        let m = state.pool.node(chosen).size();
+        let now_finish = state.now_ns as f64 + self.time(op.kernel, m, state);
+        if let Some(&limit) = self.deferred.get(&key) {
+            if state.now_ns > limit {
+                self.deferred.remove(&key);
+                return Some(chosen);
+            }
+        }
+        match self.wait_alternative(op, m, state.now_ns, true, state) {
+            Some(alt) if (alt - state.now_ns as f64) * WAIT_GAIN < now_finish - state.now_ns as f64 => {
+                let limit = (alt - self.time(op.kernel, m, state).min(alt)) as u64 + WAIT_SLACK_NS;
+                self.deferred.entry(key).or_insert(limit.max(state.now_ns + WAIT_SLACK_NS));
+                None
+            }
+            _ => {
+                self.deferred.remove(&key);
+                Some(chosen)
+            }
+        }
+    }
+
+    fn continue_on_lane(&mut self, op: &ReadyOpView<'_>, node: NodeId, state: &SchedState<'_>) -> bool {
+        if !self.waiting.iter().all(|&h| h == op.client) {
+            return false;
+        }
+        // Continue only on a right-sized node: not much wider than the op can use (else rebind
+        // narrower and free units), and no available wider node would be clearly faster.
+        let pool = state.pool;
+        let current = pool.node(node);
+        let m = current.size();
+        let others_active = pool.active_units().difference(&current.units);
+        let p_here = self.progress(op.kernel, m, state);
+        let mut best_size = m;
+        let mut p_best = p_here;
+        for &n in pool.nodes_by_size() {
+            let cand = pool.node(n);
+            let reachable = n == node
+                || (cand.units.is_disjoint(&others_active)
+                    && matches!(pool.state(n), NodeState::Idle | NodeState::Leased { .. })
+                    && pool.pending().iter().all(|(t, _)| pool.node(*t).units.is_disjoint(&cand.units)));
+            if reachable {
+                let p = self.progress(op.kernel, cand.size(), state);
+                if p > p_best {
+                    p_best = p;
+                    best_size = cand.size();
+                }
+            }
+        }
+        if p_best > p_here * CONTINUE_GAIN && best_size > m {
+            return false; // a clearly wider binding is available once this lane drains
+        }
+        let ready_at = state.busy_until(node);
+        let continue_finish = ready_at as f64 + self.time(op.kernel, m, state);
+        let base = ready_at as f64;
+        if self
+            .wait_alternative(op, m, ready_at, true, state)
+            .is_some_and(|alt| (alt - base) * WAIT_GAIN < continue_finish - base)
+        {
+            return false; // a wider node frees up soon enough to be worth waiting for
+        }
+        // Smallest size that achieves (almost) what this node gives.
+        let enough = pool
+            .nodes_by_size()
+            .iter()
+            .map(|&n| pool.node(n).size())
+            .find(|&sz| self.progress(op.kernel, sz, state) * CONTINUE_GAIN >= p_here)
+            .unwrap_or(m);
+        // Holding more than needed only matters when another client has work placed or waiting.
+        let others_busy = pool.active_nodes().iter().any(|&a| match pool.state(a) {
+            NodeState::Leased { holder, .. } | NodeState::Draining { holder, .. } => *holder != op.client,
+            NodeState::Reserved { purpose } => purpose.holder != op.client,
+            NodeState::Idle => false,
+        });
+        !others_busy || m as f64 <= enough as f64 * OVERSIZE
+    }
+}

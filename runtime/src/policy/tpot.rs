@@ -1,0 +1,238 @@
+//! TPOT-First: Throughput-Oriented plus protection of decode steps of latency-critical clients.
+//!
+//! - **Standing reservation**: each latency-critical client keeps a reserved node of `M_TPOT`
+//!   units, the smallest pool size whose predicted step time (profile of its decode kernel x
+//!   kernels per step) fits in 80% of its TPOT target (a leaf until a decode was seen). It is
+//!   re-reserved whenever its lease drains.
+//! - **Deadlines**: a decode's deadline is the client's advised deadline, else the previous
+//!   decode completion + the TPOT target.
+//! - **Prepare**: for a lookahead hint (a decode recorded behind a copy, or advised), if the
+//!   predicted completion on the standing node misses the deadline, the policy drops the standing
+//!   reservation and reclaims the smallest wider node predicted to meet it (closing the gates of
+//!   overlapping best-effort leases so they drain while the predecessor still runs).
+//! - **Pick**: latency-critical ops first, earliest deadline first; then Throughput-Oriented.
+//! - **Select**: the prepared wider node, else the standing node, else the eligible node with the
+//!   best prediction. Best-effort ops follow Throughput-Oriented.
+
+use std::collections::HashMap;
+
+use vitamin_hal::KernelLaunch;
+
+use super::throughput::ThroughputOriented;
+use super::{ClientClass, Completion, Hint, Policy, Preparation, ReadyOpView, SchedState};
+use crate::pool::{HolderId, NodeId, NodeState, Reservation};
+
+/// Reservation tag of standing TPOT reservations.
+pub const TAG_STANDING: u64 = 2;
+/// Reservation tag of deadline-driven wider reservations.
+pub const TAG_DEADLINE: u64 = 3;
+
+/// Fraction of the TPOT target the standing node's prediction must fit in.
+pub const STANDING_HEADROOM: f64 = 0.8;
+
+/// The TPOT-First policy. See the module docs.
+#[derive(Debug, Default)]
+pub struct TpotFirst {
+    tput: ThroughputOriented,
+    standing: HashMap<HolderId, NodeId>,
+    widened: HashMap<HolderId, (NodeId, u64)>,
+    decode: HashMap<HolderId, KernelLaunch>,
+    last_done: HashMap<HolderId, u64>,
+}
+
+fn target_of(state: &SchedState<'_>, h: HolderId) -> Option<u64> {
+    match state.client(h)?.class {
+        ClientClass::LatencyCritical { tpot_target_ns } => Some(tpot_target_ns),
+        ClientClass::BestEffort => None,
+    }
+}
+
+impl TpotFirst {
+    fn deadline(&self, state: &SchedState<'_>, h: HolderId, advised: Option<u64>) -> Option<u64> {
+        advised.or_else(|| Some(self.last_done.get(&h)? + target_of(state, h)?))
+    }
+
+    /// Nodes in ascending size that `h` could be given, with their size.
+    fn sizes(state: &SchedState<'_>) -> Vec<usize> {
+        let mut s: Vec<usize> = state.pool.nodes_by_size().iter().map(|&n| state.pool.node(n).size()).collect();
+        s.dedup();
+        s
+    }
+
+    fn standing_size(&self, state: &SchedState<'_>, h: HolderId) -> usize {
+        let (Some(k), Some(target)) = (self.decode.get(&h), target_of(state, h)) else {
+            return state.min_units();
+        };
+        let budget = target as f64 * STANDING_HEADROOM;
+        let sizes = Self::sizes(state);
+        sizes
+            .iter()
+            .copied()
+            .find(|&m| state.profiles.estimate_ns(k, m) <= budget)
+            .unwrap_or_else(|| sizes.last().copied().unwrap_or(1))
+    }
+
+    /// The node of `size` units that is cheapest to obtain: idle and eligible first, else the one
+    /// overlapping the fewest leases of best-effort clients.
+    fn choose_node(state: &SchedState<'_>, h: HolderId, size: usize) -> Option<NodeId> {
+        let pool = state.pool;
+        let candidates = pool.nodes_by_size().iter().copied().filter(|&n| pool.node(n).size() == size);
+        candidates
+            .filter(|&n| match pool.state(n) {
+                NodeState::Idle => true,
+                NodeState::Reserved { purpose } => purpose.holder == h,
+                _ => false,
+            })
+            .min_by_key(|&n| {
+                let mut o = Vec::new();
+                pool.overlapping_leased(n, &mut o);
+                (!pool.is_eligible(n, h), o.len(), n)
+            })
+    }
+}
+
+impl Policy for TpotFirst {
+    fn name(&self) -> &'static str {
+        "tpot"
+    }
+
+    fn maintain(&mut self, state: &SchedState<'_>, plan: &mut Vec<Preparation>) {
+        self.tput.maintain(state, plan);
+        let pool = state.pool;
+        for c in state.clients {
+            let h = c.holder;
+            if target_of(state, h).is_none() {
+                continue;
+            }
+            // A wider reservation is one-shot (Select consumes it); expire it if unused for one
+            // TPOT target, and leave the standing reservation alone while it is pending.
+            if let Some(&(n, since)) = self.widened.get(&h) {
+                if state.now_ns.saturating_sub(since) <= target_of(state, h).unwrap_or(0) {
+                    continue;
+                }
+                if matches!(pool.state(n), NodeState::Reserved { .. }) {
+                    plan.push(Preparation::Unreserve(n));
+                }
+                self.widened.remove(&h);
+            }
+            let want = self.standing_size(state, h);
+            let current = self.standing.get(&h).copied();
+            let keep = current.filter(|&n| pool.node(n).size() == want);
+            match keep {
+                Some(n) => {
+                    // Reserved, leased by h or being reclaimed need nothing; idle is re-reserved.
+                    if matches!(pool.state(n), NodeState::Idle) {
+                        plan.push(Preparation::Reserve(n, Reservation { holder: h, tag: TAG_STANDING }));
+                    }
+                }
+                None => {
+                    if let Some(old) = current {
+                        if matches!(pool.state(old), NodeState::Reserved { purpose } if purpose.holder == h) {
+                            plan.push(Preparation::Unreserve(old));
+                        }
+                    }
+                    if let Some(n) = Self::choose_node(state, h, want) {
+                        self.standing.insert(h, n);
+                        let r = Reservation { holder: h, tag: TAG_STANDING };
+                        plan.push(if pool.is_eligible(n, h) && matches!(pool.state(n), NodeState::Idle) {
+                            Preparation::Reserve(n, r)
+                        } else {
+                            Preparation::Reclaim(n, r)
+                        });
+                    }
+                }
+            }
+        }
+    }
+
+    fn prepare(&mut self, hint: &Hint, state: &SchedState<'_>, plan: &mut Vec<Preparation>) {
+        let h = hint.client;
+        if target_of(state, h).is_none() || self.widened.contains_key(&h) {
+            return;
+        }
+        let Some(k) = hint.op.as_deref().and_then(|o| o.as_kernel()) else { return };
+        let Some(deadline) = self.deadline(state, h, hint.deadline_ns) else { return };
+        let Some(&standing) = self.standing.get(&h) else { return };
+        let pool = state.pool;
+        let ready = hint.ready_at_ns.unwrap_or(state.now_ns).max(state.now_ns);
+        let m_s = pool.node(standing).size();
+        if ready as f64 + state.profiles.estimate_ns(k, m_s) <= deadline as f64 {
+            return;
+        }
+        // At risk: the smallest wider node containing the standing one that meets the deadline,
+        // else the widest such node.
+        let containing: Vec<NodeId> = pool
+            .nodes_by_size()
+            .iter()
+            .copied()
+            .filter(|&n| pool.node(n).size() > m_s && pool.node(standing).units.is_subset(&pool.node(n).units))
+            .collect();
+        let target = containing
+            .iter()
+            .copied()
+            .find(|&n| ready as f64 + state.profiles.estimate_ns(k, pool.node(n).size()) <= deadline as f64)
+            .or_else(|| containing.last().copied());
+        if let Some(n) = target {
+            if matches!(pool.state(standing), NodeState::Reserved { purpose } if purpose.holder == h) {
+                plan.push(Preparation::Unreserve(standing));
+            }
+            plan.push(Preparation::Reclaim(n, Reservation { holder: h, tag: TAG_DEADLINE }));
+            self.widened.insert(h, (n, state.now_ns));
+        }
+        self.decode.insert(h, k.clone());
+    }
+
+    fn begin_round(&mut self, queue: &[ReadyOpView<'_>], state: &SchedState<'_>) {
+        let best_effort: Vec<ReadyOpView<'_>> =
+            queue.iter().copied().filter(|o| target_of(state, o.client).is_none()).collect();
+        self.tput.plan_round(&best_effort, state);
+    }
+
+    fn pick(&mut self, queue: &[ReadyOpView<'_>], state: &SchedState<'_>) -> Option<usize> {
+        let lc = queue
+            .iter()
+            .enumerate()
+            .filter(|(_, o)| target_of(state, o.client).is_some())
+            .min_by_key(|(_, o)| (self.deadline(state, o.client, o.deadline_ns).unwrap_or(u64::MAX), o.seq));
+        match lc {
+            Some((i, _)) => Some(i),
+            None => self.tput.pick(queue, state),
+        }
+    }
+
+    fn select(&mut self, op: &ReadyOpView<'_>, eligible: &[NodeId], state: &SchedState<'_>) -> Option<NodeId> {
+        let h = op.client;
+        if target_of(state, h).is_none() {
+            return self.tput.select(op, eligible, state);
+        }
+        self.decode.entry(h).or_insert_with(|| op.kernel.clone());
+        if let Some(&(n, _)) = self.widened.get(&h) {
+            if eligible.contains(&n) {
+                self.widened.remove(&h);
+                return Some(n);
+            }
+        }
+        if let Some(&n) = self.standing.get(&h) {
+            if eligible.contains(&n) {
+                return Some(n);
+            }
+        }
+        let pool = state.pool;
+        eligible.iter().copied().min_by(|&a, &b| {
+            let ta = state.profiles.estimate_ns(op.kernel, pool.node(a).size());
+            let tb = state.profiles.estimate_ns(op.kernel, pool.node(b).size());
+            ta.total_cmp(&tb).then(pool.node(a).size().cmp(&pool.node(b).size()))
+        })
+    }
+
+    fn continue_on_lane(&mut self, op: &ReadyOpView<'_>, node: NodeId, state: &SchedState<'_>) -> bool {
+        target_of(state, op.client).is_some() || self.tput.continue_on_lane(op, node, state)
+    }
+
+    fn on_complete(&mut self, c: &Completion<'_>, state: &SchedState<'_>) {
+        if target_of(state, c.client).is_some() {
+            self.last_done.insert(c.client, c.completed_ns);
+            self.decode.insert(c.client, c.kernel.clone());
+        }
+    }
+}

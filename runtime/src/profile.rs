@@ -1,0 +1,311 @@
+//! Execution-time profiles: for each recurring launch configuration, its time at every pool size.
+//!
+//! Policies turn profiles into the scaling curve `P(m) = T(m_min) / T(m)` (normalized progress
+//! on `m` units). Profiles are measured by [`measure`] on a backend, stored as a versioned JSON
+//! file ([`Profiles::save`] / [`Profiles::load`]), and modelled by [`Profiles::estimate_ns`] when a
+//! configuration was never profiled: the fallback is the wave model
+//! `T(m) = fixed + ceil(blocks / (m * r)) * per_wave` with a conservative occupancy `r` and a
+//! per-wave cost scaled from the closest profiled size of the same kernel if one exists.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use thiserror::Error;
+use vitamin_hal::{Backend, KernelLaunch, LaunchConfig, OpDesc, PhysicalPartition};
+
+/// Current on-disk format version.
+pub const PROFILE_FORMAT_VERSION: u32 = 1;
+
+/// Occupancy assumed by the fallback model (blocks per unit).
+pub const MODEL_RESIDENT_BLOCKS: u64 = 4;
+/// Launch overhead assumed by the fallback model, ns.
+pub const MODEL_FIXED_NS: f64 = 3_000.0;
+/// Per-wave time assumed by the fallback model when nothing about the kernel is known, ns.
+pub const MODEL_WAVE_NS: f64 = 10_000.0;
+
+/// Errors reading or writing profiles.
+#[derive(Debug, Error)]
+pub enum ProfileError {
+    /// The file could not be read or written.
+    #[error("profile file {path}: {source}")]
+    Io {
+        /// File path.
+        path: String,
+        /// Cause.
+        source: std::io::Error,
+    },
+    /// The file is not valid profile JSON.
+    #[error("profile file {path} is malformed: {source}")]
+    Format {
+        /// File path.
+        path: String,
+        /// Cause.
+        source: serde_json::Error,
+    },
+    /// The file's version is not one this build reads.
+    #[error("profile file {path} has format version {found}; this vitamin reads version {PROFILE_FORMAT_VERSION}: re-run `vitamin profile`")]
+    Version {
+        /// File path.
+        path: String,
+        /// Version found.
+        found: u32,
+    },
+    /// Measuring failed on the backend.
+    #[error("profiling failed: {0}")]
+    Backend(#[from] vitamin_hal::HalError),
+}
+
+/// Measured times of one launch configuration, by unit count.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ProfileEntry {
+    /// The configuration.
+    pub config: LaunchConfig,
+    /// `(units, median ns)`, ascending by units.
+    pub times: Vec<(usize, f64)>,
+}
+
+impl ProfileEntry {
+    /// Time on `m` units: exact if measured, else interpolated linearly in `1/m` between the
+    /// neighbouring sizes (clamped at the ends).
+    pub fn time_ns(&self, m: usize) -> Option<f64> {
+        let t = &self.times;
+        if t.is_empty() {
+            return None;
+        }
+        match t.binary_search_by_key(&m, |&(u, _)| u) {
+            Ok(i) => Some(t[i].1),
+            Err(0) => Some(t[0].1),
+            Err(i) if i >= t.len() => Some(t[t.len() - 1].1),
+            Err(i) => {
+                let ((m0, t0), (m1, t1)) = (t[i - 1], t[i]);
+                let (x0, x1, x) = (1.0 / m0 as f64, 1.0 / m1 as f64, 1.0 / m as f64);
+                Some(t0 + (t1 - t0) * (x - x0) / (x1 - x0))
+            }
+        }
+    }
+}
+
+/// A profile file: device identity plus entries.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct Profiles {
+    /// Format version ([`PROFILE_FORMAT_VERSION`]).
+    pub version: u32,
+    /// Device the profiles were measured on.
+    pub device: String,
+    /// Entries keyed by `kernel|grid|block|smem`.
+    entries: BTreeMap<String, ProfileEntry>,
+}
+
+fn key(c: &LaunchConfig) -> String {
+    format!("{}|{}|{}|{}", c.kernel, c.grid, c.block, c.shared_mem_bytes)
+}
+
+impl Profiles {
+    /// Empty profiles for a device.
+    pub fn new(device: impl Into<String>) -> Self {
+        Profiles { version: PROFILE_FORMAT_VERSION, device: device.into(), entries: BTreeMap::new() }
+    }
+
+    /// Adds or replaces an entry.
+    pub fn insert(&mut self, entry: ProfileEntry) {
+        self.entries.insert(key(&entry.config), entry);
+    }
+
+    /// The entry of a configuration, if profiled.
+    pub fn get(&self, config: &LaunchConfig) -> Option<&ProfileEntry> {
+        self.entries.get(&key(config))
+    }
+
+    /// Number of profiled configurations.
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    /// Whether nothing was profiled.
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    /// Estimated time of a launch on `m` units: the profile if there is one, else the wave model.
+    pub fn estimate_ns(&self, k: &KernelLaunch, m: usize) -> f64 {
+        let m = m.max(1);
+        if let Some(t) = self.get(&k.config()).and_then(|e| e.time_ns(m)) {
+            return t;
+        }
+        let waves = |units: usize| k.blocks().div_ceil(units as u64 * MODEL_RESIDENT_BLOCKS).max(1) as f64;
+        // Scale from another profiled grid of the same kernel if there is one: per-wave cost carries over.
+        let per_wave = self
+            .entries
+            .values()
+            .filter(|e| e.config.kernel == k.function().name() && e.config.block == k.block())
+            .find_map(|e| {
+                let &(u, t) = e.times.last()?;
+                let w = e.config.grid.volume().div_ceil(u as u64 * MODEL_RESIDENT_BLOCKS).max(1) as f64;
+                Some(((t - MODEL_FIXED_NS).max(1.0)) / w)
+            })
+            .unwrap_or(MODEL_WAVE_NS);
+        MODEL_FIXED_NS + waves(m) * per_wave
+    }
+
+    /// Normalized progress `P(m) = T(m_min) / T(m)` of a launch.
+    pub fn progress(&self, k: &KernelLaunch, m_min: usize, m: usize) -> f64 {
+        self.estimate_ns(k, m_min) / self.estimate_ns(k, m).max(1e-9)
+    }
+
+    /// Writes the profiles as pretty JSON.
+    pub fn save(&self, path: &Path) -> Result<(), ProfileError> {
+        let p = path.display().to_string();
+        let json =
+            serde_json::to_string_pretty(self).map_err(|source| ProfileError::Format { path: p.clone(), source })?;
+        std::fs::write(path, json).map_err(|source| ProfileError::Io { path: p, source })
+    }
+
+    /// Reads profiles, checking the format version.
+    pub fn load(path: &Path) -> Result<Self, ProfileError> {
+        let p = path.display().to_string();
+        let text = std::fs::read_to_string(path).map_err(|source| ProfileError::Io { path: p.clone(), source })?;
+        let v: serde_json::Value =
+            serde_json::from_str(&text).map_err(|source| ProfileError::Format { path: p.clone(), source })?;
+        let found = v.get("version").and_then(|x| x.as_u64()).unwrap_or(0) as u32;
+        if found != PROFILE_FORMAT_VERSION {
+            return Err(ProfileError::Version { path: p, found });
+        }
+        serde_json::from_value(v).map_err(|source| ProfileError::Format { path: p, source })
+    }
+}
+
+/// Measures `launch` on each partition (one per pool size), `reps` times each after one warm-up,
+/// and returns the median times. Partitions must be idle; the backend's clock is used, so on the
+/// simulated device this measures the cost model exactly.
+pub fn measure<B: Backend>(
+    backend: &B,
+    partitions: &[&B::Partition],
+    launch: &KernelLaunch,
+    reps: usize,
+) -> Result<ProfileEntry, ProfileError> {
+    let op = Arc::new(OpDesc::Kernel(launch.clone()));
+    let mut times = Vec::new();
+    for part in partitions {
+        let mut samples = Vec::with_capacity(reps);
+        for rep in 0..=reps {
+            let t0 = backend.now_ns();
+            part.submit(0, &op)?;
+            let mut done = Vec::new();
+            while done.is_empty() {
+                part.poll(&mut done)?;
+                if done.is_empty() {
+                    backend.wait_for_progress(Duration::from_micros(50))?;
+                }
+            }
+            if rep > 0 {
+                samples.push((backend.now_ns() - t0) as f64);
+            }
+        }
+        samples.sort_by(f64::total_cmp);
+        let median = samples.get(samples.len() / 2).copied().unwrap_or(0.0);
+        times.push((part.units().len(), median));
+    }
+    times.sort_by_key(|&(u, _)| u);
+    times.dedup_by_key(|&mut (u, _)| u);
+    Ok(ProfileEntry { config: launch.config(), times })
+}
+
+/// Profiles every distinct launch configuration of `launches` at every pool size of the backend
+/// (one partition per distinct size, taken from the pool hierarchy), `reps` timed runs each.
+/// This is the profiling mode: run it on an otherwise idle device.
+pub fn profile_all<B: Backend>(backend: &B, launches: &[KernelLaunch], reps: usize) -> Result<Profiles, ProfileError> {
+    let hierarchy = crate::pool::Hierarchy::build(backend.topology());
+    let mut seen_sizes = std::collections::BTreeSet::new();
+    let mut parts = Vec::new();
+    for &id in hierarchy.nodes_by_size() {
+        let node = hierarchy.node(id);
+        if seen_sizes.insert(node.size()) {
+            parts.push(backend.create_partition(&node.units, 1)?);
+        }
+    }
+    let refs: Vec<&B::Partition> = parts.iter().collect();
+    let mut profiles = Profiles::new(backend.topology().device_name());
+    for k in launches {
+        if profiles.get(&k.config()).is_none() {
+            profiles.insert(measure(backend, &refs, k, reps)?);
+        }
+    }
+    Ok(profiles)
+}
+
+#[cfg(test)]
+mod tests {
+    use vitamin_hal::sim::SimBackend;
+    use vitamin_hal::{Dim3, KernelArgs, LaunchAttributes, UnitSet};
+
+    use super::*;
+
+    fn busy(b: &SimBackend, grid: u32) -> KernelLaunch {
+        KernelLaunch::new(
+            b.kernel("busy").expect("builtin"),
+            Dim3::x(grid),
+            Dim3::x(128),
+            0,
+            KernelArgs::pack(&[&10_000u32.to_le_bytes()]),
+            LaunchAttributes::none(),
+        )
+    }
+
+    #[test]
+    fn measuring_the_sim_recovers_its_wave_model() {
+        let b = SimBackend::h200();
+        let parts: Vec<_> = [8usize, 16, 32, 64, 132]
+            .iter()
+            .map(|&m| {
+                let units = if m == 132 { UnitSet::first_n(132) } else { UnitSet::first_n(m) };
+                b.create_partition(&units, 1).expect("union of leaves")
+            })
+            .collect();
+        let refs: Vec<_> = parts.iter().collect();
+        let k = busy(&b, 528);
+        let e = measure(&b, &refs, &k, 3).expect("measure");
+        // sim: fixed 2 us + ceil(528 / (m*4)) waves of 10 us
+        let expect = |m: u64| 2_000.0 + 528u64.div_ceil(m * 4) as f64 * 10_000.0;
+        for &(m, t) in &e.times {
+            assert!((t - expect(m as u64)).abs() <= 1.0, "m={m}: measured {t}, model {}", expect(m as u64));
+        }
+        let mut p = Profiles::new("sim");
+        p.insert(e);
+        assert!((p.progress(&k, 8, 132) - expect(8) / expect(132)).abs() < 1e-6);
+    }
+
+    #[test]
+    fn interpolation_and_fallback() {
+        let b = SimBackend::h200();
+        let k = busy(&b, 100);
+        let mut p = Profiles::new("sim");
+        assert!(p.estimate_ns(&k, 8) > p.estimate_ns(&k, 64), "model: more units, less time");
+        p.insert(ProfileEntry { config: k.config(), times: vec![(8, 800.0), (16, 400.0)] });
+        assert_eq!(p.estimate_ns(&k, 8), 800.0);
+        let mid = p.estimate_ns(&k, 12);
+        assert!(mid < 800.0 && mid > 400.0);
+        assert_eq!(p.estimate_ns(&k, 132), 400.0, "clamped past the largest profiled size");
+    }
+
+    #[test]
+    fn save_load_roundtrip_and_version_check() {
+        let dir = std::env::temp_dir().join(format!("vitamin-profile-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("tmp");
+        let path = dir.join("p.json");
+        let b = SimBackend::h200();
+        let mut p = Profiles::new("sim H200");
+        p.insert(ProfileEntry { config: busy(&b, 10).config(), times: vec![(8, 1.0), (16, 0.5)] });
+        p.save(&path).expect("save");
+        let back = Profiles::load(&path).expect("load");
+        assert_eq!(back.len(), 1);
+        assert_eq!(back.get(&busy(&b, 10).config()), p.get(&busy(&b, 10).config()));
+        std::fs::write(&path, r#"{"version": 99, "device": "x", "entries": {}}"#).expect("write");
+        assert!(matches!(Profiles::load(&path), Err(ProfileError::Version { found: 99, .. })));
+        std::fs::write(&path, "not json").expect("write");
+        assert!(matches!(Profiles::load(&path), Err(ProfileError::Format { .. })));
+        std::fs::remove_dir_all(&dir).ok();
+    }
+}

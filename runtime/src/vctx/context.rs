@@ -1,0 +1,407 @@
+//! [`VirtualContext`]: the lock around the DAG and the ordering rules, and the blocking waits.
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use vitamin_hal::OpDesc;
+
+use super::dag::{ContinuableOp, Dag, ReadyOp, Recorded};
+use super::error::VctxError;
+use super::ids::{EventId, OpId, StreamId, StreamKind, VctxId};
+use super::order::{Frontier, Order};
+use super::sync::{wait_opt, Condvar, Mutex, MutexGuard};
+
+#[derive(Debug, Default)]
+struct State {
+    dag: Dag,
+    order: Order,
+    /// First asynchronous failure in this context (sticky; reported by device sync).
+    sticky: Option<VctxError>,
+    /// Threads blocked in [`VirtualContext::wait_for_work`].
+    work_waiters: usize,
+    /// Host threads blocked in a synchronize call.
+    blocked: usize,
+}
+
+/// All application-visible logical state of one process and device: streams, events, ops and
+/// their completion tokens. `Send + Sync`; share it as `Arc<VirtualContext>`.
+///
+/// See the [module documentation](super) for the ordering rules, the dispatcher protocol and the
+/// error mapping.
+pub struct VirtualContext {
+    id: VctxId,
+    state: Mutex<State>,
+    /// Host threads blocked in a synchronize call wait here for watched tokens to retire.
+    completion: Condvar,
+    /// Dispatcher threads blocked in [`VirtualContext::wait_for_work`] wait here.
+    work: Condvar,
+}
+
+impl fmt::Debug for VirtualContext {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let g = self.state.lock();
+        let (streams, events) = g.order.counts();
+        f.debug_struct("VirtualContext")
+            .field("id", &self.id)
+            .field("outstanding", &g.dag.len())
+            .field("streams", &streams)
+            .field("events", &events)
+            .field("sticky_error", &g.sticky)
+            .finish()
+    }
+}
+
+/// How long a synchronization call may block.
+#[derive(Debug, Clone, Copy)]
+enum Block {
+    /// Not at all (a query).
+    No,
+    /// Until the instant, or forever if `None` (a timeout too large to represent).
+    Until(Option<Instant>),
+}
+
+impl Block {
+    fn after(timeout: Duration) -> Block {
+        Block::Until(Instant::now().checked_add(timeout))
+    }
+    const FOREVER: Block = Block::Until(None);
+}
+
+impl VirtualContext {
+    /// An empty context: only the legacy default stream exists.
+    pub fn new(id: VctxId) -> Self {
+        VirtualContext { id, state: Mutex::new(State::default()), completion: Condvar::new(), work: Condvar::new() }
+    }
+
+    /// This context's id.
+    pub fn id(&self) -> VctxId {
+        self.id
+    }
+
+    /// Releases the lock, then wakes whoever the mutation concerns.
+    fn finish(&self, mut g: MutexGuard<'_, State>) {
+        let fx = g.dag.take_effects();
+        let wake_work = fx.new_work && g.work_waiters > 0;
+        drop(g);
+        if fx.woke_watched {
+            self.completion.notify_all();
+        }
+        if wake_work {
+            self.work.notify_all();
+        }
+    }
+
+    // ---- streams ---------------------------------------------------------------------------
+
+    /// The legacy default stream ([`StreamId::LEGACY`]); always exists.
+    pub fn legacy_default_stream(&self) -> StreamId {
+        StreamId::LEGACY
+    }
+
+    /// The per-thread default stream of host thread `thread`, created on first use.
+    pub fn per_thread_default_stream(&self, thread: u64) -> StreamId {
+        self.state.lock().order.per_thread(thread)
+    }
+
+    /// Creates a stream. `Blocking` and `NonBlocking` create a new stream with `priority` (lower
+    /// is higher priority, as natively); `LegacyDefault` and `PerThreadDefault` return the
+    /// existing default stream instead (priority ignored).
+    pub fn create_stream(&self, kind: StreamKind, priority: i32) -> StreamId {
+        let mut g = self.state.lock();
+        match kind {
+            StreamKind::LegacyDefault => StreamId::LEGACY,
+            StreamKind::PerThreadDefault { thread } => g.order.per_thread(thread),
+            StreamKind::Blocking | StreamKind::NonBlocking => g.order.create_stream(kind, priority),
+        }
+    }
+
+    /// Destroys a created stream. Returns at once; work already recorded on it still completes
+    /// and still counts for events, waits and device synchronization (CUDA `cuStreamDestroy`).
+    /// The default streams cannot be destroyed ([`VctxError::InvalidHandle`]).
+    pub fn destroy_stream(&self, s: StreamId) -> Result<(), VctxError> {
+        let mut g = self.state.lock();
+        let st = &mut *g;
+        st.order.destroy_stream(s, &st.dag)
+    }
+
+    /// Forgets the per-thread default stream of a thread that exited (its recorded work still
+    /// completes). Keeps the stream table bounded when threads come and go.
+    pub fn release_per_thread_default_stream(&self, thread: u64) {
+        let mut g = self.state.lock();
+        let st = &mut *g;
+        st.order.release_per_thread(thread, &st.dag);
+    }
+
+    /// The kind of a live stream.
+    pub fn stream_kind(&self, s: StreamId) -> Result<StreamKind, VctxError> {
+        Ok(self.state.lock().order.stream(s)?.kind)
+    }
+
+    /// The priority a live stream was created with.
+    pub fn stream_priority(&self, s: StreamId) -> Result<i32, VctxError> {
+        Ok(self.state.lock().order.stream(s)?.priority)
+    }
+
+    // ---- ops ----------------------------------------------------------------------------
+
+    /// Records an op on `s` and returns at once with its token and its unsatisfied direct
+    /// predecessors: the stream's tail, the legacy-default-stream edges and the event
+    /// generations waited on since the previous op. Host functions and the device part of
+    /// synchronous calls are recorded like any op.
+    pub fn record_op(&self, s: StreamId, desc: Arc<OpDesc>) -> Result<Recorded, VctxError> {
+        let mut g = self.state.lock();
+        let st = &mut *g;
+        let recorded = st.order.record_op(s, &mut st.dag, desc)?;
+        self.finish(g);
+        Ok(recorded)
+    }
+
+    /// A synchronous operation (e.g. `cuMemcpy`): records `desc` on `s` and blocks until it
+    /// completed. Returns the stream's sticky error if it (or an earlier op of the stream) failed.
+    pub fn record_synchronous_op(&self, s: StreamId, desc: Arc<OpDesc>) -> Result<OpId, VctxError> {
+        let recorded = self.record_op(s, desc)?;
+        let g = self.state.lock();
+        let (g, _) = self.wait_tokens(g, Frontier::from_slice(&[recorded.op]), Block::FOREVER);
+        if let Ok(stream) = g.order.stream(s) {
+            if let Some(e) = &stream.error {
+                return Err(e.clone());
+            }
+        }
+        Ok(recorded.op)
+    }
+
+    /// Whether `op`'s token is satisfied: it retired, or was never recorded.
+    pub fn is_complete(&self, op: OpId) -> bool {
+        !self.state.lock().dag.is_live(op)
+    }
+
+    /// Recorded ops that have not retired yet (an op satisfied before its predecessors counts
+    /// until they retire).
+    pub fn outstanding(&self) -> usize {
+        self.state.lock().dag.len()
+    }
+
+    // ---- events -------------------------------------------------------------------------
+
+    /// Creates an event. Never recorded, it is complete.
+    pub fn create_event(&self) -> EventId {
+        self.state.lock().order.create_event()
+    }
+
+    /// Destroys an event. Returns at once; waits already issued keep their generation (CUDA
+    /// `cuEventDestroy`). Later use of the handle is [`VctxError::InvalidHandle`].
+    pub fn destroy_event(&self, e: EventId) -> Result<(), VctxError> {
+        self.state.lock().order.destroy_event(e)
+    }
+
+    /// Records a new immutable generation of `e` at the current end of `s`; returns its number
+    /// (1, 2, ...). An event recorded on a stream with no unfinished work is complete at once.
+    pub fn record_event(&self, e: EventId, s: StreamId) -> Result<u64, VctxError> {
+        let mut g = self.state.lock();
+        let st = &mut *g;
+        st.order.record_event(e, s, &st.dag)
+    }
+
+    /// Makes every later action on `s` follow the generation of `e` visible now. A later record
+    /// of `e` does not retarget this wait. Waiting on a never-recorded event is a no-op.
+    pub fn wait_event(&self, s: StreamId, e: EventId) -> Result<(), VctxError> {
+        let mut g = self.state.lock();
+        let st = &mut *g;
+        st.order.wait_event(s, e, &st.dag)
+    }
+
+    /// The number of the generation of `e` current now (0 if never recorded).
+    pub fn event_generation(&self, e: EventId) -> Result<u64, VctxError> {
+        Ok(self.state.lock().order.event_tokens(e)?.0)
+    }
+
+    // ---- synchronization and queries ------------------------------------------------------
+
+    /// Blocks (parked, no spinning) until every token in `tokens` retired or `block` says stop.
+    /// Returns the guard and whether all retired. Only the first live token is watched at a
+    /// time, so a waiter wakes once per watched retirement, not on every completion.
+    fn wait_tokens<'a>(
+        &self,
+        mut g: MutexGuard<'a, State>,
+        mut tokens: Frontier,
+        block: Block,
+    ) -> (MutexGuard<'a, State>, bool) {
+        let deadline = match block {
+            Block::No => {
+                tokens.retain(|t| g.dag.is_live(*t));
+                return (g, tokens.is_empty());
+            }
+            Block::Until(deadline) => deadline,
+        };
+        loop {
+            tokens.retain(|t| g.dag.is_live(*t));
+            let Some(&watch) = tokens.first() else { return (g, true) };
+            g.dag.watch(watch);
+            g.blocked += 1;
+            let (g2, timed_out) = wait_opt(&self.completion, g, deadline);
+            g = g2;
+            g.blocked -= 1;
+            g.dag.unwatch(watch);
+            if timed_out {
+                tokens.retain(|t| g.dag.is_live(*t));
+                return (g, tokens.is_empty());
+            }
+        }
+    }
+
+    fn sync_stream(&self, s: StreamId, block: Block) -> Result<bool, VctxError> {
+        let g = self.state.lock();
+        let stream = g.order.stream(s)?;
+        if let Some(e) = &stream.error {
+            return Err(e.clone());
+        }
+        let tokens = stream.frontier.clone();
+        let (g, done) = self.wait_tokens(g, tokens, block);
+        if let Ok(stream) = g.order.stream(s) {
+            if let Some(e) = &stream.error {
+                return Err(e.clone());
+            }
+        }
+        Ok(done)
+    }
+
+    /// Whether all work recorded on `s` (ops and event waits) completed. Reports the stream's
+    /// sticky asynchronous error, if any.
+    pub fn stream_query(&self, s: StreamId) -> Result<bool, VctxError> {
+        self.sync_stream(s, Block::No)
+    }
+
+    /// Blocks until all work recorded on `s` before the call completed.
+    pub fn stream_synchronize(&self, s: StreamId) -> Result<(), VctxError> {
+        self.sync_stream(s, Block::FOREVER).map(|_| ())
+    }
+
+    /// [`stream_synchronize`](Self::stream_synchronize) for at most `timeout`; `Ok(false)` if it
+    /// timed out.
+    pub fn stream_synchronize_timeout(&self, s: StreamId, timeout: Duration) -> Result<bool, VctxError> {
+        self.sync_stream(s, Block::after(timeout))
+    }
+
+    fn sync_event(&self, e: EventId, block: Block) -> Result<bool, VctxError> {
+        let g = self.state.lock();
+        let (_, tokens) = g.order.event_tokens(e)?;
+        let (_, done) = self.wait_tokens(g, tokens, block);
+        Ok(done)
+    }
+
+    /// Whether the generation of `e` current now completed (true if never recorded).
+    pub fn event_query(&self, e: EventId) -> Result<bool, VctxError> {
+        self.sync_event(e, Block::No)
+    }
+
+    /// Blocks until the generation of `e` current at the call completed; a concurrent re-record
+    /// does not extend the wait.
+    pub fn event_synchronize(&self, e: EventId) -> Result<(), VctxError> {
+        self.sync_event(e, Block::FOREVER).map(|_| ())
+    }
+
+    /// [`event_synchronize`](Self::event_synchronize) for at most `timeout`.
+    pub fn event_synchronize_timeout(&self, e: EventId, timeout: Duration) -> Result<bool, VctxError> {
+        self.sync_event(e, Block::after(timeout))
+    }
+
+    fn sync_device(&self, block: Block) -> Result<bool, VctxError> {
+        let g = self.state.lock();
+        if let Some(e) = &g.sticky {
+            return Err(e.clone());
+        }
+        let tokens: Frontier = g.order.all_tokens(&g.dag).into_iter().collect();
+        let (g, done) = self.wait_tokens(g, tokens, block);
+        if let Some(e) = &g.sticky {
+            return Err(e.clone());
+        }
+        Ok(done)
+    }
+
+    /// Blocks until all work recorded in this context before the call completed, on every
+    /// stream (destroyed ones included). Reports the context's sticky asynchronous error.
+    pub fn device_synchronize(&self) -> Result<(), VctxError> {
+        self.sync_device(Block::FOREVER).map(|_| ())
+    }
+
+    /// [`device_synchronize`](Self::device_synchronize) for at most `timeout`.
+    pub fn device_synchronize_timeout(&self, timeout: Duration) -> Result<bool, VctxError> {
+        self.sync_device(Block::after(timeout))
+    }
+
+    /// Host threads blocked in a synchronize call right now (observability and tests).
+    pub fn blocked_threads(&self) -> usize {
+        self.state.lock().blocked
+    }
+
+    /// The first asynchronous failure in this context, if any (for shims that report it from
+    /// every call, as CUDA does after a sticky error).
+    pub fn sticky_error(&self) -> Option<VctxError> {
+        self.state.lock().sticky.clone()
+    }
+
+    // ---- dispatcher side ------------------------------------------------------------------
+
+    /// Appends the ops that became ready since the last call, in the order they became ready.
+    /// Each op is handed out once; ops submitted before becoming ready are not handed out.
+    pub fn take_ready(&self, out: &mut Vec<ReadyOp>) {
+        self.state.lock().dag.take_ready(out);
+    }
+
+    /// Notes that `op` was handed to a backend lane (not yet complete). Idempotent.
+    pub fn mark_submitted(&self, op: OpId) {
+        let mut g = self.state.lock();
+        g.dag.mark_submitted(op);
+        self.finish(g);
+    }
+
+    /// Appends the ops, not ready, whose unsatisfied predecessors are all submitted (lane
+    /// continuation candidates). Each op is reported at most once.
+    pub fn take_continuable(&self, out: &mut Vec<ContinuableOp>) {
+        self.state.lock().dag.take_continuable(out);
+    }
+
+    /// Physical completion of `op`: satisfies its token, releases its dependents and wakes the
+    /// threads waiting for it. Unknown or already satisfied ids are ignored.
+    pub fn satisfy(&self, op: OpId) {
+        let mut g = self.state.lock();
+        g.dag.satisfy(op);
+        self.finish(g);
+    }
+
+    /// Asynchronous failure of `op`: satisfies it like [`satisfy`](Self::satisfy) and records
+    /// [`VctxError::LaunchFailed`], reported from then on by every sync/query of the op's stream
+    /// and by device synchronization. A failure of an op that is not live is recorded for the
+    /// device only.
+    pub fn fail(&self, op: OpId, error: String) {
+        let mut g = self.state.lock();
+        let stream = if g.dag.is_live(op) { g.dag.stream_of(op) } else { None };
+        let err = VctxError::LaunchFailed { op, stream, message: error };
+        if let Some(s) = stream {
+            g.order.set_stream_error(s, &err);
+        }
+        g.sticky.get_or_insert(err);
+        g.dag.satisfy(op);
+        self.finish(g);
+    }
+
+    /// Blocks until the ready or continuable queue holds something, or `timeout` passed.
+    /// Returns whether there is (possibly stale) work to take.
+    pub fn wait_for_work(&self, timeout: Duration) -> bool {
+        let deadline = Instant::now().checked_add(timeout);
+        let mut g = self.state.lock();
+        loop {
+            if g.dag.has_work() {
+                return true;
+            }
+            g.work_waiters += 1;
+            let (g2, timed_out) = wait_opt(&self.work, g, deadline);
+            g = g2;
+            g.work_waiters -= 1;
+            if timed_out {
+                return g.dag.has_work();
+            }
+        }
+    }
+}

@@ -1,0 +1,61 @@
+//! The native errors of the logical layer, named after the CUDA/HIP codes they stand for.
+//!
+//! | variant | CUDA driver | CUDA runtime | HIP |
+//! | --- | --- | --- | --- |
+//! | [`VctxError::InvalidHandle`] | `CUDA_ERROR_INVALID_HANDLE` (400) | `cudaErrorInvalidResourceHandle` (400) | `hipErrorInvalidHandle` (400) |
+//! | [`VctxError::LaunchFailed`] | `CUDA_ERROR_LAUNCH_FAILED` (719) | `cudaErrorLaunchFailure` (719) | `hipErrorLaunchFailure` (719) |
+//!
+//! A shim that knows the backend's precise asynchronous error (e.g. an illegal address, 700)
+//! may return that code instead of 719; the message carries the backend's text.
+
+use thiserror::Error;
+
+use super::ids::{EventId, OpId, StreamId};
+
+/// The handle named in an [`VctxError::InvalidHandle`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Handle {
+    /// A logical stream.
+    Stream(StreamId),
+    /// A logical event.
+    Event(EventId),
+}
+
+impl std::fmt::Display for Handle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Handle::Stream(s) => write!(f, "{s}"),
+            Handle::Event(e) => write!(f, "{e}"),
+        }
+    }
+}
+
+/// Why a virtual-context call failed. Misuse never panics; it returns the error the native API
+/// would return (see the module table for the mapping).
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum VctxError {
+    /// The stream or event does not exist in this virtual context: never created, already
+    /// destroyed, or a default stream that cannot be destroyed. Check the handle's lifetime in the
+    /// application (it may be used after `cuStreamDestroy`/`cuEventDestroy`).
+    #[error("invalid handle: {0} does not exist in this context (never created, or already destroyed)")]
+    InvalidHandle(Handle),
+    /// An op failed asynchronously on the device. Sticky: every later synchronization or query of
+    /// the op's stream and of the device reports it, as the native APIs do after an asynchronous
+    /// fault; the context must be torn down to recover.
+    #[error(
+        "{op}{} failed asynchronously: {message}; the context is unusable, restart the application",
+        on_stream(.stream)
+    )]
+    LaunchFailed {
+        /// The op that failed.
+        op: OpId,
+        /// The stream it was recorded on (`None` if the op was no longer live when it failed).
+        stream: Option<StreamId>,
+        /// The backend's description of the failure.
+        message: String,
+    },
+}
+
+fn on_stream(stream: &Option<StreamId>) -> String {
+    stream.map(|s| format!(" on {s}")).unwrap_or_default()
+}

@@ -1,0 +1,200 @@
+//! Configuration from the environment, parsed once per process (pure; the lookup is injected).
+//!
+//! | variable | meaning |
+//! | --- | --- |
+//! | `VITAMIN_MODE` | `observe` (default): forward every call unchanged and count. `passthrough`: forward without counting (to measure the bare interposition cost). `bind` is not implemented yet and falls back to `observe`, saying so in the log. |
+//! | `VITAMIN_CENSUS` | where to write the census JSON at exit; unset: nothing is written. `%p` is replaced by the process id. |
+//! | `VITAMIN_CENSUS_PID` | the main process (set by `vitamin run`): other processes that made CUDA calls write `<census>.<pid>` instead of clobbering the main one's file. |
+//! | `VITAMIN_LOG` | log level on stderr (`error`, `warn`, `info`, `debug`, `trace`, or `tracing`-style directives such as `vitamin=debug`); unset: the shim prints nothing. |
+
+use std::path::PathBuf;
+
+/// What the shim does with intercepted calls.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// Forward unchanged; count calls and launches.
+    Observe,
+    /// Forward unchanged; count nothing.
+    Passthrough,
+}
+
+impl Mode {
+    /// Name used in the census JSON.
+    pub fn name(self) -> &'static str {
+        match self {
+            Mode::Observe => "observe",
+            Mode::Passthrough => "passthrough",
+        }
+    }
+}
+
+/// How much the shim logs on stderr.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum LogLevel {
+    /// Nothing (default).
+    Off,
+    /// Errors only.
+    Error,
+    /// Warnings and errors.
+    Warn,
+    /// Start-up and exit summaries.
+    Info,
+    /// Every substitution.
+    Debug,
+    /// Everything.
+    Trace,
+}
+
+impl LogLevel {
+    fn parse(word: &str) -> Option<LogLevel> {
+        Some(match word.trim().to_ascii_lowercase().as_str() {
+            "off" | "none" => LogLevel::Off,
+            "error" => LogLevel::Error,
+            "warn" | "warning" => LogLevel::Warn,
+            "info" => LogLevel::Info,
+            "debug" => LogLevel::Debug,
+            "trace" => LogLevel::Trace,
+            _ => return None,
+        })
+    }
+
+    /// Parses a `tracing`-style filter: the most verbose level among directives that apply to
+    /// vitamin (no target, or a target starting with `vitamin`). Unparsable input means `Off`.
+    pub fn from_filter(filter: &str) -> LogLevel {
+        filter
+            .split(',')
+            .filter_map(|directive| match directive.split_once('=') {
+                None => LogLevel::parse(directive),
+                Some((target, level)) if target.trim().starts_with("vitamin") => LogLevel::parse(level),
+                Some(_) => None,
+            })
+            .max()
+            .unwrap_or(LogLevel::Off)
+    }
+}
+
+/// The shim's configuration.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Config {
+    /// What to do with calls.
+    pub mode: Mode,
+    /// Why `mode` differs from what was asked, if it does (logged at start-up).
+    pub mode_note: Option<String>,
+    /// Census path template (`VITAMIN_CENSUS`).
+    pub census: Option<String>,
+    /// The main process's id (`VITAMIN_CENSUS_PID`).
+    pub census_pid: Option<u32>,
+    /// Log level.
+    pub log: LogLevel,
+}
+
+impl Config {
+    /// Reads the configuration through `get` (the environment in the shim, a map in tests).
+    pub fn from_lookup(get: impl Fn(&str) -> Option<String>) -> Config {
+        let (mode, mode_note) = match get("VITAMIN_MODE").as_deref().map(str::trim) {
+            None | Some("") | Some("observe") => (Mode::Observe, None),
+            Some("passthrough") | Some("off") => (Mode::Passthrough, None),
+            Some("bind") => {
+                (Mode::Observe, Some("VITAMIN_MODE=bind is not implemented yet; running in observe mode".to_string()))
+            }
+            Some(other) => (
+                Mode::Observe,
+                Some(format!(
+                    "unknown VITAMIN_MODE={other:?} (expected observe or passthrough); running in observe mode"
+                )),
+            ),
+        };
+        Config {
+            mode,
+            mode_note,
+            census: get("VITAMIN_CENSUS").filter(|s| !s.is_empty()),
+            census_pid: get("VITAMIN_CENSUS_PID").and_then(|s| s.trim().parse().ok()),
+            log: get("VITAMIN_LOG").map(|f| LogLevel::from_filter(&f)).unwrap_or(LogLevel::Off),
+        }
+    }
+
+    /// Where process `pid` writes its census, if anywhere.
+    ///
+    /// `%p` in the template becomes the pid. Without `%p`, the main process (`VITAMIN_CENSUS_PID`,
+    /// or every process when that is unset) writes the path itself and any other process writes
+    /// `<path>.<pid>`, so a forked or spawned CUDA process never overwrites the main census.
+    pub fn census_path(&self, pid: u32) -> Option<PathBuf> {
+        let template = self.census.as_deref()?;
+        if template.contains("%p") {
+            return Some(PathBuf::from(template.replace("%p", &pid.to_string())));
+        }
+        match self.census_pid {
+            Some(main) if main != pid => Some(PathBuf::from(format!("{template}.{pid}"))),
+            _ => Some(PathBuf::from(template)),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+    use std::collections::HashMap;
+
+    fn config(pairs: &[(&str, &str)]) -> Config {
+        let map: HashMap<String, String> = pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        Config::from_lookup(|k| map.get(k).cloned())
+    }
+
+    #[test]
+    fn defaults_are_silent_observe_without_census() {
+        let c = config(&[]);
+        assert_eq!(c.mode, Mode::Observe);
+        assert_eq!(c.mode_note, None);
+        assert_eq!(c.census, None);
+        assert_eq!(c.log, LogLevel::Off);
+        assert_eq!(c.census_path(42), None);
+    }
+
+    #[test]
+    fn modes() {
+        assert_eq!(config(&[("VITAMIN_MODE", "observe")]).mode, Mode::Observe);
+        assert_eq!(config(&[("VITAMIN_MODE", "passthrough")]).mode, Mode::Passthrough);
+        let bind = config(&[("VITAMIN_MODE", "bind")]);
+        assert_eq!(bind.mode, Mode::Observe);
+        assert!(bind.mode_note.unwrap().contains("not implemented"));
+        let odd = config(&[("VITAMIN_MODE", "turbo")]);
+        assert_eq!(odd.mode, Mode::Observe);
+        assert!(odd.mode_note.unwrap().contains("turbo"));
+    }
+
+    #[test]
+    fn log_filters() {
+        assert_eq!(LogLevel::from_filter("debug"), LogLevel::Debug);
+        assert_eq!(LogLevel::from_filter("vitamin=info,warn"), LogLevel::Info);
+        assert_eq!(LogLevel::from_filter("hyper=trace"), LogLevel::Off);
+        assert_eq!(LogLevel::from_filter("vitamin_cuda=trace"), LogLevel::Trace);
+        assert_eq!(LogLevel::from_filter("nonsense"), LogLevel::Off);
+        assert_eq!(LogLevel::from_filter(""), LogLevel::Off);
+    }
+
+    #[test]
+    fn census_paths() {
+        let c = config(&[("VITAMIN_CENSUS", "/tmp/c.json"), ("VITAMIN_CENSUS_PID", "100")]);
+        assert_eq!(c.census_path(100).unwrap(), PathBuf::from("/tmp/c.json"));
+        assert_eq!(c.census_path(101).unwrap(), PathBuf::from("/tmp/c.json.101"));
+        let p = config(&[("VITAMIN_CENSUS", "/tmp/c.%p.json"), ("VITAMIN_CENSUS_PID", "100")]);
+        assert_eq!(p.census_path(100).unwrap(), PathBuf::from("/tmp/c.100.json"));
+        assert_eq!(p.census_path(7).unwrap(), PathBuf::from("/tmp/c.7.json"));
+        let no_main = config(&[("VITAMIN_CENSUS", "c.json")]);
+        assert_eq!(no_main.census_path(5).unwrap(), PathBuf::from("c.json"));
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(256))]
+        /// Two different processes never get the same census path while a main pid is known.
+        #[test]
+        fn distinct_processes_distinct_paths(main in 1u32..1000, a in 1u32..1000, b in 1u32..1000, pct in any::<bool>()) {
+            prop_assume!(a != b);
+            let template = if pct { "/x/census.%p.json" } else { "/x/census.json" };
+            let main_s = main.to_string();
+            let c = config(&[("VITAMIN_CENSUS", template), ("VITAMIN_CENSUS_PID", &main_s)]);
+            prop_assert_ne!(c.census_path(a), c.census_path(b));
+        }
+    }
+}
