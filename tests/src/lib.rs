@@ -227,6 +227,89 @@ pub fn check_cooperative_co_residency<D: TestDevice>(d: &D) {
     assert!(matches!(small.submit(0, &Arc::new(op)), Err(HalError::Incompatible(_))));
 }
 
+/// Checks the whole runtime on the backend: four clients, two streams each, record dependent
+/// reductions (with `busy` kernels in between) and cross-stream event waits; the dispatcher binds
+/// every launch under the Chaos policy (a random eligible pool node per op, lane continuation
+/// refused half the time). Every result must be bitwise equal to the same reduction run alone on
+/// the whole device, and launches must have landed on many different pool nodes.
+pub fn check_dispatcher_chaos_determinism<D: TestDevice + Clone>(d: &D) {
+    use vitamin_runtime::dispatch::{DispatchConfig, Dispatcher};
+    use vitamin_runtime::policy::{ClientClass, PolicyKind};
+    use vitamin_runtime::profile::Profiles;
+    use vitamin_runtime::vctx::{StreamKind, VctxId, VirtualContext};
+
+    let n: u32 = 1 << 16;
+    let grid = 256u32;
+    let x = d.alloc_f32(&reduction_input(n as usize));
+    let whole = d.create_partition(&d.topology().all_units(), 1).expect("whole device");
+    let reference = reduce_on(d, &whole, x, n, grid);
+    drop(whole);
+
+    let mut disp =
+        Dispatcher::new(d.clone(), PolicyKind::Chaos.build(11), Profiles::new("test"), DispatchConfig::default())
+            .expect("pool realized");
+    let busy = Arc::new(OpDesc::Kernel(KernelLaunch::new(
+        d.function("busy"),
+        Dim3::x(64),
+        Dim3::x(128),
+        0,
+        d.busy_args(),
+        LaunchAttributes::none(),
+    )));
+    let mut outs = Vec::new();
+    let mut vctxs = Vec::new();
+    for c in 0..4u32 {
+        let v = Arc::new(VirtualContext::new(VctxId(c)));
+        disp.register(v.clone(), format!("client-{c}"), ClientClass::BestEffort);
+        let s1 = v.create_stream(StreamKind::NonBlocking, 0);
+        let s2 = v.create_stream(StreamKind::NonBlocking, 0);
+        let e = v.create_event();
+        for rep in 0..3 {
+            let (p1, o1) = (d.alloc_zeroed_f32(grid as usize), d.alloc_zeroed_f32(1));
+            let (p2, o2) = (d.alloc_zeroed_f32(grid as usize), d.alloc_zeroed_f32(1));
+            v.record_op(s1, busy.clone()).expect("record");
+            for op in reduce_ops(d, x, n, grid, p1, o1) {
+                v.record_op(s1, op).expect("record");
+            }
+            v.record_event(e, s1).expect("event record");
+            // Stream 2 waits for stream 1's reduction, then runs its own.
+            v.wait_event(s2, e).expect("event wait");
+            for op in reduce_ops(d, x, n, grid, p2, o2) {
+                v.record_op(s2, op).expect("record");
+            }
+            if rep == 1 {
+                v.record_op(s2, busy.clone()).expect("record");
+            }
+            outs.push(o1);
+            outs.push(o2);
+        }
+        vctxs.push(v);
+    }
+    disp.run_until_idle().expect("dispatch");
+    for v in &vctxs {
+        assert_eq!(v.outstanding(), 0, "every op completed");
+        v.device_synchronize().expect("no asynchronous failure");
+    }
+    for &o in &outs {
+        assert_eq!(d.read_f32(o, 1)[0].to_bits(), reference, "same descriptor, any binding: same bits");
+    }
+    let per_node = &disp.stats().per_node;
+    let used = per_node.iter().filter(|&&k| k > 0).count();
+    let want = (per_node.len() / 3).clamp(2, 8);
+    assert!(
+        used >= want,
+        "Chaos spread {} kernels over only {used} of {} pool nodes",
+        disp.stats().bound,
+        per_node.len()
+    );
+    eprintln!(
+        "dispatcher under Chaos: {} kernels bound, {} continued, over {used} of {} pool nodes",
+        disp.stats().bound,
+        disp.stats().continued,
+        per_node.len()
+    );
+}
+
 /// Instantiates every conformance check as a `#[test]` for one backend. `$make` is an expression
 /// of type `Option<D>`: `None` skips (printing why is the caller's job).
 #[macro_export]
@@ -237,7 +320,8 @@ macro_rules! conformance_tests {
             check_invalid_lane,
             check_lane_fifo_and_host_functions,
             check_determinism_across_partitions,
-            check_cooperative_co_residency);
+            check_cooperative_co_residency,
+            check_dispatcher_chaos_determinism);
     };
     (@each $make:expr; $($name:ident),*) => {
         $(
