@@ -1,12 +1,13 @@
 //! Static: a fixed partition per client, like MIG, static green contexts or MPS percentages.
 //!
-//! By default the `k`-th registered client (in registration order among `n`) gets the `k`-th node
-//! of the shallowest tree level that has at least `n` nodes; an explicit assignment overrides it.
+//! By default the device is cut into `n` disjoint tree nodes covering it (start from the root,
+//! repeatedly split the widest node into its two children) and the `k`-th registered client gets
+//! the `k`-th of them (widest first); an explicit assignment overrides it.
 
 use std::collections::HashMap;
 
 use super::{Policy, ReadyOpView, SchedState};
-use crate::pool::{HolderId, NodeId, NodeKind};
+use crate::pool::{HolderId, NodeId};
 
 /// The Static baseline policy.
 #[derive(Debug, Default, Clone)]
@@ -24,13 +25,27 @@ impl Static {
     pub fn default_node(state: &SchedState<'_>, h: HolderId) -> Option<NodeId> {
         let n = state.clients.len().max(1);
         let k = state.clients.iter().position(|c| c.holder == h)?;
-        let pool = state.pool;
-        let max_depth = pool.nodes().iter().map(|x| x.depth).max().unwrap_or(0);
-        (0..=max_depth).find_map(|d| {
-            let level: Vec<NodeId> =
-                pool.nodes().iter().filter(|x| x.depth == d && x.kind != NodeKind::Remainder).map(|x| x.id).collect();
-            (level.len() >= n).then(|| level[k])
-        })
+        Self::default_cut(state.pool, n).get(k).copied()
+    }
+
+    /// `n` disjoint tree nodes covering the device (fewer if the tree has fewer leaves), widest
+    /// first.
+    pub fn default_cut(pool: &crate::pool::Pool, n: usize) -> Vec<NodeId> {
+        let mut cut = vec![pool.root()];
+        while cut.len() < n {
+            let Some((i, _)) = cut
+                .iter()
+                .enumerate()
+                .filter(|(_, &c)| !pool.node(c).children.is_empty())
+                .max_by_key(|(_, &c)| (pool.node(c).size(), std::cmp::Reverse(c)))
+            else {
+                break;
+            };
+            let wide = cut.remove(i);
+            cut.extend(pool.node(wide).children.iter().copied());
+        }
+        cut.sort_by_key(|&c| (std::cmp::Reverse(pool.node(c).size()), c));
+        cut
     }
 }
 
@@ -51,5 +66,34 @@ impl Policy for Static {
             }
         };
         eligible.contains(&node).then_some(node)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use vitamin_hal::sim::SimBackend;
+    use vitamin_hal::Backend;
+
+    use super::*;
+    use crate::pool::Pool;
+
+    #[test]
+    fn default_cut_covers_the_device_with_disjoint_nodes() {
+        for backend in [SimBackend::h200(), SimBackend::mi300x()] {
+            let pool = Pool::build(backend.topology());
+            for n in 1..=6 {
+                let cut = Static::default_cut(&pool, n);
+                assert_eq!(cut.len(), n);
+                let mut covered = vitamin_hal::UnitSet::EMPTY;
+                for &c in &cut {
+                    assert!(pool.node(c).units.is_disjoint(&covered), "cut nodes overlap");
+                    covered |= pool.node(c).units;
+                }
+                assert_eq!(covered, backend.topology().all_units(), "the cut covers every unit (n={n})");
+            }
+        }
+        let pool = Pool::build(SimBackend::h200().topology());
+        let sizes: Vec<usize> = Static::default_cut(&pool, 3).iter().map(|&c| pool.node(c).size()).collect();
+        assert_eq!(sizes, vec![64, 36, 32]);
     }
 }
