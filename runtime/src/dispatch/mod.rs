@@ -690,8 +690,11 @@ impl<B: Backend, P: Policy> Dispatcher<B, P> {
             t.spans.push(Span {
                 name: inf.desc.label().to_owned(),
                 client: self.clients[inf.client].info.name.clone(),
+                holder: self.clients[inf.client].info.holder.0,
+                op: inf.op.0,
                 node: inf.node.map_or(u16::MAX, |n| n.0),
                 lane: fence.lane,
+                submitted_ns: inf.submitted,
                 start_ns: start,
                 end_ns: now,
                 continued: inf.continued,

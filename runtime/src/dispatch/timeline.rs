@@ -13,10 +13,16 @@ pub struct Span {
     pub name: String,
     /// Client name.
     pub client: String,
+    /// Client index (its [`HolderId`](crate::pool::HolderId) number: registration order).
+    pub holder: u32,
+    /// The op's id (its token) within that client's vCtx ([`OpId`](crate::vctx::OpId) number).
+    pub op: u64,
     /// Pool node id.
     pub node: u16,
     /// Lane within the node.
     pub lane: u32,
+    /// Submission to the backend lane, ns.
+    pub submitted_ns: u64,
     /// Start (submission, or previous completion on the lane if later), ns.
     pub start_ns: u64,
     /// Completion observed, ns.
@@ -52,7 +58,7 @@ impl Timeline {
                 "tid": s.lane,
                 "ts": s.start_ns as f64 / 1000.0,
                 "dur": (s.end_ns.saturating_sub(s.start_ns)) as f64 / 1000.0,
-                "args": { "client": s.client, "continued": s.continued },
+                "args": { "client": s.client, "op": s.op, "continued": s.continued },
             }));
         }
         let mut f = std::io::BufWriter::new(std::fs::File::create(path)?);
