@@ -222,7 +222,10 @@ impl<B: Backend, P: Policy> Dispatcher<B, P> {
         });
         Ok(Dispatcher {
             lane_load: vec![vec![0; config.lanes_per_node]; n],
-            lane_last_done: vec![vec![0; config.lanes_per_node]; n + 1],
+            // One row per node, then the service partition's row (it has `service_lanes` lanes).
+            lane_last_done: (0..=n)
+                .map(|i| vec![0; if i == n { config.service_lanes.max(1) } else { config.lanes_per_node }])
+                .collect(),
             lane_busy_until: vec![vec![0; config.lanes_per_node]; n],
             backend,
             config,
@@ -663,7 +666,7 @@ impl<B: Backend, P: Policy> Dispatcher<B, P> {
         self.places.remove(&(inf.client, inf.op));
         self.stats.completed += 1;
         let slot = inf.node.map_or(self.partitions.len(), |n| n.0 as usize);
-        let lane_done = &mut self.lane_last_done[slot][fence.lane as usize % self.config.lanes_per_node.max(1)];
+        let lane_done = &mut self.lane_last_done[slot][fence.lane as usize];
         let start = inf.submitted.max(*lane_done);
         *lane_done = now;
         if let Some(nd) = inf.node {
