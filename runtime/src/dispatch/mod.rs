@@ -30,7 +30,7 @@ use smallvec::SmallVec;
 use thiserror::Error;
 use vitamin_hal::{Backend, Fence, HalError, LaneId, OpDesc, PhysicalPartition, UnitSet};
 
-pub use timeline::{Span, Timeline};
+pub use timeline::{Span, Timeline, SERVICE_NODE};
 
 use crate::policy::{ClientClass, ClientInfo, Completion, Hint, Policy, Preparation, ReadyOpView, SchedState};
 use crate::pool::{HolderId, NodeId, NodeState, Pool, PoolError, Realized};
@@ -222,7 +222,10 @@ impl<B: Backend, P: Policy> Dispatcher<B, P> {
         });
         Ok(Dispatcher {
             lane_load: vec![vec![0; config.lanes_per_node]; n],
-            lane_last_done: vec![vec![0; config.lanes_per_node]; n + 1],
+            // One row per node, then the service partition's row (it has `service_lanes` lanes).
+            lane_last_done: (0..=n)
+                .map(|i| vec![0; if i == n { config.service_lanes.max(1) } else { config.lanes_per_node }])
+                .collect(),
             lane_busy_until: vec![vec![0; config.lanes_per_node]; n],
             backend,
             config,
@@ -663,7 +666,7 @@ impl<B: Backend, P: Policy> Dispatcher<B, P> {
         self.places.remove(&(inf.client, inf.op));
         self.stats.completed += 1;
         let slot = inf.node.map_or(self.partitions.len(), |n| n.0 as usize);
-        let lane_done = &mut self.lane_last_done[slot][fence.lane as usize % self.config.lanes_per_node.max(1)];
+        let lane_done = &mut self.lane_last_done[slot][fence.lane as usize];
         let start = inf.submitted.max(*lane_done);
         *lane_done = now;
         if let Some(nd) = inf.node {
@@ -690,8 +693,11 @@ impl<B: Backend, P: Policy> Dispatcher<B, P> {
             t.spans.push(Span {
                 name: inf.desc.label().to_owned(),
                 client: self.clients[inf.client].info.name.clone(),
-                node: inf.node.map_or(self.partitions.len() as u16, |n| n.0),
+                holder: self.clients[inf.client].info.holder.0,
+                op: inf.op.0,
+                node: inf.node.map_or(SERVICE_NODE, |n| n.0),
                 lane: fence.lane,
+                submitted_ns: inf.submitted,
                 start_ns: start,
                 end_ns: now,
                 continued: inf.continued,

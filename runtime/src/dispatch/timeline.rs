@@ -6,6 +6,9 @@ use std::path::Path;
 
 use serde::Serialize;
 
+/// [`Span::node`] of ops that ran on the service partition.
+pub const SERVICE_NODE: u16 = u16::MAX;
+
 /// One executed op.
 #[derive(Debug, Clone, Serialize)]
 pub struct Span {
@@ -13,10 +16,16 @@ pub struct Span {
     pub name: String,
     /// Client name.
     pub client: String,
-    /// Pool node id.
+    /// Client index (its [`HolderId`](crate::pool::HolderId) number: registration order).
+    pub holder: u32,
+    /// The op's id (its token) within that client's vCtx ([`OpId`](crate::vctx::OpId) number).
+    pub op: u64,
+    /// Pool node id; [`SERVICE_NODE`] for the service partition (copies, fills, host functions).
     pub node: u16,
     /// Lane within the node.
     pub lane: u32,
+    /// Submission to the backend lane, ns.
+    pub submitted_ns: u64,
     /// Start (submission, or previous completion on the lane if later), ns.
     pub start_ns: u64,
     /// Completion observed, ns.
@@ -48,11 +57,11 @@ impl Timeline {
                 "name": s.name,
                 "cat": s.client,
                 "ph": "X",
-                "pid": s.node,
+                "pid": if s.node == SERVICE_NODE { self.node_labels.len().saturating_sub(1) } else { usize::from(s.node) },
                 "tid": s.lane,
                 "ts": s.start_ns as f64 / 1000.0,
                 "dur": (s.end_ns.saturating_sub(s.start_ns)) as f64 / 1000.0,
-                "args": { "client": s.client, "continued": s.continued },
+                "args": { "client": s.client, "op": s.op, "continued": s.continued },
             }));
         }
         let mut f = std::io::BufWriter::new(std::fs::File::create(path)?);

@@ -66,6 +66,7 @@ pub struct DataPath {
     out: u64,
     n: u32,
     steps: u32,
+    reduce_grid: u32,
     axpy: FunctionRef,
     partial_fn: FunctionRef,
     final_fn: FunctionRef,
@@ -77,6 +78,14 @@ const REDUCE_GRID: u32 = 64;
 impl DataPath {
     /// Allocates and seeds buffers for `steps` steps over `n` floats.
     pub fn new(sim: &SimBackend, seed: u32, n: u32, steps: u32) -> Self {
+        Self::with_reduce_grid(sim, seed, n, steps, REDUCE_GRID)
+    }
+
+    /// The same data (same `seed`, `n`, `steps`) reduced with `reduce_grid` blocks instead of
+    /// the default 64: a **reshaped** variant, what vitamin itself never does. Exists so tests can
+    /// show that the digest detects a change of launch structure.
+    pub fn with_reduce_grid(sim: &SimBackend, seed: u32, n: u32, steps: u32, reduce_grid: u32) -> Self {
+        let reduce_grid = reduce_grid.max(1);
         let mut s = 0x9e37_79b9u32 ^ seed.wrapping_mul(0x85eb_ca6b);
         let mut next = || {
             s ^= s << 13;
@@ -94,14 +103,20 @@ impl DataPath {
         DataPath {
             x: alloc(&xs),
             y: alloc(&ys),
-            partial: sim.alloc(REDUCE_GRID as usize * 4),
+            partial: sim.alloc(reduce_grid as usize * 4),
             out: sim.alloc(steps.max(1) as usize * 4),
             n,
             steps: steps.max(1),
+            reduce_grid,
             axpy: sim.kernel("axpy").expect("builtin"),
             partial_fn: sim.kernel("reduce_partial").expect("builtin"),
             final_fn: sim.kernel("reduce_final").expect("builtin"),
         }
+    }
+
+    /// Blocks of this data path's reduction (64 unless built by [`DataPath::with_reduce_grid`]).
+    pub fn reduce_grid(&self) -> u32 {
+        self.reduce_grid
     }
 
     /// The ops of step `i` (in stream order).
@@ -132,7 +147,7 @@ impl DataPath {
             ),
             k(
                 &self.partial_fn,
-                REDUCE_GRID,
+                self.reduce_grid,
                 128,
                 KernelArgs::pack(&[&self.y.to_le_bytes(), &self.n.to_le_bytes(), &self.partial.to_le_bytes()]),
             ),
@@ -142,7 +157,7 @@ impl DataPath {
                 32,
                 KernelArgs::pack(&[
                     &self.partial.to_le_bytes(),
-                    &REDUCE_GRID.to_le_bytes(),
+                    &self.reduce_grid.to_le_bytes(),
                     &(self.out + 4 * u64::from(slot)).to_le_bytes(),
                 ]),
             ),
