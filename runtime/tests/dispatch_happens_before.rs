@@ -673,3 +673,37 @@ fn service_partition_spans_start_on_their_own_lane() {
         assert_eq!(s.start_ns, 0, "{s:?}: three copies on three service lanes all start at once");
     }
 }
+
+/// Known bug, left to the dispatcher/policy owner (hence ignored; run with `--ignored`): under
+/// Static, two clients each own a half of the H200 (64 or 68 SMs, room for 256 or 272 co-resident
+/// `busy` blocks). A cooperative launch of 300 blocks cannot run unchanged on the client's half,
+/// so every round Static proposes that half, validation rejects it, and the op stays ready for
+/// ever: nothing runs, nothing completes, no error reaches the application, and
+/// `Dispatcher::run_until_idle` spins without returning (it only returns when idle). The same
+/// launch completes under every other policy (they bind it to a node that can co-host it). Either
+/// outcome would be acceptable here: the op completes, or it fails with an error the application
+/// sees (as a cooperative launch too large for a MIG slice or static green context does).
+#[test]
+#[ignore = "known bug: an op no proposed node can execute stays ready for ever (Static + large cooperative launch)"]
+fn static_policy_cooperative_launch_larger_than_the_static_partition_neither_runs_nor_fails() {
+    let case = Case {
+        clients: vec![single_client(vec![], 0); 2],
+        steps: vec![Step::Op {
+            client: 0,
+            stream: 0,
+            work: Work::Kernel { grid: 300, threads: 128, block_ns: 1_000, cooperative: true },
+        }],
+        lane_continuation: true,
+        lanes_per_node: 4,
+        max_continuation_depth: 2,
+        seed: 1,
+    };
+    for policy in [PolicyKind::Throughput, PolicyKind::Tpot, PolicyKind::Exclusive, PolicyKind::Chaos] {
+        run_and_check(&case, policy).unwrap_or_else(|e| panic!("{e}"));
+    }
+    match run_case(&case, PolicyKind::Static) {
+        Ok(_) => {}
+        Err(e) if e.contains("asynchronous error") => {}
+        Err(e) => panic!("static: {e}"),
+    }
+}
