@@ -674,18 +674,14 @@ fn service_partition_spans_start_on_their_own_lane() {
     }
 }
 
-/// Known bug, left to the dispatcher/policy owner (hence ignored; run with `--ignored`): under
-/// Static, two clients each own a half of the H200 (64 or 68 SMs, room for 256 or 272 co-resident
+/// Regression (was a bug): under Static, two clients each own a half of the H200 (64 or 68 SMs, room for 256 or 272 co-resident
 /// `busy` blocks). A cooperative launch of 300 blocks cannot run unchanged on the client's half,
 /// so every round Static proposes that half, validation rejects it, and the op stays ready for
-/// ever: nothing runs, nothing completes, no error reaches the application, and
-/// `Dispatcher::run_until_idle` spins without returning (it only returns when idle). The same
-/// launch completes under every other policy (they bind it to a node that can co-host it). Either
-/// outcome would be acceptable here: the op completes, or it fails with an error the application
-/// sees (as a cooperative launch too large for a MIG slice or static green context does).
+/// ever. Now the dispatcher offers cooperative/cluster launches only nodes that can run them, and
+/// Static runs such a launch on the smallest node that can (as MPS would). The same launch
+/// completes under every other policy.
 #[test]
-#[ignore = "known bug: an op no proposed node can execute stays ready for ever (Static + large cooperative launch)"]
-fn static_policy_cooperative_launch_larger_than_the_static_partition_neither_runs_nor_fails() {
+fn static_policy_runs_a_cooperative_launch_larger_than_its_partition_elsewhere() {
     let case = Case {
         clients: vec![single_client(vec![], 0); 2],
         steps: vec![Step::Op {

@@ -60,6 +60,8 @@ pub struct Engine {
     partitions: Vec<Partition>,
     running: Vec<Running>,
     unit_load: Vec<u16>,
+    /// Units used by two or more running kernels.
+    shared: UnitSet,
     pub(crate) kernels: Vec<SimKernel>,
     pub(crate) memory: SimMemory,
     host_calls: Vec<HostFunction>,
@@ -72,6 +74,7 @@ impl Engine {
             partitions: Vec::new(),
             running: Vec::new(),
             unit_load: vec![0; MAX_UNITS],
+            shared: UnitSet::EMPTY,
             kernels,
             memory: SimMemory::default(),
             host_calls: Vec::new(),
@@ -97,7 +100,8 @@ impl Engine {
         l.next_seq += 1;
         let seq = l.next_seq;
         l.queue.push_back((seq, op));
-        self.start_ready();
+        self.start_lane(part, lane);
+        self.update_rates();
         Fence { lane, seq }
     }
 
@@ -164,21 +168,24 @@ impl Engine {
         let dt = (t - self.now).max(0.0);
         self.now = t.max(self.now);
         let mut i = 0;
-        let mut any_done = false;
+        let mut freed: Vec<(usize, LaneId)> = Vec::new();
         while i < self.running.len() {
             let r = &mut self.running[i];
             r.remaining -= r.rate * dt;
             // Completion times come from the same floats; 1e-3 ns absorbs their rounding.
             if r.remaining <= 1e-3 {
                 let r = self.running.swap_remove(i);
+                freed.push((r.part, r.lane));
                 self.complete(r);
-                any_done = true;
             } else {
                 i += 1;
             }
         }
-        if any_done {
-            self.start_ready();
+        if !freed.is_empty() {
+            for (part, lane) in freed {
+                self.start_lane(part, lane);
+            }
+            self.update_rates();
         }
     }
 
@@ -186,6 +193,9 @@ impl Engine {
         if let Some(units) = &r.units {
             for u in units {
                 self.unit_load[u] -= 1;
+                if self.unit_load[u] == 1 {
+                    self.shared.remove(u);
+                }
             }
         }
         let part_units = self.partitions[r.part].units;
@@ -266,56 +276,42 @@ impl Engine {
         }
     }
 
-    fn start_ready(&mut self) {
+    /// Starts the head of one lane if the lane is idle; zero-cost ops (markers) complete at once
+    /// and let the next op of that lane start. Rates are the caller's to update.
+    fn start_lane(&mut self, pi: usize, li: LaneId) {
         loop {
-            let mut started = false;
-            for pi in 0..self.partitions.len() {
-                for li in 0..self.partitions[pi].lanes.len() {
-                    let lane = &mut self.partitions[pi].lanes[li];
-                    if lane.busy {
-                        continue;
+            let lane = &mut self.partitions[pi].lanes[li as usize];
+            if lane.busy {
+                return;
+            }
+            let Some((seq, op)) = lane.queue.pop_front() else { return };
+            lane.busy = true;
+            let units = self.partitions[pi].units;
+            let uses = op.uses_units().then_some(units);
+            if let Some(u) = &uses {
+                for unit in u {
+                    self.unit_load[unit] += 1;
+                    if self.unit_load[unit] == 2 {
+                        self.shared.insert(unit);
                     }
-                    let Some((seq, op)) = lane.queue.pop_front() else { continue };
-                    lane.busy = true;
-                    let units = self.partitions[pi].units;
-                    let uses = op.uses_units().then_some(units);
-                    if let Some(u) = &uses {
-                        for unit in u {
-                            self.unit_load[unit] += 1;
-                        }
-                    }
-                    let remaining = self.work(&op, &units);
-                    self.running.push(Running {
-                        part: pi,
-                        lane: li as LaneId,
-                        seq,
-                        op,
-                        remaining,
-                        units: uses,
-                        rate: 1.0,
-                    });
-                    started = true;
                 }
             }
-            // Zero-cost ops (markers) complete at once and may unblock their lane's next op.
-            let zero: Vec<usize> =
-                self.running.iter().enumerate().filter(|(_, r)| r.remaining <= 0.0).map(|(i, _)| i).collect();
-            for i in zero.into_iter().rev() {
-                let r = self.running.swap_remove(i);
-                self.complete(r);
-                started = true;
+            let remaining = self.work(&op, &units);
+            let r = Running { part: pi, lane: li, seq, op, remaining, units: uses, rate: 1.0 };
+            if remaining > 0.0 {
+                self.running.push(r);
+                return;
             }
-            if !started {
-                break;
-            }
+            self.complete(r);
         }
-        self.update_rates();
     }
 
     fn update_rates(&mut self) {
         for r in &mut self.running {
             r.rate = match &r.units {
                 None => 1.0,
+                // Fast path: no unit of this kernel is shared with another running kernel.
+                Some(units) if units.is_disjoint(&self.shared) => 1.0,
                 Some(units) => {
                     let n = units.len().max(1) as f64;
                     units.iter().map(|u| 1.0 / f64::from(self.unit_load[u].max(1))).sum::<f64>() / n

@@ -32,7 +32,9 @@ use vitamin_hal::{Backend, Fence, HalError, LaneId, OpDesc, PhysicalPartition, U
 
 pub use timeline::{Span, Timeline, SERVICE_NODE};
 
-use crate::policy::{ClientClass, ClientInfo, Completion, Hint, Policy, Preparation, ReadyOpView, SchedState};
+use crate::policy::{
+    ClientClass, ClientInfo, Completion, Curves, Hint, Policy, Preparation, ReadyOpView, SchedState,
+};
 use crate::pool::{HolderId, NodeId, NodeState, Pool, PoolError, Realized};
 use crate::profile::Profiles;
 use crate::vctx::{ContinuableOp, OpId, VirtualContext};
@@ -59,7 +61,19 @@ pub enum DispatchError {
     /// Profiling failed.
     #[error(transparent)]
     Profile(#[from] crate::profile::ProfileError),
+    /// Ready ops that the policy never binds while nothing runs.
+    #[error("{ready} ready ops were never bound by the {policy} policy while nothing ran: the policy refuses every eligible node for them")]
+    Stalled {
+        /// Ready ops left.
+        ready: usize,
+        /// Policy name.
+        policy: &'static str,
+    },
 }
+
+/// Rounds with ready ops, nothing in flight and no binding before [`Dispatcher::run_until_idle`]
+/// reports [`DispatchError::Stalled`].
+pub const STALL_ROUNDS: u32 = 10_000;
 
 /// Dispatcher settings.
 #[derive(Debug, Clone)]
@@ -182,6 +196,8 @@ pub struct Dispatcher<B: Backend, P: Policy> {
     deferred: Vec<(usize, ContinuableOp)>,
     policy: P,
     profiles: Profiles,
+    /// Estimated times per launch and pool size (for `lane_busy_until`).
+    curves: Curves,
     stats: DispatchStats,
     timeline: Option<Timeline>,
     seq: u64,
@@ -241,6 +257,7 @@ impl<B: Backend, P: Policy> Dispatcher<B, P> {
             deferred: Vec::new(),
             policy,
             profiles,
+            curves: Curves::default(),
             stats: DispatchStats { per_node: vec![0; n], ..Default::default() },
             timeline,
             seq: 0,
@@ -324,17 +341,31 @@ impl<B: Backend, P: Policy> Dispatcher<B, P> {
     }
 
     /// Pumps and waits on the backend until every registered client's work completed.
+    ///
+    /// Returns [`DispatchError::Stalled`] if ready ops stay unbound for [`STALL_ROUNDS`] rounds
+    /// with nothing in flight (the policy refuses every eligible node for them).
     pub fn run_until_idle(&mut self) -> Result<(), DispatchError> {
+        let mut stalled = 0u32;
         loop {
             let progress = self.pump()?;
             let outstanding: usize = self.clients.iter().map(|c| c.vctx.outstanding()).sum();
             if outstanding == 0 && self.is_idle() {
                 return Ok(());
             }
-            if progress == 0 && !self.backend.wait_for_progress(Duration::from_micros(20))? && self.is_idle() {
-                // Nothing runs, nothing is ready, yet work is outstanding: it waits on the host.
-                return Ok(());
+            if progress == 0 && !self.backend.wait_for_progress(Duration::from_micros(20))? {
+                if self.is_idle() {
+                    // Nothing runs, nothing is ready, yet work is outstanding: it waits on the host.
+                    return Ok(());
+                }
+                if self.inflight.is_empty() {
+                    stalled += 1;
+                    if stalled >= STALL_ROUNDS {
+                        return Err(DispatchError::Stalled { ready: self.ready.len(), policy: self.policy.name() });
+                    }
+                    continue;
+                }
             }
+            stalled = 0;
         }
     }
 
@@ -519,6 +550,13 @@ impl<B: Backend, P: Policy> Dispatcher<B, P> {
                     break;
                 };
                 self.pool.eligible(view.client, 0, &mut eligible);
+                // Cooperative and cluster launches run unchanged only where they fit: offer only those
+                // nodes (other launches fit every node, and checking costs a backend call).
+                let attrs = view.kernel.attributes();
+                if attrs.cooperative() || attrs.cluster().is_some() {
+                    let desc = &self.ready[idx].desc;
+                    eligible.retain(|&n| self.partitions[n.0 as usize].can_execute(desc).is_ok());
+                }
                 (idx, self.policy.select(&view, &eligible, &state))
             };
             tried[idx] = true;
@@ -582,8 +620,9 @@ impl<B: Backend, P: Policy> Dispatcher<B, P> {
             Ok(fence) => {
                 let now = self.backend.now_ns();
                 if let Some(n) = node {
+                    let size = self.pool.node(n).size();
                     let est =
-                        desc.as_kernel().map_or(0.0, |k| self.profiles.estimate_ns(k, self.pool.node(n).size())) as u64;
+                        desc.as_kernel().map_or(0.0, |k| self.curves.time(k, size, &self.pool, &self.profiles)) as u64;
                     let busy = &mut self.lane_busy_until[n.0 as usize][lane as usize];
                     *busy = (*busy).max(now) + est;
                     self.lane_load[n.0 as usize][lane as usize] += 1;

@@ -19,6 +19,7 @@
 //! the dispatcher itself.
 
 mod chaos;
+mod curves;
 mod exclusive;
 mod static_;
 mod throughput;
@@ -31,6 +32,7 @@ use serde::{Deserialize, Serialize};
 use vitamin_hal::{KernelLaunch, OpDesc, UnitSet};
 
 pub use chaos::Chaos;
+pub use curves::Curves;
 pub use exclusive::Exclusive;
 pub use static_::Static;
 pub use throughput::ThroughputOriented;

@@ -2,12 +2,14 @@
 //!
 //! By default the device is cut into `n` disjoint tree nodes covering it (start from the root,
 //! repeatedly split the widest node into its two children) and the `k`-th registered client gets
-//! the `k`-th of them (widest first); an explicit assignment overrides it.
+//! the `k`-th of them (widest first); an explicit assignment overrides it. A launch that cannot run
+//! unchanged on its client's node (a cooperative or cluster launch larger than it) runs on the
+//! smallest node that can, rather than never.
 
 use std::collections::HashMap;
 
 use super::{Policy, ReadyOpView, SchedState};
-use crate::pool::{HolderId, NodeId};
+use crate::pool::{HolderId, NodeId, NodeState};
 
 /// The Static baseline policy.
 #[derive(Debug, Default, Clone)]
@@ -65,7 +67,22 @@ impl Policy for Static {
                 n
             }
         };
-        eligible.contains(&node).then_some(node)
+        if eligible.contains(&node) {
+            return Some(node);
+        }
+        // Not offered although nobody else holds it: the launch cannot run unchanged there (a
+        // cooperative or cluster launch larger than the partition). Run it on the smallest node that
+        // can (as MPS would) instead of never; MIG would fail such a launch.
+        let pool = state.pool;
+        let free_for_client = match pool.state(node) {
+            NodeState::Idle => pool.is_eligible(node, op.client) || !pool.active_units().intersects(&pool.node(node).units),
+            NodeState::Leased { holder, .. } => *holder == op.client,
+            _ => false,
+        };
+        if free_for_client {
+            return super::smallest(eligible, pool);
+        }
+        None
     }
 }
 

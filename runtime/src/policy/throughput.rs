@@ -15,9 +15,9 @@
 
 use std::collections::HashMap;
 
-use vitamin_hal::{Dim3, KernelLaunch, UnitSet};
+use vitamin_hal::{KernelLaunch, UnitSet};
 
-use super::{Policy, Preparation, ReadyOpView, SchedState};
+use super::{Curves, Policy, Preparation, ReadyOpView, SchedState};
 use crate::pool::{HolderId, NodeId, NodeState, Reservation};
 use crate::vctx::OpId;
 
@@ -32,39 +32,24 @@ pub const WAIT_GAIN: f64 = 1.5;
 /// How long past the predicted time an op keeps waiting for a wider node, ns.
 pub const WAIT_SLACK_NS: u64 = 50_000;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-struct CurveKey {
-    handle: u64,
-    grid: Dim3,
-    block: Dim3,
-    smem: u32,
-}
-
-impl CurveKey {
-    fn of(k: &KernelLaunch) -> Self {
-        CurveKey { handle: k.function().handle(), grid: k.grid(), block: k.block(), smem: k.shared_mem_bytes() }
-    }
-}
-
 /// The Throughput-Oriented policy. See the module docs.
 #[derive(Debug, Default)]
 pub struct ThroughputOriented {
     plan: HashMap<(HolderId, OpId), NodeId>,
     order: Vec<(HolderId, OpId)>,
     cursor: usize,
-    times: HashMap<(CurveKey, usize), f64>,
+    curves: Curves,
     waiting: Vec<HolderId>,
     deferred: HashMap<(HolderId, OpId), u64>,
 }
 
 impl ThroughputOriented {
     fn time(&mut self, k: &KernelLaunch, m: usize, state: &SchedState<'_>) -> f64 {
-        *self.times.entry((CurveKey::of(k), m)).or_insert_with(|| state.profiles.estimate_ns(k, m))
+        self.curves.time(k, m, state.pool, state.profiles)
     }
 
     fn progress(&mut self, k: &KernelLaunch, m: usize, state: &SchedState<'_>) -> f64 {
-        let m_min = state.min_units();
-        self.time(k, m_min, state) / self.time(k, m, state).max(1e-9)
+        self.curves.progress(k, m, state.pool, state.profiles)
     }
 
     /// The best predicted completion of `op` if, instead of running on `m` units from `start`,
@@ -337,41 +322,49 @@ impl Policy for ThroughputOriented {
         let m = current.size();
         let others_active = pool.active_units().difference(&current.units);
         let p_here = self.progress(op.kernel, m, state);
-        let mut best_size = m;
-        let mut p_best = p_here;
-        for &n in pool.nodes_by_size() {
-            let cand = pool.node(n);
-            let reachable = n == node
-                || (cand.units.is_disjoint(&others_active)
-                    && matches!(pool.state(n), NodeState::Idle | NodeState::Leased { .. })
-                    && pool.pending().iter().all(|(t, _)| pool.node(*t).units.is_disjoint(&cand.units)));
-            if reachable {
-                let p = self.progress(op.kernel, cand.size(), state);
+        let (mut best_size, mut p_best) = (m, p_here);
+        if others_active.is_empty() && pool.pending().is_empty() {
+            // Fast path: nothing else is active, so every size is reachable once this lane drains.
+            let sizes: Vec<usize> = self.curves.sizes(pool).to_vec();
+            for sz in sizes {
+                let p = self.progress(op.kernel, sz, state);
                 if p > p_best {
-                    p_best = p;
-                    best_size = cand.size();
+                    (p_best, best_size) = (p, sz);
+                }
+            }
+        } else {
+            for &n in pool.nodes_by_size() {
+                let cand = pool.node(n);
+                let reachable = n == node
+                    || (cand.units.is_disjoint(&others_active)
+                        && matches!(pool.state(n), NodeState::Idle | NodeState::Leased { .. })
+                        && pool.pending().iter().all(|(t, _)| pool.node(*t).units.is_disjoint(&cand.units)));
+                if reachable {
+                    let p = self.progress(op.kernel, cand.size(), state);
+                    if p > p_best {
+                        (p_best, best_size) = (p, cand.size());
+                    }
                 }
             }
         }
         if p_best > p_here * CONTINUE_GAIN && best_size > m {
             return false; // a clearly wider binding is available once this lane drains
         }
-        let ready_at = state.busy_until(node);
-        let continue_finish = ready_at as f64 + self.time(op.kernel, m, state);
-        let base = ready_at as f64;
-        if self
-            .wait_alternative(op, m, ready_at, true, state)
-            .is_some_and(|alt| (alt - base) * WAIT_GAIN < continue_finish - base)
-        {
-            return false; // a wider node frees up soon enough to be worth waiting for
+        if !others_active.is_empty() {
+            let ready_at = state.busy_until(node);
+            let continue_finish = ready_at as f64 + self.time(op.kernel, m, state);
+            let base = ready_at as f64;
+            if self
+                .wait_alternative(op, m, ready_at, true, state)
+                .is_some_and(|alt| (alt - base) * WAIT_GAIN < continue_finish - base)
+            {
+                return false; // a wider node frees up soon enough to be worth waiting for
+            }
         }
         // Smallest size that achieves (almost) what this node gives.
-        let enough = pool
-            .nodes_by_size()
-            .iter()
-            .map(|&n| pool.node(n).size())
-            .find(|&sz| self.progress(op.kernel, sz, state) * CONTINUE_GAIN >= p_here)
-            .unwrap_or(m);
+        let sizes: Vec<usize> = self.curves.sizes(pool).to_vec();
+        let enough =
+            sizes.into_iter().find(|&sz| self.progress(op.kernel, sz, state) * CONTINUE_GAIN >= p_here).unwrap_or(m);
         // Holding more than needed only matters when another client has work placed or waiting.
         let others_busy = pool.active_nodes().iter().any(|&a| match pool.state(a) {
             NodeState::Leased { holder, .. } | NodeState::Draining { holder, .. } => *holder != op.client,

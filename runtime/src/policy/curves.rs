@@ -1,0 +1,83 @@
+//! Per-launch scaling curves: the estimated time of one launch configuration at every distinct
+//! pool size, computed once from the profiles and then looked up by an array index.
+//!
+//! Policies evaluate `T(m)` for many (op, node) pairs per decision; going through
+//! [`Profiles::estimate_ns`] each time (string keys, fallback model) would dominate the
+//! dispatcher's cost. A curve is keyed by the launch's function handle and shape with a fast
+//! non-cryptographic hash (`rustc-hash`: keys are not attacker-controlled).
+
+use rustc_hash::FxHashMap;
+use vitamin_hal::{Dim3, KernelLaunch};
+
+use crate::pool::Pool;
+use crate::profile::Profiles;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+struct CurveKey {
+    handle: u64,
+    grid: Dim3,
+    block: Dim3,
+    smem: u32,
+}
+
+impl CurveKey {
+    fn of(k: &KernelLaunch) -> Self {
+        CurveKey { handle: k.function().handle(), grid: k.grid(), block: k.block(), smem: k.shared_mem_bytes() }
+    }
+}
+
+/// Cache of scaling curves over a pool's distinct node sizes.
+#[derive(Debug, Default, Clone)]
+pub struct Curves {
+    sizes: Vec<usize>,
+    index_of: Vec<u8>,
+    curves: FxHashMap<CurveKey, Box<[f64]>>,
+}
+
+impl Curves {
+    fn ensure_sizes(&mut self, pool: &Pool) {
+        if !self.sizes.is_empty() {
+            return;
+        }
+        let mut sizes: Vec<usize> = pool.nodes().iter().map(|n| n.size()).collect();
+        sizes.sort_unstable();
+        sizes.dedup();
+        let max = sizes.last().copied().unwrap_or(0);
+        self.index_of = vec![u8::MAX; max + 1];
+        for (i, &s) in sizes.iter().enumerate() {
+            self.index_of[s] = i as u8;
+        }
+        self.sizes = sizes;
+    }
+
+    /// The distinct node sizes of `pool`, ascending.
+    pub fn sizes(&mut self, pool: &Pool) -> &[usize] {
+        self.ensure_sizes(pool);
+        &self.sizes
+    }
+
+    /// Estimated ns of `k` on every distinct size, ascending by size.
+    pub fn curve(&mut self, k: &KernelLaunch, pool: &Pool, profiles: &Profiles) -> &[f64] {
+        self.ensure_sizes(pool);
+        let sizes = &self.sizes;
+        self.curves
+            .entry(CurveKey::of(k))
+            .or_insert_with(|| sizes.iter().map(|&m| profiles.estimate_ns(k, m)).collect())
+    }
+
+    /// Estimated ns of `k` on `m` units (`m` should be a pool size; others are estimated directly).
+    pub fn time(&mut self, k: &KernelLaunch, m: usize, pool: &Pool, profiles: &Profiles) -> f64 {
+        self.ensure_sizes(pool);
+        match self.index_of.get(m).copied() {
+            Some(i) if i != u8::MAX => self.curve(k, pool, profiles)[usize::from(i)],
+            _ => profiles.estimate_ns(k, m),
+        }
+    }
+
+    /// Normalized progress `P(m) = T(m_min) / T(m)`.
+    pub fn progress(&mut self, k: &KernelLaunch, m: usize, pool: &Pool, profiles: &Profiles) -> f64 {
+        self.ensure_sizes(pool);
+        let m_min = self.sizes.first().copied().unwrap_or(1);
+        self.time(k, m_min, pool, profiles) / self.time(k, m, pool, profiles).max(1e-9)
+    }
+}
