@@ -6,6 +6,8 @@
 //! dispatcher's cost. A curve is keyed by the launch's function handle and shape with a fast
 //! non-cryptographic hash (`rustc-hash`: keys are not attacker-controlled).
 
+use std::sync::Arc;
+
 use rustc_hash::FxHashMap;
 use vitamin_hal::{Dim3, KernelLaunch};
 
@@ -26,12 +28,17 @@ impl CurveKey {
     }
 }
 
+/// One launch's estimated ns at each distinct pool size (ascending size), shared cheaply.
+pub type Curve = Arc<[f64]>;
+
 /// Cache of scaling curves over a pool's distinct node sizes.
 #[derive(Debug, Default, Clone)]
 pub struct Curves {
     sizes: Vec<usize>,
     index_of: Vec<u8>,
-    curves: FxHashMap<CurveKey, Box<[f64]>>,
+    /// Curve position of every pool node's size, by node id.
+    node_index: Arc<[usize]>,
+    curves: FxHashMap<CurveKey, Curve>,
 }
 
 impl Curves {
@@ -47,7 +54,14 @@ impl Curves {
         for (i, &s) in sizes.iter().enumerate() {
             self.index_of[s] = i as u8;
         }
+        self.node_index = pool.nodes().iter().map(|n| usize::from(self.index_of[n.size()])).collect();
         self.sizes = sizes;
+    }
+
+    /// Curve position of every pool node's size, indexed by node id.
+    pub fn node_index(&mut self, pool: &Pool) -> Arc<[usize]> {
+        self.ensure_sizes(pool);
+        self.node_index.clone()
     }
 
     /// The distinct node sizes of `pool`, ascending.
@@ -56,21 +70,27 @@ impl Curves {
         &self.sizes
     }
 
-    /// Estimated ns of `k` on every distinct size, ascending by size.
-    pub fn curve(&mut self, k: &KernelLaunch, pool: &Pool, profiles: &Profiles) -> &[f64] {
+    /// Estimated ns of `k` on every distinct size, ascending by size (index with [`Curves::index`]).
+    pub fn curve(&mut self, k: &KernelLaunch, pool: &Pool, profiles: &Profiles) -> Curve {
         self.ensure_sizes(pool);
         let sizes = &self.sizes;
         self.curves
             .entry(CurveKey::of(k))
             .or_insert_with(|| sizes.iter().map(|&m| profiles.estimate_ns(k, m)).collect())
+            .clone()
+    }
+
+    /// Position of size `m` in the curves, if `m` is a pool size.
+    pub fn index(&self, m: usize) -> Option<usize> {
+        self.index_of.get(m).copied().filter(|&i| i != u8::MAX).map(usize::from)
     }
 
     /// Estimated ns of `k` on `m` units (`m` should be a pool size; others are estimated directly).
     pub fn time(&mut self, k: &KernelLaunch, m: usize, pool: &Pool, profiles: &Profiles) -> f64 {
         self.ensure_sizes(pool);
-        match self.index_of.get(m).copied() {
-            Some(i) if i != u8::MAX => self.curve(k, pool, profiles)[usize::from(i)],
-            _ => profiles.estimate_ns(k, m),
+        match self.index(m) {
+            Some(i) => self.curve(k, pool, profiles)[i],
+            None => profiles.estimate_ns(k, m),
         }
     }
 

@@ -48,10 +48,6 @@ impl ThroughputOriented {
         self.curves.time(k, m, state.pool, state.profiles)
     }
 
-    fn progress(&mut self, k: &KernelLaunch, m: usize, state: &SchedState<'_>) -> f64 {
-        self.curves.progress(k, m, state.pool, state.profiles)
-    }
-
     /// The best predicted completion of `op` if, instead of running on `m` units from `start`,
     /// it waited for a wider node: over nodes wider than `m` whose blockers are leases (of any
     /// client, predicted to drain at their `busy_until`) or its own reservations, the earliest
@@ -65,10 +61,29 @@ impl ThroughputOriented {
         state: &SchedState<'_>,
     ) -> Option<f64> {
         let pool = state.pool;
+        let curve = self.curves.curve(op.kernel, pool, state.profiles);
+        let Some(mi) = self.curves.index(m) else { return None };
+        // Quick exit: no wider size is fast enough to make waiting worthwhile.
+        let fastest_wider = curve[mi + 1..].iter().copied().fold(f64::INFINITY, f64::min);
+        if fastest_wider * WAIT_GAIN >= curve[mi] {
+            return None;
+        }
+        // Units of leased or draining nodes: only candidates overlapping them have something to wait for.
+        let running = pool.active_nodes().iter().fold(UnitSet::EMPTY, |acc, &a| match pool.state(a) {
+            NodeState::Leased { .. } | NodeState::Draining { .. } => acc | pool.node(a).units,
+            _ => acc,
+        });
+        let t_here = curve[mi];
         let mut best: Option<f64> = None;
         for &n in pool.nodes_by_size() {
             let node = pool.node(n);
-            if node.size() <= m {
+            if node.size() <= m || (require_running && node.units.is_disjoint(&running)) {
+                continue;
+            }
+            // Waiting can only win if the wider node alone is clearly faster (callers require
+            // `(alt - start) * WAIT_GAIN < T(m)`, and `alt - start >= T(wider)`).
+            let t_wide = self.curves.index(node.size()).map_or(f64::INFINITY, |i| curve[i]);
+            if t_wide * WAIT_GAIN >= t_here {
                 continue;
             }
             if pool.pending().iter().any(|(t, r)| r.holder != op.client && pool.node(*t).units.intersects(&node.units))
@@ -90,7 +105,7 @@ impl ThroughputOriented {
             // When deciding to defer a ready op, only running work is worth waiting for (it will
             // drain); a node that is free now but was not offered is not coming.
             if ok && (free_at > start || !require_running) {
-                let t = free_at as f64 + self.time(op.kernel, node.size(), state);
+                let t = free_at as f64 + t_wide;
                 if best.is_none_or(|b| t < b) {
                     best = Some(t);
                 }
@@ -157,21 +172,25 @@ impl ThroughputOriented {
                 self.waiting.push(h);
             }
         }
-        // Greedy widening.
+        // Greedy widening, on each op's curve (looked up once).
+        let curves: Vec<_> = fresh.iter().map(|&(i, _)| self.curves.curve(queue[i].kernel, pool, state.profiles)).collect();
+        let index = self.curves.node_index(pool);
+        let p_of = |c: &[f64], n: NodeId| c[0] / c[index[n.0 as usize]].max(1e-9);
         loop {
             let mut best: Option<(usize, NodeId, f64)> = None;
             for (slot, &(i, p)) in fresh.iter().enumerate() {
                 let op = &queue[i];
+                let c = &curves[slot];
                 let m = pool.node(p).size();
                 let others = planned.difference(&pool.node(p).units);
-                let pm = self.progress(op.kernel, m, state);
+                let pm = p_of(c, p);
                 for &n in pool.nodes_by_size() {
                     let node = pool.node(n);
                     let m2 = node.size();
                     if m2 <= m || !node.units.is_disjoint(&others) || !is_fresh(state, n, op.client) {
                         continue;
                     }
-                    let g = (self.progress(op.kernel, m2, state) - pm) / (m2 - m) as f64;
+                    let g = (p_of(c, n) - pm) / (m2 - m) as f64;
                     if g > 1e-12 && best.is_none_or(|(_, _, bg)| g > bg) {
                         best = Some((slot, n, g));
                     }
@@ -321,13 +340,16 @@ impl Policy for ThroughputOriented {
         let current = pool.node(node);
         let m = current.size();
         let others_active = pool.active_units().difference(&current.units);
-        let p_here = self.progress(op.kernel, m, state);
+        let curve = self.curves.curve(op.kernel, pool, state.profiles);
+        let sizes: Vec<usize> = self.curves.sizes(pool).to_vec();
+        let index = |sz: usize| sizes.binary_search(&sz).unwrap_or(0);
+        let p = |sz: usize| curve[0] / curve[index(sz)].max(1e-9);
+        let p_here = p(m);
         let (mut best_size, mut p_best) = (m, p_here);
         if others_active.is_empty() && pool.pending().is_empty() {
             // Fast path: nothing else is active, so every size is reachable once this lane drains.
-            let sizes: Vec<usize> = self.curves.sizes(pool).to_vec();
-            for sz in sizes {
-                let p = self.progress(op.kernel, sz, state);
+            for &sz in &sizes {
+                let p = p(sz);
                 if p > p_best {
                     (p_best, best_size) = (p, sz);
                 }
@@ -340,7 +362,7 @@ impl Policy for ThroughputOriented {
                         && matches!(pool.state(n), NodeState::Idle | NodeState::Leased { .. })
                         && pool.pending().iter().all(|(t, _)| pool.node(*t).units.is_disjoint(&cand.units)));
                 if reachable {
-                    let p = self.progress(op.kernel, cand.size(), state);
+                    let p = p(cand.size());
                     if p > p_best {
                         (p_best, best_size) = (p, cand.size());
                     }
@@ -362,9 +384,7 @@ impl Policy for ThroughputOriented {
             }
         }
         // Smallest size that achieves (almost) what this node gives.
-        let sizes: Vec<usize> = self.curves.sizes(pool).to_vec();
-        let enough =
-            sizes.into_iter().find(|&sz| self.progress(op.kernel, sz, state) * CONTINUE_GAIN >= p_here).unwrap_or(m);
+        let enough = sizes.iter().copied().find(|&sz| p(sz) * CONTINUE_GAIN >= p_here).unwrap_or(m);
         // Holding more than needed only matters when another client has work placed or waiting.
         let others_busy = pool.active_nodes().iter().any(|&a| match pool.state(a) {
             NodeState::Leased { holder, .. } | NodeState::Draining { holder, .. } => *holder != op.client,
