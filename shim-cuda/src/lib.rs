@@ -31,6 +31,7 @@
 //! (launch, stream, event, memory, graph, ctx, entry), generated from C signatures.
 #![warn(missing_docs)]
 
+pub mod bind;
 pub mod census;
 pub mod config;
 pub mod ffi;

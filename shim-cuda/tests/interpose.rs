@@ -65,6 +65,7 @@ fn fixture() -> &'static Fixture {
         compile(&[
             "-shared",
             "-fPIC",
+            "-pthread",
             "-O1",
             "-Wl,-Bsymbolic",
             "-Wl,-soname,libcuda.so.1",
@@ -282,6 +283,7 @@ fn quiet_by_default_and_logs_when_asked() {
     assert!(out.status.success());
     assert_eq!(stderr_of_shim(&out), "", "nothing printed without VITAMIN_LOG");
 
+    let (native, _) = run_app("loud-native", &[]);
     let (out, _) = run_app(
         "loud",
         &[
@@ -292,10 +294,21 @@ fn quiet_by_default_and_logs_when_asked() {
     );
     assert!(out.status.success());
     let err = stderr_of_shim(&out);
-    assert!(err.contains("mode observe"), "{err}");
-    assert!(err.contains("bind is not implemented yet"), "{err}");
+    assert!(err.contains("mode bind"), "{err}");
     assert!(err.contains("dlsym(cuLaunchKernelEx) -> hook"), "{err}");
     assert!(err.contains("exit:"), "{err}");
+    // This program never makes a context current, so bind mode never starts: every call is
+    // forwarded and the program behaves as natively.
+    assert_eq!(stdout(&out), stdout(&native));
+    let (odd, _) = run_app(
+        "odd-mode",
+        &[
+            ("LD_PRELOAD", f.shim.display().to_string()),
+            ("VITAMIN_LOG", "warn".into()),
+            ("VITAMIN_MODE", "turbo".into()),
+        ],
+    );
+    assert!(stderr_of_shim(&odd).contains("unknown VITAMIN_MODE=\"turbo\""), "{}", stderr_of_shim(&odd));
 }
 
 #[test]
