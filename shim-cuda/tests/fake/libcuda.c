@@ -19,7 +19,7 @@
  *   order, with the context: "p" = primary, "g<n>" = green context n), so a test can check what ran
  *   where and in which order. The application can add a line with fake_mark().
  *
- * Green contexts: a device of 36 SMs; cuDevSmResourceSplitByCount(minCount 8) gives 4 groups of 8
+ * Green contexts (FAKE_CUDA_NO_GREEN=1: a device without them): a device of 36 SMs; cuDevSmResourceSplitByCount(minCount 8) gives 4 groups of 8
  * plus a 4-SM remainder (like the H200's 15 x 8 + 12); descriptors combine groups; green-context
  * streams are non-blocking streams whose work is logged with their context.
  *
@@ -533,6 +533,7 @@ static void sm_resource(CUdevResource *r, unsigned count, unsigned mask) {
 EXPORT CUresult cuDeviceGetDevResource(int dev, CUdevResource *r, int type) {
     (void)dev;
     if (type != 1) return CUDA_ERROR_INVALID_VALUE;
+    if (getenv("FAKE_CUDA_NO_GREEN")) return CUDA_ERROR_NOT_SUPPORTED; /* a device without green contexts */
     sm_resource(r, FAKE_SMS, 0);
     return CUDA_SUCCESS;
 }
