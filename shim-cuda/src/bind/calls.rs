@@ -156,6 +156,12 @@ fn capture_launch(b: &Bind, c: &LaunchCall) -> Result<KernelLaunch, Decline> {
         }
     }
     let attributes = capture::decode_attributes(&attrs, c.cooperative)?;
+    if attributes.cooperative() || attributes.cluster().is_some() {
+        // Only some partitions can run these unchanged, and the dispatcher has no outcome yet for
+        // an op that fits none: it would stay ready forever. Until it does, they run natively.
+        b.counters.native_constrained.bump();
+        return Err(Decline::Unmodelled("cooperative and cluster launches are not bound yet".into()));
+    }
     let g = &c.geometry;
     Ok(KernelLaunch::new(
         FunctionRef::new(c.f as u64, info.kind, info.name.clone()),

@@ -141,7 +141,9 @@ fn run(
     let realize_ms = t0.elapsed().as_secs_f64() * 1e3;
     let _ = ready.send(Ok(Started { device, nodes, realize_ms }));
     let mut errors = 0u64;
+    let mut watch = Stall::default();
     while !stop.load(Ordering::Acquire) {
+        watch.check(&d);
         match d.pump() {
             Ok(n) if n > 0 => continue,
             Ok(_) => {}
@@ -167,4 +169,36 @@ fn run(
     // The process is exiting: leave the green contexts to the driver instead of draining and
     // destroying every pool node here.
     std::mem::forget(d);
+}
+
+/// Notices a dispatcher that makes no progress while holding work (every proposal rejected or
+/// every submission refused, e.g. an op no partition can run): says so once in the log, with the
+/// counters, instead of hanging silently.
+#[derive(Debug, Default)]
+struct Stall {
+    completed: u64,
+    since: Option<Instant>,
+    reported: bool,
+}
+
+impl Stall {
+    fn check<B: Backend, P: Policy>(&mut self, d: &Dispatcher<B, P>) {
+        let s = d.stats();
+        if d.is_idle() || s.completed != self.completed {
+            self.completed = s.completed;
+            self.since = None;
+            return;
+        }
+        let since = *self.since.get_or_insert_with(Instant::now);
+        if !self.reported && d.inflight() == 0 && since.elapsed() > Duration::from_secs(10) {
+            self.reported = true;
+            vlog!(
+                LogLevel::Error,
+                "dispatcher stalled for 10 s with ready work and nothing in flight: {} proposals rejected, {} \
+                 submissions refused; the application will wait",
+                s.rejected,
+                s.submit_failures
+            );
+        }
+    }
 }

@@ -31,7 +31,7 @@
 //! also carries the legacy-default-stream edges, waited for), and followed, for calls that enqueue
 //! work, by a wait for the application's native stream, so later logical ops follow it. This covers:
 //! launches that fail validation (the driver returns its own error, synchronously) or use forms
-//! vitamin does not model; device-to-pageable copies (they must be complete when the call returns);
+//! vitamin does not model (including, for now, cooperative and cluster launches); device-to-pageable copies (they must be complete when the call returns);
 //! 2-D/3-D/peer/array copies and 2-D fills; synchronous copies and fills (on the default stream);
 //! `cuStreamAddCallback`; graph launches and uploads; `cuMemFreeAsync`; stream capture begins;
 //! timing and interprocess event records (so the driver's timestamps and IPC waits stay real).
@@ -124,6 +124,8 @@ pub struct BindCounters {
     pub invalid_launches: Stat,
     /// Calls on the native path because vitamin does not model them.
     pub native_unmodelled: Stat,
+    /// Of those, cooperative and cluster launches.
+    pub native_constrained: Stat,
     /// Barrier drains before native-path calls.
     pub drains: Stat,
 }
@@ -137,6 +139,7 @@ impl BindCounters {
             "event_waits": self.event_waits.get(), "syncs_answered": self.syncs.get(),
             "queries_answered": self.queries.get(), "forwarded_capturing": self.capturing.get(),
             "invalid_launches": self.invalid_launches.get(), "native_unmodelled": self.native_unmodelled.get(),
+            "native_cooperative_or_cluster": self.native_constrained.get(),
             "drains": self.drains.get(),
         })
     }

@@ -15,7 +15,8 @@
  * implicit ordering with blocking streams, the extra-buffer argument form, a host function, D2H
  * to pageable memory (complete on return), the per-thread default stream (_ptsz), pinned D2H with
  * an event synchronize, a query while a long kernel runs, timing events, dynamic shared memory
- * raised with cuFuncSetAttribute, invalid launches (same error as the driver), context sync.
+ * raised with cuFuncSetAttribute, a cluster launch, invalid launches (same error as the driver),
+ * context sync.
  *
  * Build: cc -o bind_app bind_app.c -L<dir> -lcuda
  */
@@ -198,6 +199,18 @@ int main(void) {
         float mul = 1.0f, add = 1.0f;
         void *params[] = {&w, &w, &n, &tag, &mul, &add};
         CHECK(cuLaunchKernel(STEP, N / 256, 1, 1, 256, 1, 1, 65536, s3, params, NULL));
+    }
+    {   /* k10: a cluster launch (1x1x1 clusters) on s2; vitamin runs these natively for now */
+        int n = N, tag = 10;
+        float mul = 1.0f, add = 0.0f;
+        void *params[] = {&y, &w, &n, &tag, &mul, &add};
+        CUlaunchAttribute attr;
+        memset(&attr, 0, sizeof attr);
+        attr.id = 4; /* CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION */
+        unsigned dims[3] = {1, 1, 1};
+        memcpy(attr.value, dims, sizeof dims);
+        CUlaunchConfig cfg = {N / 256, 1, 1, 256, 1, 1, 0, s2, &attr, 1};
+        CHECK(cuLaunchKernelEx(&cfg, STEP, params, NULL));
     }
     CHECK(cuCtxSynchronize());
     fake_mark("after ctx sync");
