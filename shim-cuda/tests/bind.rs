@@ -257,11 +257,15 @@ fn chaos_binds_every_launch_unchanged_to_green_contexts_in_happens_before_order(
     let per_node: Vec<u64> =
         b["dispatcher"]["per_node"].as_array().expect("dispatcher stats").iter().map(|v| v.as_u64().unwrap()).collect();
     assert_eq!(per_node.iter().sum::<u64>(), 10, "every kernel ran on some pool node: {per_node:?}");
+    // At least five launches are bound afresh (their predecessors are copies, fills or finished
+    // work, or sit on different lanes), each to a random eligible node of 15; how many of the rest
+    // continue on a predecessor's lane depends on timing. Two distinct nodes is what cannot fail by
+    // chance (all five on one node: about 2e-5).
     let used = per_node.iter().filter(|&&n| n > 0).count();
-    assert!(used >= 3, "chaos should spread 10 launches over several nodes, used {used}: {per_node:?}");
+    assert!(used >= 2, "chaos should spread 10 launches over several nodes, used {used}: {per_node:?}");
     let distinct: std::collections::BTreeSet<_> =
         kernel_contexts(&r.exec).into_values().filter(|c| c.starts_with('g')).collect();
-    assert!(distinct.len() >= 3, "kernels ran on {distinct:?}");
+    assert_eq!(distinct.len(), used, "green contexts in the execution log vs nodes in the census");
 }
 
 #[test]
