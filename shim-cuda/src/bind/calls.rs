@@ -576,7 +576,8 @@ pub(crate) fn stream_destroy(_id: HookId, real: &dyn Fn() -> CUresult, stream: C
     let r = real();
     if r == CUDA_SUCCESS {
         // Work already recorded on it still completes (and still counts for device sync).
-        if let Some(s) = b.registry().remove_stream(stream as usize) {
+        let removed = b.registry().remove_stream(stream as usize);
+        if let Some(s) = removed {
             let _ = b.vctx.destroy_stream(s);
         }
     }
@@ -803,7 +804,8 @@ pub(crate) fn event_destroy(_id: HookId, real: &dyn Fn() -> CUresult, event: CUe
     let Some(b) = get() else { return real() };
     let r = real();
     if r == CUDA_SUCCESS {
-        if let Some(e) = b.registry().remove_event(event as usize) {
+        let removed = b.registry().remove_event(event as usize);
+        if let Some(e) = removed {
             let _ = b.vctx.destroy_event(e.id);
         }
     }
