@@ -64,6 +64,7 @@ fn main() {
     compile(&[
         "-shared",
         "-fPIC",
+        "-pthread",
         "-O2",
         "-Wl,-Bsymbolic",
         "-Wl,-soname,libcuda.so.1",

@@ -104,6 +104,10 @@ impl Stat {
     pub fn bump(&self) {
         self.0.fetch_add(1, Ordering::Relaxed);
     }
+    /// Adds `n`.
+    pub fn add(&self, n: u64) {
+        self.0.fetch_add(n, Ordering::Relaxed);
+    }
     /// Subtracts one, stopping at zero.
     pub fn drop_one(&self) {
         let _ = self.0.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |v| v.checked_sub(1));

@@ -2,12 +2,17 @@
 //!
 //! | variable | meaning |
 //! | --- | --- |
-//! | `VITAMIN_MODE` | `observe` (default): forward every call unchanged and count. `passthrough`: forward without counting (to measure the bare interposition cost). `bind` is not implemented yet and falls back to `observe`, saying so in the log. |
+//! | `VITAMIN_MODE` | `observe` (default): forward every call unchanged and count. `passthrough`: forward without counting (to measure the bare interposition cost). `bind`: late-bind asynchronous work to the green-context pool (see `crate::bind`), counting like observe mode. |
+//! | `VITAMIN_POLICY` | bind mode's policy: `throughput` (default), `tpot`, `static`, `exclusive` or `chaos`. |
+//! | `VITAMIN_SEED` | seed of the Chaos policy (default 0x5eed). |
+//! | `VITAMIN_LANE_CONTINUATION` | `1` (default) or `0` (strict readiness: every op waits for its predecessors' observed completion). |
 //! | `VITAMIN_CENSUS` | where to write the census JSON at exit; unset: nothing is written. `%p` is replaced by the process id. |
 //! | `VITAMIN_CENSUS_PID` | the main process (set by `vitamin run`): other processes that made CUDA calls write `<census>.<pid>` instead of clobbering the main one's file. |
 //! | `VITAMIN_LOG` | log level on stderr (`error`, `warn`, `info`, `debug`, `trace`, or `tracing`-style directives such as `vitamin=debug`); unset: the shim prints nothing. |
 
 use std::path::PathBuf;
+
+use vitamin_runtime::policy::PolicyKind;
 
 /// What the shim does with intercepted calls.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -16,6 +21,8 @@ pub enum Mode {
     Observe,
     /// Forward unchanged; count nothing.
     Passthrough,
+    /// Late-bind asynchronous work to the pool; count like observe mode.
+    Bind,
 }
 
 impl Mode {
@@ -24,6 +31,7 @@ impl Mode {
         match self {
             Mode::Observe => "observe",
             Mode::Passthrough => "passthrough",
+            Mode::Bind => "bind",
         }
     }
 }
@@ -86,30 +94,64 @@ pub struct Config {
     pub census_pid: Option<u32>,
     /// Log level.
     pub log: LogLevel,
+    /// Bind mode's policy (`VITAMIN_POLICY`).
+    pub policy: PolicyKind,
+    /// Chaos seed (`VITAMIN_SEED`).
+    pub seed: u64,
+    /// Lane continuation (`VITAMIN_LANE_CONTINUATION`).
+    pub lane_continuation: bool,
 }
+
+/// Default Chaos seed.
+pub const DEFAULT_SEED: u64 = 0x5eed;
 
 impl Config {
     /// Reads the configuration through `get` (the environment in the shim, a map in tests).
     pub fn from_lookup(get: impl Fn(&str) -> Option<String>) -> Config {
-        let (mode, mode_note) = match get("VITAMIN_MODE").as_deref().map(str::trim) {
-            None | Some("") | Some("observe") => (Mode::Observe, None),
-            Some("passthrough") | Some("off") => (Mode::Passthrough, None),
-            Some("bind") => {
-                (Mode::Observe, Some("VITAMIN_MODE=bind is not implemented yet; running in observe mode".to_string()))
+        let mut notes = Vec::new();
+        let mode = match get("VITAMIN_MODE").as_deref().map(str::trim) {
+            None | Some("") | Some("observe") => Mode::Observe,
+            Some("passthrough") | Some("off") => Mode::Passthrough,
+            Some("bind") => Mode::Bind,
+            Some(other) => {
+                notes.push(format!(
+                    "unknown VITAMIN_MODE={other:?} (expected observe, bind or passthrough); running in observe mode"
+                ));
+                Mode::Observe
             }
-            Some(other) => (
-                Mode::Observe,
-                Some(format!(
-                    "unknown VITAMIN_MODE={other:?} (expected observe or passthrough); running in observe mode"
-                )),
-            ),
         };
+        let policy = match get("VITAMIN_POLICY").as_deref().map(str::trim) {
+            None | Some("") => PolicyKind::Throughput,
+            Some(p) => p.parse().unwrap_or_else(|e| {
+                notes.push(format!("VITAMIN_POLICY: {e}; using throughput"));
+                PolicyKind::Throughput
+            }),
+        };
+        let seed = match get("VITAMIN_SEED").as_deref().map(str::trim) {
+            None | Some("") => DEFAULT_SEED,
+            Some(s) => parse_u64(s).unwrap_or_else(|| {
+                notes.push(format!("VITAMIN_SEED={s:?} is not a number; using {DEFAULT_SEED:#x}"));
+                DEFAULT_SEED
+            }),
+        };
+        let lane_continuation = match get("VITAMIN_LANE_CONTINUATION").as_deref().map(str::trim) {
+            None | Some("") | Some("1") | Some("on") | Some("true") => true,
+            Some("0") | Some("off") | Some("false") => false,
+            Some(other) => {
+                notes.push(format!("VITAMIN_LANE_CONTINUATION={other:?} is not 0 or 1; keeping it on"));
+                true
+            }
+        };
+        let mode_note = (!notes.is_empty()).then(|| notes.join("; "));
         Config {
             mode,
             mode_note,
             census: get("VITAMIN_CENSUS").filter(|s| !s.is_empty()),
             census_pid: get("VITAMIN_CENSUS_PID").and_then(|s| s.trim().parse().ok()),
             log: get("VITAMIN_LOG").map(|f| LogLevel::from_filter(&f)).unwrap_or(LogLevel::Off),
+            policy,
+            seed,
+            lane_continuation,
         }
     }
 
@@ -127,6 +169,14 @@ impl Config {
             Some(main) if main != pid => Some(PathBuf::from(format!("{template}.{pid}"))),
             _ => Some(PathBuf::from(template)),
         }
+    }
+}
+
+/// A decimal or `0x` hexadecimal number.
+fn parse_u64(s: &str) -> Option<u64> {
+    match s.strip_prefix("0x").or_else(|| s.strip_prefix("0X")) {
+        Some(hex) => u64::from_str_radix(hex, 16).ok(),
+        None => s.parse().ok(),
     }
 }
 
@@ -156,11 +206,27 @@ mod tests {
         assert_eq!(config(&[("VITAMIN_MODE", "observe")]).mode, Mode::Observe);
         assert_eq!(config(&[("VITAMIN_MODE", "passthrough")]).mode, Mode::Passthrough);
         let bind = config(&[("VITAMIN_MODE", "bind")]);
-        assert_eq!(bind.mode, Mode::Observe);
-        assert!(bind.mode_note.unwrap().contains("not implemented"));
+        assert_eq!(bind.mode, Mode::Bind);
+        assert_eq!(bind.mode_note, None);
         let odd = config(&[("VITAMIN_MODE", "turbo")]);
         assert_eq!(odd.mode, Mode::Observe);
         assert!(odd.mode_note.unwrap().contains("turbo"));
+    }
+
+    #[test]
+    fn bind_settings() {
+        let d = config(&[]);
+        assert_eq!((d.policy, d.seed, d.lane_continuation), (PolicyKind::Throughput, DEFAULT_SEED, true));
+        let c = config(&[("VITAMIN_POLICY", "Chaos"), ("VITAMIN_SEED", "0x10"), ("VITAMIN_LANE_CONTINUATION", "0")]);
+        assert_eq!((c.policy, c.seed, c.lane_continuation), (PolicyKind::Chaos, 16, false));
+        assert_eq!(config(&[("VITAMIN_SEED", "42")]).seed, 42);
+        let bad = config(&[("VITAMIN_POLICY", "fastest"), ("VITAMIN_SEED", "x"), ("VITAMIN_LANE_CONTINUATION", "2")]);
+        assert_eq!((bad.policy, bad.seed, bad.lane_continuation), (PolicyKind::Throughput, DEFAULT_SEED, true));
+        let note = bad.mode_note.unwrap();
+        assert!(
+            note.contains("fastest") && note.contains("VITAMIN_SEED") && note.contains("LANE_CONTINUATION"),
+            "{note}"
+        );
     }
 
     #[test]

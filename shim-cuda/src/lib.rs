@@ -1,10 +1,12 @@
 //! # libvitamin_cuda.so: the CUDA interposer
 //!
 //! Loaded with `LD_PRELOAD` (by `vitamin run`), the library sits between an unmodified CUDA
-//! application and the driver. Part 1 is **observe mode**: every intercepted call is forwarded
+//! application and the driver. **Observe mode** (the default): every intercepted call is forwarded
 //! unchanged (same function the application would have called, same arguments, same result), and
 //! the shim counts calls per API and launches per kernel configuration, writing a census JSON at
-//! exit when `VITAMIN_CENSUS` asks for one (see [`config`]).
+//! exit when `VITAMIN_CENSUS` asks for one (see [`config`]). **Bind mode** (`VITAMIN_MODE=bind`,
+//! [`bind`]): asynchronous work becomes ops of a virtual context, late-bound by an in-process
+//! coordinator to the green-context pool, while the application sees native semantics.
 //!
 //! ## Routes to the driver, all intercepted
 //! 1. Direct linking: the library exports every hooked driver symbol (`cuLaunchKernel`,
@@ -18,7 +20,8 @@
 //!
 //! ## Invariants
 //! - Observe mode never changes a call: a hook calls exactly the pointer the application would
-//!   have called ([`real`]) with the arguments unchanged and returns its result.
+//!   have called ([`real`]) with the arguments unchanged and returns its result. Bind mode never
+//!   changes a launch: what it submits is the application's descriptor, copied at the call.
 //! - Nothing happens at load time: no constructors, threads or allocation; state is initialized by
 //!   the first intercepted call ([`state`]). Nothing is printed unless `VITAMIN_LOG` asks.
 //! - Every exported function body runs inside `catch_unwind`; a re-entered hook only forwards
@@ -26,11 +29,12 @@
 //!
 //! ## Layout
 //! Pure logic (tested without a GPU): [`table`] (the hook table and lookups), [`guard`],
-//! [`config`], [`census`]. FFI: [`ffi`] (types), [`real`] (real functions), [`state`] (process
+//! [`config`], [`census`], [`bind::capture`] and [`bind::handles`]. FFI: [`ffi`] (types), [`real`] (real functions), [`state`] (process
 //! state, exit, fork), [`interpose`] (`dlsym`), and `hooks/` with one module per API family
 //! (launch, stream, event, memory, graph, ctx, entry), generated from C signatures.
 #![warn(missing_docs)]
 
+pub mod bind;
 pub mod census;
 pub mod config;
 pub mod ffi;

@@ -50,10 +50,10 @@ pub fn config() -> &'static Config {
     CONFIG.get_or_init(init)
 }
 
-/// Whether calls are being counted.
+/// Whether calls are being counted (observe and bind modes).
 #[inline]
 pub fn observing() -> bool {
-    config().mode == Mode::Observe
+    config().mode != Mode::Passthrough
 }
 
 #[cold]
@@ -174,7 +174,7 @@ pub fn record_graph_launch(id: HookId, stream: CUstream) {
 
 /// The kernel's name from `cuFuncGetName`, else `cuKernelGetName` (a launch handle may be a
 /// `CUkernel`), else `<unknown>`.
-fn kernel_name(func: usize) -> String {
+pub(crate) fn kernel_name(func: usize) -> String {
     type GetName = unsafe extern "C" fn(*mut *const std::ffi::c_char, *mut c_void) -> CUresult;
     for symbol in ["cuFuncGetName", "cuKernelGetName"] {
         let Some(p) = real::driver_symbol(symbol) else { continue };
@@ -203,6 +203,7 @@ extern "C" fn after_fork_in_child() {
     LAUNCHES.reset();
     // The parent's name map may have been locked by another thread at the fork: leak it.
     NAMES.store(std::ptr::null_mut(), Ordering::Release);
+    crate::bind::after_fork_in_child();
 }
 
 extern "C" fn at_exit() {
@@ -224,7 +225,7 @@ pub fn census_json() -> serde_json::Value {
         }
     }
     drop(names);
-    Report {
+    let mut doc = Report {
         pid: PID.load(Ordering::Relaxed),
         mode: cfg.mode.name(),
         counters: &COUNTERS,
@@ -233,7 +234,11 @@ pub fn census_json() -> serde_json::Value {
         kernels: &kernels,
         launch_overflow: LAUNCHES.overflow(),
     }
-    .to_json()
+    .to_json();
+    if let Some(bind) = crate::bind::census() {
+        doc["bind"] = bind;
+    }
+    doc
 }
 
 fn write_census() {

@@ -16,39 +16,15 @@ use std::sync::OnceLock;
 
 use serde_json::Value;
 
+mod support;
+use support::{build_fake_driver, compile, shim_path};
+
 /// Everything the tests need, built once.
 struct Fixture {
     dir: PathBuf,
     shim: PathBuf,
     app: PathBuf,
     next: PathBuf,
-}
-
-fn cc() -> String {
-    std::env::var("CC").unwrap_or_else(|_| "cc".to_string())
-}
-
-fn compile(args: &[&str]) {
-    let out = Command::new(cc()).args(args).output().unwrap_or_else(|e| {
-        panic!("cannot run the C compiler `{}` ({e}); install gcc (CI's .ci/run does) or set CC", cc())
-    });
-    assert!(out.status.success(), "cc {args:?} failed:\n{}", String::from_utf8_lossy(&out.stderr));
-}
-
-/// The cdylib cargo built next to this test's dependencies, building it if it is missing.
-fn shim_path() -> PathBuf {
-    let exe = std::env::current_exe().expect("test binary path");
-    let deps = exe.parent().expect("deps dir");
-    let candidates = [deps.join("libvitamin_cuda.so"), deps.parent().unwrap().join("libvitamin_cuda.so")];
-    if let Some(p) = candidates.iter().find(|p| p.exists()) {
-        return p.clone();
-    }
-    let status = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
-        .args(["build", "-p", "vitamin-shim-cuda"])
-        .status()
-        .expect("run cargo build");
-    assert!(status.success(), "cargo build -p vitamin-shim-cuda failed");
-    candidates.into_iter().find(|p| p.exists()).expect("libvitamin_cuda.so after cargo build")
 }
 
 fn fixture() -> &'static Fixture {
@@ -59,20 +35,7 @@ fn fixture() -> &'static Fixture {
         std::fs::create_dir_all(&dir).unwrap();
         let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fake");
         let s = |p: &Path| p.to_str().unwrap().to_string();
-        let lib = dir.join("libcuda.so.1");
-        // -Bsymbolic: like the real driver, the fake's own references to its functions (the
-        // pointers its cuGetProcAddress hands out) bind inside it, not to the preloaded shim.
-        compile(&[
-            "-shared",
-            "-fPIC",
-            "-O1",
-            "-Wl,-Bsymbolic",
-            "-Wl,-soname,libcuda.so.1",
-            "-o",
-            &s(&lib),
-            &s(&src.join("libcuda.c")),
-        ]);
-        std::os::unix::fs::symlink("libcuda.so.1", dir.join("libcuda.so")).unwrap();
+        build_fake_driver(&dir);
         let app = dir.join("app");
         compile(&["-O1", "-o", &s(&app), &s(&src.join("app.c")), &format!("-L{}", s(&dir)), "-lcuda", "-ldl"]);
         let next = dir.join("libnext.so");
@@ -282,6 +245,7 @@ fn quiet_by_default_and_logs_when_asked() {
     assert!(out.status.success());
     assert_eq!(stderr_of_shim(&out), "", "nothing printed without VITAMIN_LOG");
 
+    let (native, _) = run_app("loud-native", &[]);
     let (out, _) = run_app(
         "loud",
         &[
@@ -292,10 +256,21 @@ fn quiet_by_default_and_logs_when_asked() {
     );
     assert!(out.status.success());
     let err = stderr_of_shim(&out);
-    assert!(err.contains("mode observe"), "{err}");
-    assert!(err.contains("bind is not implemented yet"), "{err}");
+    assert!(err.contains("mode bind"), "{err}");
     assert!(err.contains("dlsym(cuLaunchKernelEx) -> hook"), "{err}");
     assert!(err.contains("exit:"), "{err}");
+    // This program never makes a context current, so bind mode never starts: every call is
+    // forwarded and the program behaves as natively.
+    assert_eq!(stdout(&out), stdout(&native));
+    let (odd, _) = run_app(
+        "odd-mode",
+        &[
+            ("LD_PRELOAD", f.shim.display().to_string()),
+            ("VITAMIN_LOG", "warn".into()),
+            ("VITAMIN_MODE", "turbo".into()),
+        ],
+    );
+    assert!(stderr_of_shim(&odd).contains("unknown VITAMIN_MODE=\"turbo\""), "{}", stderr_of_shim(&odd));
 }
 
 #[test]

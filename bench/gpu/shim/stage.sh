@@ -12,5 +12,5 @@ done
 rm -rf "$DEST"
 mkdir -p "$DEST"
 cp "$R/vitamin" "$R/libvitamin_cuda.so" "$R/examples/cudarc_app" "$DEST/"
-cp "$HERE"/run.sh "$HERE"/summarize.py "$HERE"/torch_check.py "$HERE"/train_bench.py "$HERE"/*.cu "$DEST/"
+cp "$HERE"/run.sh "$HERE"/bind_check.sh "$HERE"/bind_summary.py "$HERE"/summarize.py "$HERE"/torch_check.py "$HERE"/train_bench.py "$HERE"/*.cu "$DEST/"
 du -sh "$DEST"

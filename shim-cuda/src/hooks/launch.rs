@@ -5,6 +5,7 @@
 
 use std::ffi::{c_uint, c_void};
 
+use crate::bind::calls;
 use crate::ffi::{CUfunction, CUhostFn, CUlaunchConfig, CUresult, CUstream, CUDA_SUCCESS};
 use crate::hooks::driver_hooks;
 use crate::state;
@@ -19,13 +20,13 @@ driver_hooks! {
         stream: CUstream,
         kernel_params: *mut *mut c_void,
         extra: *mut *mut c_void,
-    ) => observe_launch_kernel;
+    ) => observe_launch_kernel | calls::launch_kernel;
     fn [cuLaunchKernelEx cuLaunchKernelEx_ptsz] (
         config: *const CUlaunchConfig,
         f: CUfunction,
         kernel_params: *mut *mut c_void,
         extra: *mut *mut c_void,
-    ) => observe_launch_kernel_ex;
+    ) => observe_launch_kernel_ex | calls::launch_kernel_ex;
     fn [cuLaunchCooperativeKernel cuLaunchCooperativeKernel_ptsz] (
         f: CUfunction,
         grid_x: c_uint, grid_y: c_uint, grid_z: c_uint,
@@ -33,8 +34,9 @@ driver_hooks! {
         shared_mem_bytes: c_uint,
         stream: CUstream,
         kernel_params: *mut *mut c_void,
-    ) => observe_launch_cooperative;
-    fn [cuLaunchHostFunc cuLaunchHostFunc_ptsz] (stream: CUstream, func: CUhostFn, user_data: *mut c_void);
+    ) => observe_launch_cooperative | calls::launch_cooperative_kernel;
+    fn [cuLaunchHostFunc cuLaunchHostFunc_ptsz] (stream: CUstream, func: CUhostFn, user_data: *mut c_void)
+        | calls::launch_host_func;
 }
 
 fn observe_launch_kernel(

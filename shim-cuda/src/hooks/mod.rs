@@ -12,8 +12,10 @@
 //! `catch_unwind`. The whole body is inside `catch_unwind` too: a panic before forwarding becomes
 //! `CUDA_ERROR_UNKNOWN`, a panic while observing is dropped and the driver's result returned.
 //!
-//! Part 2 (bind mode) replaces the forwarding closure of the asynchronous hooks; the table, the
-//! routes and the registry stay as they are.
+//! Hooks with a bind handler (`| handler` in [`driver_hooks!`]) run [`run_bind`] instead: in bind
+//! mode the handler decides what the call becomes (a vCtx op, a logical answer, or the real call,
+//! which it receives as a closure); otherwise the call is forwarded as above. Counting and
+//! observing are the same in both cases.
 
 // The C driver signatures have up to 11 parameters; the hooks and observers mirror them.
 #![allow(clippy::too_many_arguments)]
@@ -120,32 +122,80 @@ pub(crate) unsafe fn run(
     outcome.unwrap_or(CUDA_ERROR_UNKNOWN)
 }
 
+/// Runs one intercepted call that has a bind handler: in bind mode `bind` decides what the call
+/// becomes (it receives the real call as a closure), otherwise the call is forwarded; then count
+/// and observe, as [`run`] does.
+///
+/// # Safety
+/// As [`run`]; `bind` must uphold the driver function's contract for whatever it does instead.
+#[inline(always)]
+pub(crate) unsafe fn run_bind(
+    id: HookId,
+    route: Route,
+    call: &dyn Fn(usize) -> CUresult,
+    bind: impl FnOnce(&dyn Fn() -> CUresult) -> CUresult,
+    observe: impl FnOnce(CUresult),
+) -> CUresult {
+    let outcome = catch_unwind(AssertUnwindSafe(|| {
+        let Some(target) = real::target(id, route) else {
+            state::STATS.missing_real.bump();
+            vlog!(crate::config::LogLevel::Error, "{}: the real driver function was not found", id.spec().symbol);
+            return CUDA_ERROR_SHARED_OBJECT_SYMBOL_NOT_FOUND;
+        };
+        let Some(_entered) = guard::enter() else {
+            return call(target);
+        };
+        let real = || call(target);
+        let result = if crate::bind::active() { bind(&real) } else { real() };
+        let _ = catch_unwind(AssertUnwindSafe(|| {
+            if state::observing() {
+                state::COUNTERS.record(id, result);
+            }
+            observe(result);
+        }));
+        result
+    }));
+    outcome.unwrap_or(CUDA_ERROR_UNKNOWN)
+}
+
 /// Generates hooks. Syntax, one item per C signature:
 ///
 /// ```text
-/// fn [cuA cuA_ptsz] (x: T, y: U) => observer;   // observer(id, result, x, y) after the call
-/// fn [cuB] (x: T);                                // counted only
+/// fn [cuA cuA_ptsz] (x: T, y: U) => observer;           // observer(id, result, x, y) after the call
+/// fn [cuB] (x: T);                                        // counted only
+/// fn [cuC] (x: T) => observer | handler;                  // bind mode: handler(id, real, x) decides
+/// fn [cuD] (x: T) | handler;
 /// ```
 macro_rules! driver_hooks {
-    ($(fn [$($sym:ident)+] $args:tt $(=> $obs:path)? ;)*) => {
-        $( $crate::hooks::driver_hook!(@group [$($sym)+] $args [$($obs)?]); )*
+    ($(fn [$($sym:ident)+] $args:tt $(=> $obs:path)? $(| $bind:path)? ;)*) => {
+        $( $crate::hooks::driver_hook!(@group [$($sym)+] $args [$($obs)?] [$($bind)?]); )*
     };
 }
 pub(crate) use driver_hooks;
 
 macro_rules! driver_hook {
-    (@group [$($sym:ident)+] $args:tt $obs:tt) => {
-        $( $crate::hooks::driver_hook!(@one $sym $args $obs); )+
+    (@group [$($sym:ident)+] $args:tt $obs:tt $bind:tt) => {
+        $( $crate::hooks::driver_hook!(@one $sym $args $obs $bind); )+
     };
-    (@one $sym:ident $args:tt []) => {
-        $crate::hooks::driver_hook!(@body $sym $args |result| {});
+    (@one $sym:ident $args:tt [] $bind:tt) => {
+        $crate::hooks::driver_hook!(@body $sym $args |result| {} $bind);
     };
-    (@one $sym:ident ($($arg:ident : $ty:ty),* $(,)?) [$obs:path]) => {
+    (@one $sym:ident ($($arg:ident : $ty:ty),* $(,)?) [$obs:path] $bind:tt) => {
         $crate::hooks::driver_hook!(@body $sym ($($arg: $ty),*) |result| {
             $obs($crate::table::HookId::$sym, result, $($arg),*);
-        });
+        } $bind);
     };
-    (@body $sym:ident ($($arg:ident : $ty:ty),* $(,)?) |$result:ident| $observe:block) => {
+    (@run $id:expr, $route:ident, $call:ident, $observe:ident, [] ($($arg:ident),*)) => {
+        // SAFETY: `call` calls the target with this hook's signature and arguments.
+        unsafe { $crate::hooks::run($id, $route, $call, $observe) }
+    };
+    (@run $id:expr, $route:ident, $call:ident, $observe:ident, [$bind:path] ($($arg:ident),*)) => {{
+        let bind = |real: &dyn Fn() -> CUresult| $bind($id, real, $($arg),*);
+        // SAFETY: `call` calls the target with this hook's signature and arguments; the handler
+        // receives the application's arguments unchanged.
+        unsafe { $crate::hooks::run_bind($id, $route, &$call, bind, $observe) }
+    }};
+    (@body $sym:ident ($($arg:ident : $ty:ty),* $(,)?) |$result:ident| $observe:block $bind:tt) => {
         #[allow(non_snake_case)]
         pub(crate) mod $sym {
             #[allow(unused_imports)]
@@ -172,8 +222,7 @@ macro_rules! driver_hook {
                 };
                 #[allow(unused_variables)]
                 let observe = |$result: CUresult| $observe;
-                // SAFETY: `call` calls the target with this hook's signature and arguments.
-                unsafe { $crate::hooks::run(HookId::$sym, route, call, observe) }
+                $crate::hooks::driver_hook!(@run HookId::$sym, route, call, observe, $bind ($($arg),*))
             }
 
             /// A variant handed out in place of the driver pointer bound to slot `S`.

@@ -7,6 +7,7 @@
 
 use std::ffi::{c_int, c_uint, c_void};
 
+use crate::bind::calls;
 use crate::ffi::{
     CUevent, CUgraph, CUgraphNode, CUresult, CUstream, CUstreamCallback, CUstreamCaptureMode, CUstreamCaptureStatus,
     Cuuint64, CUDA_SUCCESS,
@@ -19,12 +20,14 @@ use crate::table::HookId;
 const CUDA_ERROR_STREAM_CAPTURE_INVALIDATED: CUresult = 901;
 
 driver_hooks! {
-    fn [cuStreamCreate] (stream_out: *mut CUstream, flags: c_uint);
-    fn [cuStreamCreateWithPriority] (stream_out: *mut CUstream, flags: c_uint, priority: c_int);
-    fn [cuStreamDestroy cuStreamDestroy_v2] (stream: CUstream);
-    fn [cuStreamQuery cuStreamQuery_ptsz] (stream: CUstream);
-    fn [cuStreamSynchronize cuStreamSynchronize_ptsz] (stream: CUstream);
-    fn [cuStreamWaitEvent cuStreamWaitEvent_ptsz] (stream: CUstream, event: CUevent, flags: c_uint);
+    fn [cuStreamCreate] (stream_out: *mut CUstream, flags: c_uint) | calls::stream_create;
+    fn [cuStreamCreateWithPriority] (stream_out: *mut CUstream, flags: c_uint, priority: c_int)
+        | calls::stream_create_with_priority;
+    fn [cuStreamDestroy cuStreamDestroy_v2] (stream: CUstream) | calls::stream_destroy;
+    fn [cuStreamQuery cuStreamQuery_ptsz] (stream: CUstream) | calls::stream_query;
+    fn [cuStreamSynchronize cuStreamSynchronize_ptsz] (stream: CUstream) | calls::stream_synchronize;
+    fn [cuStreamWaitEvent cuStreamWaitEvent_ptsz] (stream: CUstream, event: CUevent, flags: c_uint)
+        | calls::stream_wait_event;
     fn [cuStreamGetPriority cuStreamGetPriority_ptsz] (stream: CUstream, priority: *mut c_int);
     fn [cuStreamGetFlags cuStreamGetFlags_ptsz] (stream: CUstream, flags: *mut c_uint);
     fn [cuStreamAddCallback cuStreamAddCallback_ptsz] (
@@ -32,10 +35,10 @@ driver_hooks! {
         callback: CUstreamCallback,
         user_data: *mut c_void,
         flags: c_uint,
-    );
-    fn [cuStreamBeginCapture cuStreamBeginCapture_ptsz] (stream: CUstream) => observe_begin_v1;
+    ) | calls::stream_add_callback;
+    fn [cuStreamBeginCapture cuStreamBeginCapture_ptsz] (stream: CUstream) => observe_begin_v1 | calls::begin_capture;
     fn [cuStreamBeginCapture_v2 cuStreamBeginCapture_v2_ptsz] (stream: CUstream, mode: CUstreamCaptureMode)
-        => observe_begin;
+        => observe_begin | calls::begin_capture_v2;
     fn [cuStreamBeginCaptureToGraph cuStreamBeginCaptureToGraph_ptsz] (
         stream: CUstream,
         graph: CUgraph,
@@ -43,7 +46,7 @@ driver_hooks! {
         dependency_data: *const c_void,
         num_dependencies: usize,
         mode: CUstreamCaptureMode,
-    ) => observe_begin_to_graph;
+    ) => observe_begin_to_graph | calls::begin_capture_to_graph;
     fn [cuStreamEndCapture cuStreamEndCapture_ptsz] (stream: CUstream, graph_out: *mut CUgraph) => observe_end;
     fn [cuStreamIsCapturing cuStreamIsCapturing_ptsz] (stream: CUstream, status: *mut CUstreamCaptureStatus);
     fn [cuStreamGetCaptureInfo cuStreamGetCaptureInfo_ptsz] (

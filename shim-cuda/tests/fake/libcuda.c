@@ -1,24 +1,42 @@
 /*
  * A test double of libcuda.so.1 for the interposer's CI tests (no GPU needed).
  *
- * It implements just enough of the driver API for tests/fake/app.c: "device" memory is host
- * memory, the two kernels (vector_add, scale) run on the CPU, streams record whether they are
- * capturing, graphs count captured launches. Every call is appended to the file named by
- * FAKE_CUDA_LOG with its arguments (no addresses, so logs of two runs compare equal), which is
- * how the tests prove that the shim forwarded every call unchanged.
+ * "Device" memory is host memory; the kernels (vector_add, scale, step) run on the CPU. Every
+ * application-visible call is appended to the file named by FAKE_CUDA_LOG with its arguments
+ * (kernel arguments are logged by value, device pointers as allocation ids "A<n>+<offset>", so logs
+ * of two runs compare equal), which is how the tests prove that the shim forwarded every call
+ * unchanged, or, in bind mode, submitted every launch unchanged.
+ *
+ * Two execution modes:
+ * - inline (default): every operation executes inside the call that submits it, as in part 1.
+ * - asynchronous (FAKE_CUDA_DELAY_US=<n>): each stream is a FIFO executed by its own worker
+ *   thread, every kernel takes at least n microseconds (a kernel with tag 99 takes 300 ms), events
+ *   complete when their stream reaches them, and the native semantics a real driver has are
+ *   emulated: the legacy default stream waits for blocking streams and they wait for it, pageable
+ *   host->device async copies are staged at the call, device->pageable copies complete before the
+ *   call returns, synchronous copies and fills drain the device first, queries say NOT_READY for
+ *   pending work. Begin and end of every executed operation go to FAKE_CUDA_EXEC_LOG (one global
+ *   order, with the context: "p" = primary, "g<n>" = green context n), so a test can check what ran
+ *   where and in which order. The application can add a line with fake_mark().
+ *
+ * Green contexts (FAKE_CUDA_NO_GREEN=1: a device without them): a device of 36 SMs; cuDevSmResourceSplitByCount(minCount 8) gives 4 groups of 8
+ * plus a 4-SM remainder (like the H200's 15 x 8 + 12); descriptors combine groups; green-context
+ * streams are non-blocking streams whose work is logged with their context.
  *
  * cuGetProcAddress(_v2) follows the documented rule (newest ABI introduced at or before the
  * requested version; per-thread variant with flag 2) and, like the real driver may, hands out
  * INTERNAL entry points that differ from the exported symbols for some names (cuLaunchKernel,
  * cuStreamSynchronize), plus an old 32-bit cuMemcpyHtoD ABI at version 2000.
  *
- * Build: cc -shared -fPIC -Wl,-Bsymbolic -Wl,-soname,libcuda.so.1 -o libcuda.so.1 libcuda.c
+ * Build: cc -shared -fPIC -pthread -Wl,-Bsymbolic -Wl,-soname,libcuda.so.1 -o libcuda.so.1 libcuda.c
  */
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 typedef int CUresult;
 typedef uint64_t CUdeviceptr;
@@ -28,64 +46,420 @@ typedef void *CUcontext;
 typedef void *CUgraph;
 typedef void *CUgraphExec;
 typedef void (*CUhostFn)(void *);
+typedef void (*CUstreamCallback)(CUstream, CUresult, void *);
 
 #define CUDA_SUCCESS 0
 #define CUDA_ERROR_INVALID_VALUE 1
+#define CUDA_ERROR_INVALID_HANDLE 400
 #define CUDA_ERROR_NOT_FOUND 500
+#define CUDA_ERROR_NOT_READY 600
+#define CUDA_ERROR_NOT_SUPPORTED 801
 #define EXPORT __attribute__((visibility("default")))
+
+typedef struct {
+    unsigned id;
+    char pad[4];
+    unsigned char value[64];
+} CUlaunchAttribute;
 
 typedef struct {
     unsigned gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ, sharedMemBytes;
     CUstream hStream;
-    void *attrs;
+    CUlaunchAttribute *attrs;
     unsigned numAttrs;
 } CUlaunchConfig;
 
-/* ---------------------------------------------------------------- log */
-static void logf_(const char *fmt, ...) {
-    const char *path = getenv("FAKE_CUDA_LOG");
+/* CUdevResource of CUDA 13.0: type, 92 bytes of padding, a 48-byte union (SM: count, minimum
+ * partition size, co-scheduling alignment). The fake keeps a leaf bit mask in the padding. */
+typedef struct {
+    int type;
+    unsigned char pad[92];
+    union {
+        struct { unsigned smCount, minSmPartitionSize, smCoscheduledAlignment; } sm;
+        unsigned char oversize[48];
+    } u;
+} CUdevResource;
+
+/* ---------------------------------------------------------------- logs */
+static pthread_mutex_t LOG_LOCK = PTHREAD_MUTEX_INITIALIZER;
+
+static void vlog_to(const char *env, const char *fmt, va_list ap) {
+    const char *path = getenv(env);
     if (!path) return;
+    pthread_mutex_lock(&LOG_LOCK);
     FILE *f = fopen(path, "a");
-    if (!f) return;
+    if (f) {
+        vfprintf(f, fmt, ap);
+        fputc('\n', f);
+        fclose(f);
+    }
+    pthread_mutex_unlock(&LOG_LOCK);
+}
+static void logf_(const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
-    vfprintf(f, fmt, ap);
+    vlog_to("FAKE_CUDA_LOG", fmt, ap);
     va_end(ap);
-    fputc('\n', f);
-    fclose(f);
+}
+static void exec_log(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vlog_to("FAKE_CUDA_EXEC_LOG", fmt, ap);
+    va_end(ap);
+}
+/* Lets the application put a line into the execution log (in its global order). */
+EXPORT void fake_mark(const char *text) { exec_log("mark %s", text); }
+
+static long DELAY_US = -1;
+static int async_mode(void) {
+    if (DELAY_US < 0) {
+        const char *d = getenv("FAKE_CUDA_DELAY_US");
+        DELAY_US = d ? atol(d) : 0;
+    }
+    return DELAY_US > 0;
 }
 
-/* ---------------------------------------------------------------- objects */
-typedef struct { int magic; const char *name; } fake_func;
-static fake_func FUNCS[] = {{0x5eed, "vector_add"}, {0x5eed, "scale"}};
+/* ---------------------------------------------------------------- memory */
+typedef struct { uintptr_t base; size_t size; int id; int pinned; } alloc_t;
+static alloc_t ALLOCS[256];
+static int NALLOCS, NEXT_ALLOC_ID;
+static pthread_mutex_t ALLOC_LOCK = PTHREAD_MUTEX_INITIALIZER;
 
-typedef struct { int magic; int index; int capturing; int captured; } fake_stream;
-static fake_stream STREAMS[16];
-static int NSTREAMS;
-static fake_stream LEGACY = {0x57, 0, 0, 0};
-
-typedef struct { int launches; int index; } fake_graph;
-static fake_graph GRAPHS[16];
-static int NGRAPHS;
-
-static int EVENTS;
-
-static fake_stream *stream_of(CUstream s) {
-    if (s == NULL || s == (CUstream)1 || s == (CUstream)2) return &LEGACY;
-    return (fake_stream *)s;
+static alloc_t *find_alloc(uintptr_t p) {
+    alloc_t *found = NULL;
+    pthread_mutex_lock(&ALLOC_LOCK);
+    for (int i = 0; i < NALLOCS; i++)
+        if (ALLOCS[i].base && p >= ALLOCS[i].base && p < ALLOCS[i].base + ALLOCS[i].size) { found = &ALLOCS[i]; break; }
+    pthread_mutex_unlock(&ALLOC_LOCK);
+    return found;
 }
+static void *new_alloc(size_t bytes, int pinned) {
+    void *p = calloc(1, bytes ? bytes : 1);
+    pthread_mutex_lock(&ALLOC_LOCK);
+    if (NALLOCS < 256) ALLOCS[NALLOCS++] = (alloc_t){(uintptr_t)p, bytes ? bytes : 1, ++NEXT_ALLOC_ID, pinned};
+    pthread_mutex_unlock(&ALLOC_LOCK);
+    return p;
+}
+static void drop_alloc(uintptr_t p) {
+    pthread_mutex_lock(&ALLOC_LOCK);
+    for (int i = 0; i < NALLOCS; i++) if (ALLOCS[i].base == p) ALLOCS[i].base = 0;
+    pthread_mutex_unlock(&ALLOC_LOCK);
+    free((void *)p);
+}
+/* "A<id>+<off>" for a known allocation, else "host". */
+static void describe(char *out, size_t n, uintptr_t p) {
+    alloc_t *a = find_alloc(p);
+    if (a) snprintf(out, n, "A%d+%lu", a->id, (unsigned long)(p - a->base));
+    else snprintf(out, n, "host");
+}
+
+/* ---------------------------------------------------------------- kernels */
+typedef struct { int magic; const char *name; int nparams; unsigned offset[8], size[8]; unsigned total; } fake_func;
+static fake_func FUNCS[] = {
+    /* vector_add(float *a, float *b, float *c, int n) */
+    {0x5eed, "vector_add", 4, {0, 8, 16, 24}, {8, 8, 8, 4}, 28},
+    /* scale(float *x, float k, int n) */
+    {0x5eed, "scale", 3, {0, 8, 12}, {8, 4, 4}, 16},
+    /* step(float *dst, const float *src, int n, int tag, float mul, float add):
+     * dst[i] = dst[i] * mul + src[i] + add (a non-commutative chain reveals reordering) */
+    {0x5eed, "step", 6, {0, 8, 16, 20, 24, 28}, {8, 8, 4, 4, 4, 4}, 32},
+};
+#define NFUNCS 3
+static int MAX_DYNAMIC_SMEM[NFUNCS] = {49152, 49152, 49152};
 
 static int func_index(void *f) {
-    for (int i = 0; i < 2; i++) if (f == &FUNCS[i]) return i;
+    for (int i = 0; i < NFUNCS; i++) if (f == &FUNCS[i]) return i;
     return -1;
 }
 
-/* ---------------------------------------------------------------- basics */
+static void fmt_args(char *out, size_t n, int fi, const unsigned char *bytes) {
+    size_t len = 0;
+    out[0] = 0;
+    for (int p = 0; p < FUNCS[fi].nparams && len + 40 < n; p++) {
+        const unsigned char *v = bytes + FUNCS[fi].offset[p];
+        unsigned sz = FUNCS[fi].size[p];
+        if (p) out[len++] = ',';
+        if (sz == 8) {
+            uint64_t x;
+            memcpy(&x, v, 8);
+            char d[48];
+            describe(d, sizeof d, (uintptr_t)x);
+            if (strcmp(d, "host") != 0) { len += snprintf(out + len, n - len, "%s", d); continue; }
+        }
+        for (unsigned b = 0; b < sz; b++) len += snprintf(out + len, n - len, "%02x", v[b]);
+    }
+    out[len] = 0;
+}
+
+static void run_kernel(int fi, unsigned long threads, const unsigned char *pb) {
+#define ARG(T, i) (*(T *)(pb + FUNCS[fi].offset[i]))
+    if (fi == 0) {
+        float *a = (float *)(uintptr_t)ARG(CUdeviceptr, 0), *b = (float *)(uintptr_t)ARG(CUdeviceptr, 1);
+        float *c = (float *)(uintptr_t)ARG(CUdeviceptr, 2);
+        int n = ARG(int, 3);
+        for (unsigned long i = 0; i < threads && i < (unsigned long)n; i++) c[i] = a[i] + b[i];
+    } else if (fi == 1) {
+        float *x = (float *)(uintptr_t)ARG(CUdeviceptr, 0);
+        float k = ARG(float, 1);
+        int n = ARG(int, 2);
+        for (unsigned long i = 0; i < threads && i < (unsigned long)n; i++) x[i] *= k;
+    } else {
+        float *dst = (float *)(uintptr_t)ARG(CUdeviceptr, 0);
+        const float *src = (const float *)(uintptr_t)ARG(CUdeviceptr, 1);
+        int n = ARG(int, 2);
+        float mul = ARG(float, 4), add = ARG(float, 5);
+        for (unsigned long i = 0; i < threads && i < (unsigned long)n; i++) dst[i] = dst[i] * mul + src[i] + add;
+    }
+#undef ARG
+}
+
+/* ---------------------------------------------------------------- streams and commands */
+enum { C_KERNEL, C_COPY, C_FILL, C_HOST, C_CALLBACK, C_RECORD, C_WAIT, C_GRAPH };
+
+struct fstream;
+typedef struct cmd {
+    int kind;
+    struct cmd *next;
+    /* kernel */
+    int fi;
+    unsigned long threads;
+    unsigned char params[64];
+    /* copy / fill */
+    uintptr_t dst, src;
+    size_t bytes;
+    unsigned char *staged;
+    unsigned value, elem;
+    /* host function / callback */
+    CUhostFn fn;
+    CUstreamCallback cb;
+    void *user;
+    /* wait */
+    struct fstream *target;
+    unsigned long seq;
+    int graph_launches, graph_index;
+} cmd;
+
+typedef struct fstream {
+    int magic;
+    int index;
+    int ctx; /* 0 = primary, n = green context n */
+    unsigned flags;
+    int priority;
+    int capturing, captured;
+    unsigned long submitted, completed;
+    cmd *head, *tail;
+    int has_thread;
+    struct fstream *next_stream;
+} fstream;
+
+static pthread_mutex_t G = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t GC = PTHREAD_COND_INITIALIZER;
+static fstream LEGACY = {0x57, 0, 0, 0, 0, 0, 0, 0, 0, NULL, NULL, 0, NULL};
+static fstream *ALL_STREAMS; /* created streams, for device-wide drains and legacy semantics */
+static int NSTREAMS;
+
+static fstream *stream_of(CUstream s) {
+    if (s == NULL || s == (CUstream)1 || s == (CUstream)2) return &LEGACY;
+    return (fstream *)s;
+}
+static const char *ctx_name(fstream *st, char *buf, size_t n) {
+    if (st->ctx) snprintf(buf, n, "g%d", st->ctx); else snprintf(buf, n, "p");
+    return buf;
+}
+
+static void execute(fstream *st, cmd *c) {
+    char ctx[16], a[48], b[48];
+    ctx_name(st, ctx, sizeof ctx);
+    switch (c->kind) {
+    case C_KERNEL: {
+        char label[32];
+        if (c->fi == 2) snprintf(label, sizeof label, "k%d", *(int *)(c->params + 20));
+        else snprintf(label, sizeof label, "%s", FUNCS[c->fi].name);
+        exec_log("begin %s ctx=%s stream=%d", label, ctx, st->index);
+        if (async_mode()) usleep(c->fi == 2 && *(int *)(c->params + 20) == 99 ? 300000 : (useconds_t)DELAY_US);
+        run_kernel(c->fi, c->threads, c->params);
+        exec_log("end %s", label);
+        break;
+    }
+    case C_COPY:
+        describe(a, sizeof a, c->dst);
+        if (c->staged) snprintf(b, sizeof b, "staged"); else describe(b, sizeof b, c->src);
+        exec_log("begin copy %s<-%s %zu ctx=%s stream=%d", a, b, c->bytes, ctx, st->index);
+        memcpy((void *)c->dst, c->staged ? (void *)c->staged : (void *)c->src, c->bytes);
+        exec_log("end copy %s<-%s %zu", a, b, c->bytes);
+        free(c->staged);
+        break;
+    case C_FILL:
+        describe(a, sizeof a, c->dst);
+        exec_log("begin fill %s ctx=%s stream=%d", a, ctx, st->index);
+        for (size_t i = 0; i < c->bytes; i++) {
+            if (c->elem == 1) ((unsigned char *)c->dst)[i] = (unsigned char)c->value;
+            else if (c->elem == 2) ((unsigned short *)c->dst)[i] = (unsigned short)c->value;
+            else ((unsigned *)c->dst)[i] = c->value;
+        }
+        exec_log("end fill %s", a);
+        break;
+    case C_HOST:
+        exec_log("begin host ctx=%s stream=%d", ctx, st->index);
+        c->fn(c->user);
+        exec_log("end host");
+        break;
+    case C_CALLBACK:
+        exec_log("begin callback ctx=%s stream=%d", ctx, st->index);
+        c->cb(st == &LEGACY ? NULL : (CUstream)st, CUDA_SUCCESS, c->user);
+        exec_log("end callback");
+        break;
+    case C_GRAPH:
+        exec_log("graph %d launches=%d ctx=%s stream=%d", c->graph_index, c->graph_launches, ctx, st->index);
+        break;
+    default:
+        break;
+    }
+}
+
+static void *worker(void *arg) {
+    fstream *st = arg;
+    pthread_mutex_lock(&G);
+    for (;;) {
+        while (!st->head) pthread_cond_wait(&GC, &G);
+        cmd *c = st->head;
+        if (c->kind == C_WAIT) {
+            while (c->target->completed < c->seq) pthread_cond_wait(&GC, &G);
+        } else if (c->kind != C_RECORD) {
+            pthread_mutex_unlock(&G);
+            execute(st, c);
+            pthread_mutex_lock(&G);
+        }
+        st->head = c->next;
+        if (!st->head) st->tail = NULL;
+        st->completed++;
+        free(c);
+        pthread_cond_broadcast(&GC);
+    }
+    return NULL;
+}
+
+/* Appends a command (G held). In inline mode executes it at once. Returns its sequence number. */
+static unsigned long push_locked(fstream *st, cmd *c) {
+    unsigned long seq = ++st->submitted;
+    if (!async_mode()) {
+        if (c->kind != C_WAIT && c->kind != C_RECORD) {
+            pthread_mutex_unlock(&G);
+            execute(st, c);
+            pthread_mutex_lock(&G);
+        }
+        st->completed++;
+        free(c);
+        return seq;
+    }
+    c->next = NULL;
+    if (st->tail) st->tail->next = c; else st->head = c;
+    st->tail = c;
+    if (!st->has_thread) {
+        pthread_t t;
+        st->has_thread = 1;
+        pthread_create(&t, NULL, worker, st);
+        pthread_detach(t);
+    }
+    pthread_cond_broadcast(&GC);
+    return seq;
+}
+static cmd *new_cmd(int kind) {
+    cmd *c = calloc(1, sizeof *c);
+    c->kind = kind;
+    return c;
+}
+static int is_blocking_app_stream(fstream *s) { return s->ctx == 0 && !(s->flags & 1) && s != &LEGACY; }
+/* The legacy default stream's implicit synchronization (native semantics; G held). */
+static void legacy_edges_locked(fstream *st) {
+    if (!async_mode()) return;
+    if (st == &LEGACY) {
+        for (fstream *s = ALL_STREAMS; s; s = s->next_stream)
+            if (is_blocking_app_stream(s) && s->submitted > s->completed) {
+                cmd *w = new_cmd(C_WAIT);
+                w->target = s;
+                w->seq = s->submitted;
+                push_locked(&LEGACY, w);
+            }
+    } else if (is_blocking_app_stream(st) && LEGACY.submitted > LEGACY.completed) {
+        cmd *w = new_cmd(C_WAIT);
+        w->target = &LEGACY;
+        w->seq = LEGACY.submitted;
+        push_locked(st, w);
+    }
+}
+static unsigned long submit(fstream *st, cmd *c) {
+    pthread_mutex_lock(&G);
+    legacy_edges_locked(st);
+    unsigned long seq = push_locked(st, c);
+    pthread_mutex_unlock(&G);
+    return seq;
+}
+static void drain_stream(fstream *st) {
+    pthread_mutex_lock(&G);
+    while (st->completed < st->submitted) pthread_cond_wait(&GC, &G);
+    pthread_mutex_unlock(&G);
+}
+static void drain_device(void) {
+    pthread_mutex_lock(&G);
+    for (;;) {
+        int busy = LEGACY.completed < LEGACY.submitted;
+        for (fstream *s = ALL_STREAMS; s; s = s->next_stream) busy |= s->completed < s->submitted;
+        if (!busy) break;
+        pthread_cond_wait(&GC, &G);
+    }
+    pthread_mutex_unlock(&G);
+}
+static fstream *new_stream(unsigned flags, int priority, int ctx) {
+    fstream *st = calloc(1, sizeof *st);
+    st->magic = 0x57;
+    st->flags = flags;
+    st->priority = priority;
+    st->ctx = ctx;
+    pthread_mutex_lock(&G);
+    st->index = ++NSTREAMS;
+    st->next_stream = ALL_STREAMS;
+    ALL_STREAMS = st;
+    pthread_mutex_unlock(&G);
+    return st;
+}
+
+/* ---------------------------------------------------------------- basics, device, contexts */
+static int PRIMARY_CTX = 0x1c;
+static __thread void *CURRENT;
+
 EXPORT CUresult cuInit(unsigned flags) { logf_("cuInit %u", flags); return CUDA_SUCCESS; }
 EXPORT CUresult cuDriverGetVersion(int *v) { *v = 13000; logf_("cuDriverGetVersion"); return CUDA_SUCCESS; }
+EXPORT CUresult cuDeviceGetCount(int *n) { *n = 1; return CUDA_SUCCESS; }
+EXPORT CUresult cuDeviceGet(int *d, int ordinal) { if (ordinal != 0) return CUDA_ERROR_INVALID_VALUE; *d = 0; return CUDA_SUCCESS; }
+EXPORT CUresult cuDeviceGetName(char *name, int len, int dev) { (void)dev; snprintf(name, (size_t)len, "Fake GPU"); return CUDA_SUCCESS; }
+EXPORT CUresult cuDeviceTotalMem_v2(size_t *bytes, int dev) { (void)dev; *bytes = (size_t)1 << 30; return CUDA_SUCCESS; }
+EXPORT CUresult cuDeviceGetAttribute(int *v, int attr, int dev) {
+    (void)dev;
+    switch (attr) {
+    case 16: *v = 36; break;  /* MULTIPROCESSOR_COUNT */
+    case 75: *v = 9; break;   /* COMPUTE_CAPABILITY_MAJOR */
+    case 76: *v = 0; break;   /* COMPUTE_CAPABILITY_MINOR */
+    case 95: *v = 1; break;   /* COOPERATIVE_LAUNCH */
+    case 120: *v = 1; break;  /* CLUSTER_LAUNCH */
+    default: *v = 0; break;
+    }
+    return CUDA_SUCCESS;
+}
+EXPORT CUresult cuDevicePrimaryCtxRetain(CUcontext *c, int dev) { (void)dev; *c = &PRIMARY_CTX; logf_("cuDevicePrimaryCtxRetain"); return CUDA_SUCCESS; }
+EXPORT CUresult cuDevicePrimaryCtxRelease_v2(int dev) { (void)dev; return CUDA_SUCCESS; }
+EXPORT CUresult cuCtxSetCurrent(CUcontext c) { CURRENT = c; return CUDA_SUCCESS; }
+EXPORT CUresult cuCtxGetCurrent(CUcontext *c) { *c = CURRENT; return CUDA_SUCCESS; }
+EXPORT CUresult cuCtxGetDevice(int *d) { if (!CURRENT) return 201; /* CUDA_ERROR_INVALID_CONTEXT */ *d = 0; return CUDA_SUCCESS; }
+EXPORT CUresult cuMemGetInfo_v2(size_t *free_, size_t *total) { *free_ = (size_t)1 << 29; *total = (size_t)1 << 30; return CUDA_SUCCESS; }
+EXPORT CUresult cuGetErrorName(CUresult r, const char **s) {
+    *s = r == 0 ? "CUDA_SUCCESS" : r == 1 ? "CUDA_ERROR_INVALID_VALUE" : r == 600 ? "CUDA_ERROR_NOT_READY" : "CUDA_ERROR_FAKE";
+    return CUDA_SUCCESS;
+}
+EXPORT CUresult cuGetErrorString(CUresult r, const char **s) { return cuGetErrorName(r, s); }
 EXPORT CUresult cuModuleGetFunction(void **f, void *mod, const char *name) {
     (void)mod;
-    for (int i = 0; i < 2; i++)
+    for (int i = 0; i < NFUNCS; i++)
         if (strcmp(name, FUNCS[i].name) == 0) { *f = &FUNCS[i]; logf_("cuModuleGetFunction %s", name); return CUDA_SUCCESS; }
     return CUDA_ERROR_NOT_FOUND;
 }
@@ -96,32 +470,201 @@ EXPORT CUresult cuFuncGetName(const char **name, void *f) {
     return CUDA_SUCCESS; /* not logged: the shim calls it, the application does not */
 }
 EXPORT CUresult cuKernelGetName(const char **name, void *k) { (void)name; (void)k; return CUDA_ERROR_NOT_FOUND; }
+/* Parameter layout; the first index past the end is CUDA_ERROR_INVALID_VALUE, like the driver. */
+EXPORT CUresult cuFuncGetParamInfo(void *f, size_t index, size_t *offset, size_t *size) {
+    int i = func_index(f);
+    if (i < 0) return CUDA_ERROR_INVALID_HANDLE;
+    if (index >= (size_t)FUNCS[i].nparams) return CUDA_ERROR_INVALID_VALUE;
+    *offset = FUNCS[i].offset[index];
+    *size = FUNCS[i].size[index];
+    return CUDA_SUCCESS;
+}
+EXPORT CUresult cuKernelGetParamInfo(void *k, size_t index, size_t *offset, size_t *size) {
+    (void)k; (void)index; (void)offset; (void)size;
+    return CUDA_ERROR_INVALID_HANDLE;
+}
+EXPORT CUresult cuFuncGetAttribute(int *v, int attr, void *f) {
+    int i = func_index(f);
+    if (i < 0) return CUDA_ERROR_INVALID_HANDLE;
+    if (attr == 0) *v = 1024;                       /* MAX_THREADS_PER_BLOCK */
+    else if (attr == 8) *v = MAX_DYNAMIC_SMEM[i];   /* MAX_DYNAMIC_SHARED_SIZE_BYTES */
+    else *v = 0;
+    return CUDA_SUCCESS;
+}
+EXPORT CUresult cuFuncSetAttribute(void *f, int attr, int v) {
+    int i = func_index(f);
+    if (i < 0) return CUDA_ERROR_INVALID_HANDLE;
+    if (attr != 8 || v < 0 || v > 232448) return CUDA_ERROR_INVALID_VALUE;
+    MAX_DYNAMIC_SMEM[i] = v;
+    logf_("cuFuncSetAttribute %s max_dynamic_smem=%d", FUNCS[i].name, v);
+    return CUDA_SUCCESS;
+}
+EXPORT CUresult cuKernelGetAttribute(int *v, int attr, void *k, int dev) { (void)v; (void)attr; (void)k; (void)dev; return CUDA_ERROR_INVALID_HANDLE; }
 static const void *EXPORT_TABLE[4];
 EXPORT CUresult cuGetExportTable(const void **table, const void *uuid) {
     (void)uuid; *table = EXPORT_TABLE; logf_("cuGetExportTable"); return CUDA_SUCCESS;
 }
-EXPORT CUresult cuCtxSynchronize(void) { logf_("cuCtxSynchronize"); return CUDA_SUCCESS; }
+EXPORT CUresult cuCtxSynchronize(void) { drain_device(); logf_("cuCtxSynchronize"); return CUDA_SUCCESS; }
+/* Only exported so that a green-context backend's symbol check passes; never called in tests. */
+EXPORT CUresult cuLibraryLoadData(void) { return CUDA_ERROR_NOT_SUPPORTED; }
+EXPORT CUresult cuLibraryUnload(void) { return CUDA_ERROR_NOT_SUPPORTED; }
+EXPORT CUresult cuLibraryGetKernel(void) { return CUDA_ERROR_NOT_SUPPORTED; }
+EXPORT CUresult cuKernelGetFunction(void) { return CUDA_ERROR_NOT_SUPPORTED; }
+EXPORT CUresult cuOccupancyMaxActiveBlocksPerMultiprocessor(int *n, void *f, int threads, size_t smem) {
+    (void)f; (void)threads; (void)smem; *n = 8; return CUDA_SUCCESS;
+}
+EXPORT CUresult cuOccupancyMaxActiveClusters(int *n, void *f, const CUlaunchConfig *c) { (void)f; (void)c; *n = 1; return CUDA_SUCCESS; }
 
-/* ---------------------------------------------------------------- memory */
+/* ---------------------------------------------------------------- green contexts */
+#define FAKE_SMS 36
+#define FAKE_MIN_PARTITION 8
+typedef struct { int magic; int index; unsigned sms; unsigned mask; } fake_green;
+typedef struct { unsigned sms; unsigned mask; } fake_desc;
+static int NGREENS;
+
+static void sm_resource(CUdevResource *r, unsigned count, unsigned mask) {
+    memset(r, 0, sizeof *r);
+    r->type = 1; /* CU_DEV_RESOURCE_TYPE_SM */
+    memcpy(r->pad, &mask, sizeof mask);
+    r->u.sm.smCount = count;
+    r->u.sm.minSmPartitionSize = FAKE_MIN_PARTITION;
+    r->u.sm.smCoscheduledAlignment = FAKE_MIN_PARTITION;
+}
+EXPORT CUresult cuDeviceGetDevResource(int dev, CUdevResource *r, int type) {
+    (void)dev;
+    if (type != 1) return CUDA_ERROR_INVALID_VALUE;
+    if (getenv("FAKE_CUDA_NO_GREEN")) return CUDA_ERROR_NOT_SUPPORTED; /* a device without green contexts */
+    sm_resource(r, FAKE_SMS, 0);
+    return CUDA_SUCCESS;
+}
+EXPORT CUresult cuDevSmResourceSplitByCount(CUdevResource *result, unsigned *nb, const CUdevResource *input,
+                                            CUdevResource *remaining, unsigned flags, unsigned min_count) {
+    (void)flags;
+    unsigned total = input->u.sm.smCount, groups = total / min_count;
+    if (groups > *nb) groups = *nb;
+    for (unsigned i = 0; i < groups; i++) sm_resource(&result[i], min_count, 1u << i);
+    sm_resource(remaining, total - groups * min_count, total > groups * min_count ? 1u << groups : 0);
+    *nb = groups;
+    logf_("cuDevSmResourceSplitByCount min=%u -> %u groups + %u", min_count, groups, total - groups * min_count);
+    return CUDA_SUCCESS;
+}
+EXPORT CUresult cuDevResourceGenerateDesc(fake_desc **desc, CUdevResource *resources, unsigned n) {
+    fake_desc *d = calloc(1, sizeof *d);
+    for (unsigned i = 0; i < n; i++) {
+        unsigned m;
+        memcpy(&m, resources[i].pad, sizeof m);
+        d->sms += resources[i].u.sm.smCount;
+        d->mask |= m;
+    }
+    *desc = d;
+    return CUDA_SUCCESS;
+}
+EXPORT CUresult cuGreenCtxCreate(fake_green **g, fake_desc *desc, int dev, unsigned flags) {
+    (void)dev; (void)flags;
+    fake_green *x = calloc(1, sizeof *x);
+    x->magic = 0x6c;
+    x->index = ++NGREENS;
+    x->sms = desc->sms;
+    x->mask = desc->mask;
+    *g = x;
+    logf_("cuGreenCtxCreate g%d sms=%u leaves=%x", x->index, x->sms, x->mask);
+    return CUDA_SUCCESS;
+}
+EXPORT CUresult cuGreenCtxDestroy(fake_green *g) { logf_("cuGreenCtxDestroy g%d", g->index); return CUDA_SUCCESS; }
+EXPORT CUresult cuGreenCtxGetDevResource(fake_green *g, CUdevResource *r, int type) {
+    if (type != 1) return CUDA_ERROR_INVALID_VALUE;
+    sm_resource(r, g->sms, g->mask);
+    return CUDA_SUCCESS;
+}
+EXPORT CUresult cuGreenCtxStreamCreate(CUstream *s, fake_green *g, unsigned flags, int priority) {
+    fstream *st = new_stream(flags, priority, g->index);
+    *s = st;
+    return CUDA_SUCCESS; /* not logged: the pool creates many, in an order that is no test's concern */
+}
+
+/* ---------------------------------------------------------------- memory API */
 EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *p, size_t bytes) {
-    *p = (CUdeviceptr)(uintptr_t)calloc(1, bytes);
+    *p = (CUdeviceptr)(uintptr_t)new_alloc(bytes, 0);
     logf_("cuMemAlloc_v2 %zu", bytes);
     return CUDA_SUCCESS;
 }
-EXPORT CUresult cuMemFree_v2(CUdeviceptr p) { free((void *)(uintptr_t)p); logf_("cuMemFree_v2"); return CUDA_SUCCESS; }
+EXPORT CUresult cuMemAllocHost_v2(void **p, size_t bytes) {
+    *p = new_alloc(bytes, 1);
+    logf_("cuMemAllocHost_v2 %zu", bytes);
+    return CUDA_SUCCESS;
+}
+EXPORT CUresult cuMemFree_v2(CUdeviceptr p) { drain_device(); drop_alloc((uintptr_t)p); logf_("cuMemFree_v2"); return CUDA_SUCCESS; }
+EXPORT CUresult cuMemFreeHost(void *p) { drain_device(); drop_alloc((uintptr_t)p); logf_("cuMemFreeHost"); return CUDA_SUCCESS; }
+EXPORT CUresult cuPointerGetAttribute(void *data, int attr, CUdeviceptr p) {
+    if (attr != 2) return CUDA_ERROR_INVALID_VALUE; /* only CU_POINTER_ATTRIBUTE_MEMORY_TYPE */
+    alloc_t *a = find_alloc((uintptr_t)p);
+    if (!a) return CUDA_ERROR_INVALID_VALUE; /* pageable host memory is unknown to the driver */
+    *(unsigned *)data = a->pinned ? 1 : 2;  /* CU_MEMORYTYPE_HOST : CU_MEMORYTYPE_DEVICE */
+    return CUDA_SUCCESS;
+}
 EXPORT CUresult cuMemcpyHtoD_v2(CUdeviceptr dst, const void *src, size_t n) {
+    drain_device();
     memcpy((void *)(uintptr_t)dst, src, n); logf_("cuMemcpyHtoD_v2 %zu", n); return CUDA_SUCCESS;
 }
 EXPORT CUresult cuMemcpyDtoH_v2(void *dst, CUdeviceptr src, size_t n) {
+    drain_device();
     memcpy(dst, (void *)(uintptr_t)src, n); logf_("cuMemcpyDtoH_v2 %zu", n); return CUDA_SUCCESS;
 }
+/* A stream-ordered copy with the native rules for pageable host memory. */
+static CUresult copy_async(const char *via, uintptr_t dst, uintptr_t src, size_t n, CUstream s) {
+    fstream *st = stream_of(s);
+    char a[48], b[48];
+    describe(a, sizeof a, dst);
+    describe(b, sizeof b, src);
+    logf_("%s %s<-%s %zu stream=%d", via, a, b, n, st->index);
+    int dst_pageable = !find_alloc(dst), src_pageable = !find_alloc(src);
+    cmd *c = new_cmd(C_COPY);
+    c->dst = dst; c->src = src; c->bytes = n;
+    if (dst_pageable && async_mode()) { /* device -> pageable: completes before returning */
+        submit(st, c);
+        drain_stream(st);
+        return CUDA_SUCCESS;
+    }
+    if (src_pageable && async_mode()) { /* pageable -> device: staged at the call */
+        c->staged = malloc(n ? n : 1);
+        memcpy(c->staged, (void *)src, n);
+    }
+    submit(st, c);
+    return CUDA_SUCCESS;
+}
+EXPORT CUresult cuMemcpyAsync(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s) {
+    return copy_async("cuMemcpyAsync", (uintptr_t)dst, (uintptr_t)src, n, s);
+}
 EXPORT CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr dst, const void *src, size_t n, CUstream s) {
-    memcpy((void *)(uintptr_t)dst, src, n); logf_("cuMemcpyHtoDAsync_v2 %zu stream=%d", n, stream_of(s)->index); return CUDA_SUCCESS;
+    if (!async_mode()) { /* part 1's log format, kept for the observe-mode tests */
+        memcpy((void *)(uintptr_t)dst, src, n);
+        logf_("cuMemcpyHtoDAsync_v2 %zu stream=%d", n, stream_of(s)->index);
+        return CUDA_SUCCESS;
+    }
+    return copy_async("cuMemcpyHtoDAsync_v2", (uintptr_t)dst, (uintptr_t)src, n, s);
 }
-EXPORT CUresult cuMemsetD8Async(CUdeviceptr dst, unsigned char v, size_t n, CUstream s) {
-    memset((void *)(uintptr_t)dst, v, n); logf_("cuMemsetD8Async %u %zu stream=%d", v, n, stream_of(s)->index); return CUDA_SUCCESS;
+EXPORT CUresult cuMemcpyDtoHAsync_v2(void *dst, CUdeviceptr src, size_t n, CUstream s) {
+    return copy_async("cuMemcpyDtoHAsync_v2", (uintptr_t)dst, (uintptr_t)src, n, s);
 }
+EXPORT CUresult cuMemcpyDtoDAsync_v2(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s) {
+    return copy_async("cuMemcpyDtoDAsync_v2", (uintptr_t)dst, (uintptr_t)src, n, s);
+}
+static CUresult fill_async(const char *via, CUdeviceptr dst, unsigned v, unsigned elem, size_t n, CUstream s) {
+    fstream *st = stream_of(s);
+    char a[48];
+    describe(a, sizeof a, (uintptr_t)dst);
+    if (!async_mode() && elem == 1) logf_("%s %u %zu stream=%d", via, v, n, st->index); /* part 1's format */
+    else logf_("%s %s %u %zu stream=%d", via, a, v, n, st->index);
+    cmd *c = new_cmd(C_FILL);
+    c->dst = (uintptr_t)dst; c->value = v; c->elem = elem; c->bytes = n;
+    submit(st, c);
+    return CUDA_SUCCESS;
+}
+EXPORT CUresult cuMemsetD8Async(CUdeviceptr dst, unsigned char v, size_t n, CUstream s) { return fill_async("cuMemsetD8Async", dst, v, 1, n, s); }
+EXPORT CUresult cuMemsetD16Async(CUdeviceptr dst, unsigned short v, size_t n, CUstream s) { return fill_async("cuMemsetD16Async", dst, v, 2, n, s); }
+EXPORT CUresult cuMemsetD32Async(CUdeviceptr dst, unsigned v, size_t n, CUstream s) { return fill_async("cuMemsetD32Async", dst, v, 4, n, s); }
 EXPORT CUresult cuMemsetD32_v2(CUdeviceptr dst, unsigned v, size_t n) {
+    drain_device();
     for (size_t i = 0; i < n; i++) ((unsigned *)(uintptr_t)dst)[i] = v;
     logf_("cuMemsetD32_v2 %u %zu", v, n);
     return CUDA_SUCCESS;
@@ -133,25 +676,48 @@ static CUresult memcpy_htod_v1(unsigned dst, const void *src, unsigned n) {
 
 /* ---------------------------------------------------------------- streams and events */
 EXPORT CUresult cuStreamCreate(CUstream *s, unsigned flags) {
-    fake_stream *st = &STREAMS[NSTREAMS];
-    st->magic = 0x57; st->index = ++NSTREAMS; st->capturing = 0;
+    fstream *st = new_stream(flags, 0, 0);
     *s = st;
     logf_("cuStreamCreate flags=%u -> stream=%d", flags, st->index);
     return CUDA_SUCCESS;
 }
+EXPORT CUresult cuStreamCreateWithPriority(CUstream *s, unsigned flags, int priority) {
+    fstream *st = new_stream(flags, priority, 0);
+    *s = st;
+    logf_("cuStreamCreateWithPriority flags=%u priority=%d -> stream=%d", flags, priority, st->index);
+    return CUDA_SUCCESS;
+}
+EXPORT CUresult cuStreamGetFlags(CUstream s, unsigned *flags) { *flags = stream_of(s)->flags; return CUDA_SUCCESS; }
+EXPORT CUresult cuStreamGetPriority(CUstream s, int *p) { *p = stream_of(s)->priority; return CUDA_SUCCESS; }
 EXPORT CUresult cuStreamDestroy_v2(CUstream s) { logf_("cuStreamDestroy_v2 stream=%d", stream_of(s)->index); return CUDA_SUCCESS; }
-EXPORT CUresult cuStreamSynchronize(CUstream s) { logf_("cuStreamSynchronize stream=%d", stream_of(s)->index); return CUDA_SUCCESS; }
-EXPORT CUresult cuStreamSynchronize_ptsz(CUstream s) { logf_("cuStreamSynchronize_ptsz stream=%d", stream_of(s)->index); return CUDA_SUCCESS; }
-static CUresult stream_synchronize_internal(CUstream s) { logf_("cuStreamSynchronize[internal] stream=%d", stream_of(s)->index); return CUDA_SUCCESS; }
-EXPORT CUresult cuStreamQuery(CUstream s) { logf_("cuStreamQuery stream=%d", stream_of(s)->index); return CUDA_SUCCESS; }
+static CUresult stream_sync(const char *via, CUstream s) {
+    fstream *st = stream_of(s);
+    drain_stream(st);
+    if (st->ctx == 0) logf_("%s stream=%d", via, st->index); /* green-context lanes: pool internals */
+    return CUDA_SUCCESS;
+}
+EXPORT CUresult cuStreamSynchronize(CUstream s) { return stream_sync("cuStreamSynchronize", s); }
+EXPORT CUresult cuStreamSynchronize_ptsz(CUstream s) { return stream_sync("cuStreamSynchronize_ptsz", s); }
+static CUresult stream_synchronize_internal(CUstream s) { return stream_sync("cuStreamSynchronize[internal]", s); }
+EXPORT CUresult cuStreamQuery(CUstream s) {
+    fstream *st = stream_of(s);
+    logf_("cuStreamQuery stream=%d", st->index);
+    pthread_mutex_lock(&G);
+    int busy = st->completed < st->submitted;
+    pthread_mutex_unlock(&G);
+    return busy ? CUDA_ERROR_NOT_READY : CUDA_SUCCESS;
+}
 EXPORT CUresult cuStreamBeginCapture_v2(CUstream s, int mode) {
-    fake_stream *st = stream_of(s);
+    fstream *st = stream_of(s);
     st->capturing = 1; st->captured = 0;
     logf_("cuStreamBeginCapture_v2 stream=%d mode=%d", st->index, mode);
     return CUDA_SUCCESS;
 }
+typedef struct { int launches; int index; } fake_graph;
+static fake_graph GRAPHS[16];
+static int NGRAPHS;
 EXPORT CUresult cuStreamEndCapture(CUstream s, CUgraph *g) {
-    fake_stream *st = stream_of(s);
+    fstream *st = stream_of(s);
     if (!st->capturing) return CUDA_ERROR_INVALID_VALUE;
     st->capturing = 0;
     GRAPHS[NGRAPHS].launches = st->captured;
@@ -164,74 +730,161 @@ static CUresult is_capturing(CUstream s, int *status) { *status = stream_of(s)->
 EXPORT CUresult cuStreamIsCapturing(CUstream s, int *status) { return is_capturing(s, status); }
 EXPORT CUresult cuStreamIsCapturing_ptsz(CUstream s, int *status) { return is_capturing(s, status); }
 EXPORT CUresult cuGraphLaunch(CUgraphExec g, CUstream s) {
-    logf_("cuGraphLaunch graph=%d launches=%d stream=%d", ((fake_graph *)g)->index, ((fake_graph *)g)->launches, stream_of(s)->index);
+    fstream *st = stream_of(s);
+    logf_("cuGraphLaunch graph=%d launches=%d stream=%d", ((fake_graph *)g)->index, ((fake_graph *)g)->launches, st->index);
+    cmd *c = new_cmd(C_GRAPH);
+    c->graph_index = ((fake_graph *)g)->index;
+    c->graph_launches = ((fake_graph *)g)->launches;
+    submit(st, c);
     return CUDA_SUCCESS;
 }
 EXPORT CUresult cuLaunchHostFunc(CUstream s, CUhostFn fn, void *data) {
-    logf_("cuLaunchHostFunc stream=%d", stream_of(s)->index);
-    fn(data);
+    fstream *st = stream_of(s);
+    if (!fn) return CUDA_ERROR_INVALID_VALUE;
+    if (st->ctx == 0) logf_("cuLaunchHostFunc stream=%d", st->index);
+    else logf_("cuLaunchHostFunc ctx=g%d", st->ctx);
+    cmd *c = new_cmd(C_HOST);
+    c->fn = fn; c->user = data;
+    submit(st, c);
     return CUDA_SUCCESS;
 }
+EXPORT CUresult cuStreamAddCallback(CUstream s, CUstreamCallback cb, void *data, unsigned flags) {
+    fstream *st = stream_of(s);
+    if (!cb || flags) return CUDA_ERROR_INVALID_VALUE;
+    logf_("cuStreamAddCallback stream=%d", st->index);
+    cmd *c = new_cmd(C_CALLBACK);
+    c->cb = cb; c->user = data;
+    submit(st, c);
+    return CUDA_SUCCESS;
+}
+
+typedef struct { int index; unsigned flags; fstream *st; unsigned long seq; } fake_event;
+static int EVENTS;
 EXPORT CUresult cuEventCreate(CUevent *e, unsigned flags) {
-    *e = (CUevent)(uintptr_t)(0x1000 + ++EVENTS);
-    logf_("cuEventCreate flags=%u -> event=%d", flags, EVENTS);
+    fake_event *ev = calloc(1, sizeof *ev);
+    ev->index = ++EVENTS;
+    ev->flags = flags;
+    *e = ev;
+    logf_("cuEventCreate flags=%u -> event=%d", flags, ev->index);
     return CUDA_SUCCESS;
 }
-static int event_index(CUevent e) { return (int)((uintptr_t)e - 0x1000); }
-EXPORT CUresult cuEventRecord(CUevent e, CUstream s) { logf_("cuEventRecord event=%d stream=%d", event_index(e), stream_of(s)->index); return CUDA_SUCCESS; }
-EXPORT CUresult cuEventQuery(CUevent e) { logf_("cuEventQuery event=%d", event_index(e)); return CUDA_SUCCESS; }
-EXPORT CUresult cuEventSynchronize(CUevent e) { logf_("cuEventSynchronize event=%d", event_index(e)); return CUDA_SUCCESS; }
-EXPORT CUresult cuEventDestroy_v2(CUevent e) { logf_("cuEventDestroy_v2 event=%d", event_index(e)); return CUDA_SUCCESS; }
+static int event_done_locked(fake_event *ev) { return !ev->st || ev->st->completed >= ev->seq; }
+EXPORT CUresult cuEventRecord(CUevent e, CUstream s) {
+    fake_event *ev = e;
+    fstream *st = stream_of(s);
+    if (st->ctx == 0) logf_("cuEventRecord event=%d stream=%d", ev->index, st->index); /* pool fences: not logged */
+    pthread_mutex_lock(&G);
+    legacy_edges_locked(st);
+    ev->st = st;
+    ev->seq = push_locked(st, new_cmd(C_RECORD));
+    pthread_mutex_unlock(&G);
+    return CUDA_SUCCESS;
+}
+EXPORT CUresult cuEventQuery(CUevent e) {
+    fake_event *ev = e;
+    pthread_mutex_lock(&G);
+    int done = event_done_locked(ev);
+    int pool = ev->st && ev->st->ctx;
+    pthread_mutex_unlock(&G);
+    if (!pool) logf_("cuEventQuery event=%d", ev->index);
+    return done ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
+}
+EXPORT CUresult cuEventSynchronize(CUevent e) {
+    fake_event *ev = e;
+    pthread_mutex_lock(&G);
+    while (!event_done_locked(ev)) pthread_cond_wait(&GC, &G);
+    pthread_mutex_unlock(&G);
+    logf_("cuEventSynchronize event=%d", ev->index);
+    return CUDA_SUCCESS;
+}
+EXPORT CUresult cuStreamWaitEvent(CUstream s, CUevent e, unsigned flags) {
+    fake_event *ev = e;
+    fstream *st = stream_of(s);
+    logf_("cuStreamWaitEvent stream=%d event=%d flags=%u", st->index, ev->index, flags);
+    pthread_mutex_lock(&G);
+    if (ev->st && async_mode()) {
+        cmd *w = new_cmd(C_WAIT);
+        w->target = ev->st;
+        w->seq = ev->seq;
+        legacy_edges_locked(st);
+        push_locked(st, w);
+    }
+    pthread_mutex_unlock(&G);
+    return CUDA_SUCCESS;
+}
+EXPORT CUresult cuEventDestroy_v2(CUevent e) {
+    fake_event *ev = e;
+    if (!ev->st || ev->st->ctx == 0) logf_("cuEventDestroy_v2 event=%d", ev->index);
+    return CUDA_SUCCESS;
+}
 
 /* ---------------------------------------------------------------- launches */
 static CUresult launch(const char *via, void *f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
-                       unsigned bz, unsigned smem, CUstream s, void **params) {
+                       unsigned bz, unsigned smem, CUstream s, void **params, void **extra,
+                       const CUlaunchAttribute *attrs, unsigned nattrs) {
     int fi = func_index(f);
-    if (fi < 0) return CUDA_ERROR_INVALID_VALUE;
-    if (bx == 0 || by == 0 || bz == 0 || gx == 0 || gy == 0 || gz == 0 || (unsigned long)bx * by * bz > 1024) {
+    if (fi < 0) return CUDA_ERROR_INVALID_HANDLE;
+    if (bx == 0 || by == 0 || bz == 0 || gx == 0 || gy == 0 || gz == 0 || (unsigned long)bx * by * bz > 1024 ||
+        (int)smem > MAX_DYNAMIC_SMEM[fi] || (params && extra)) {
         logf_("%s %s grid=%u,%u,%u block=%u,%u,%u -> INVALID", via, FUNCS[fi].name, gx, gy, gz, bx, by, bz);
         return CUDA_ERROR_INVALID_VALUE;
     }
-    fake_stream *st = stream_of(s);
-    logf_("%s %s grid=%u,%u,%u block=%u,%u,%u smem=%u stream=%d%s", via, FUNCS[fi].name, gx, gy, gz, bx, by, bz, smem,
-          st->index, st->capturing ? " captured" : "");
-    if (st->capturing) { st->captured++; return CUDA_SUCCESS; }
-    unsigned long threads = (unsigned long)gx * gy * gz * bx * by * bz;
-    if (fi == 0) { /* vector_add(float *a, float *b, float *c, int n) */
-        float *a = (float *)(uintptr_t)*(CUdeviceptr *)params[0];
-        float *b = (float *)(uintptr_t)*(CUdeviceptr *)params[1];
-        float *c = (float *)(uintptr_t)*(CUdeviceptr *)params[2];
-        int n = *(int *)params[3];
-        for (unsigned long i = 0; i < threads && i < (unsigned long)n; i++) c[i] = a[i] + b[i];
-    } else { /* scale(float *x, float k, int n) */
-        float *x = (float *)(uintptr_t)*(CUdeviceptr *)params[0];
-        float k = *(float *)params[1];
-        int n = *(int *)params[2];
-        for (unsigned long i = 0; i < threads && i < (unsigned long)n; i++) x[i] *= k;
+    cmd *c = new_cmd(C_KERNEL);
+    c->fi = fi;
+    c->threads = (unsigned long)gx * gy * gz * bx * by * bz;
+    if (extra) { /* {CU_LAUNCH_PARAM_BUFFER_POINTER, buf, CU_LAUNCH_PARAM_BUFFER_SIZE, &size, CU_LAUNCH_PARAM_END} */
+        void *buf = NULL;
+        size_t size = 0;
+        for (int i = 0; extra[i]; i += 2) {
+            if (extra[i] == (void *)1) buf = extra[i + 1];
+            else if (extra[i] == (void *)2) size = *(size_t *)extra[i + 1];
+            else { free(c); return CUDA_ERROR_INVALID_VALUE; }
+        }
+        if (!buf || size < FUNCS[fi].total || size > sizeof c->params) { free(c); return CUDA_ERROR_INVALID_VALUE; }
+        memcpy(c->params, buf, FUNCS[fi].total);
+    } else {
+        for (int p = 0; p < FUNCS[fi].nparams; p++) memcpy(c->params + FUNCS[fi].offset[p], params[p], FUNCS[fi].size[p]);
     }
+    fstream *st = stream_of(s);
+    if (getenv("FAKE_CUDA_LOG")) { /* formatting costs: only when logging (the hook-cost bench does not) */
+        char args[512], at[256], ctx[16];
+        fmt_args(args, sizeof args, fi, c->params);
+        /* attributes sorted by id: id:first 8 value bytes */
+        size_t len = 0;
+        at[0] = 0;
+        for (unsigned id = 0; id < 64; id++)
+            for (unsigned k = 0; k < nattrs; k++)
+                if (attrs[k].id == id) {
+                    len += snprintf(at + len, sizeof at - len, "%s%u:", len ? "," : "", id);
+                    for (int b = 0; b < 8; b++) len += snprintf(at + len, sizeof at - len, "%02x", attrs[k].value[b]);
+                }
+        logf_("%s %s grid=%u,%u,%u block=%u,%u,%u smem=%u stream=%d%s ctx=%s args=%s attrs=%s", via, FUNCS[fi].name, gx,
+              gy, gz, bx, by, bz, smem, st->index, st->capturing ? " captured" : "", ctx_name(st, ctx, sizeof ctx), args,
+              at);
+    }
+    if (st->capturing) { st->captured++; free(c); return CUDA_SUCCESS; }
+    submit(st, c);
     return CUDA_SUCCESS;
 }
 EXPORT CUresult cuLaunchKernel(void *f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
                                unsigned smem, CUstream s, void **params, void **extra) {
-    (void)extra; return launch("cuLaunchKernel", f, gx, gy, gz, bx, by, bz, smem, s, params);
+    return launch("cuLaunchKernel", f, gx, gy, gz, bx, by, bz, smem, s, params, extra, NULL, 0);
 }
 EXPORT CUresult cuLaunchKernel_ptsz(void *f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
                                     unsigned bz, unsigned smem, CUstream s, void **params, void **extra) {
-    (void)extra; return launch("cuLaunchKernel_ptsz", f, gx, gy, gz, bx, by, bz, smem, s, params);
+    return launch("cuLaunchKernel_ptsz", f, gx, gy, gz, bx, by, bz, smem, s, params, extra, NULL, 0);
 }
 static CUresult launch_kernel_internal(void *f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
                                        unsigned bz, unsigned smem, CUstream s, void **params, void **extra) {
-    (void)extra; return launch("cuLaunchKernel[internal]", f, gx, gy, gz, bx, by, bz, smem, s, params);
+    return launch("cuLaunchKernel[internal]", f, gx, gy, gz, bx, by, bz, smem, s, params, extra, NULL, 0);
 }
 EXPORT CUresult cuLaunchKernelEx(const CUlaunchConfig *c, void *f, void **params, void **extra) {
-    (void)extra;
     return launch("cuLaunchKernelEx", f, c->gridDimX, c->gridDimY, c->gridDimZ, c->blockDimX, c->blockDimY, c->blockDimZ,
-                  c->sharedMemBytes, c->hStream, params);
+                  c->sharedMemBytes, c->hStream, params, extra, c->attrs, c->numAttrs);
 }
 EXPORT CUresult cuLaunchKernelEx_ptsz(const CUlaunchConfig *c, void *f, void **params, void **extra) {
-    (void)extra;
     return launch("cuLaunchKernelEx_ptsz", f, c->gridDimX, c->gridDimY, c->gridDimZ, c->blockDimX, c->blockDimY,
-                  c->blockDimZ, c->sharedMemBytes, c->hStream, params);
+                  c->blockDimZ, c->sharedMemBytes, c->hStream, params, extra, c->attrs, c->numAttrs);
 }
 
 /* ---------------------------------------------------------------- entry points */

@@ -1,0 +1,834 @@
+//! The bind-mode handlers of the hooks (FFI shell): what each intercepted call becomes.
+//!
+//! Every handler has the hook's C arguments after `(id, real)`, where `real` performs the call the
+//! application made, unchanged. Each starts with [`get`]: if bind mode is not (yet) running in this
+//! process, the call is simply forwarded. The rules are in the module docs of [`crate::bind`].
+
+// The handlers mirror C driver signatures of up to 11 parameters.
+#![allow(clippy::too_many_arguments)]
+
+use std::ffi::{c_int, c_uchar, c_uint, c_ushort, c_void};
+use std::sync::Arc;
+
+use smallvec::SmallVec;
+use vitamin_hal::{Copy, Dim3, Endpoint, Fill, FunctionRef, HostFunction, KernelArgs, KernelLaunch, OpDesc};
+use vitamin_runtime::StreamKind;
+
+use super::capture::{self, AttributeBytes, Decline, FunctionLimits, Geometry};
+use super::handles::{
+    classify_stream, plan_copy, CopyKind, CopyPlan, EventEntry, Memory, Recorder, CU_STREAM_NON_BLOCKING,
+};
+use super::{code, driver, function, get, Bind, Target};
+use crate::config::LogLevel;
+use crate::ffi::{
+    CUarray, CUcontext, CUdeviceptr, CUevent, CUfunction, CUgraph, CUgraphExec, CUgraphNode, CUhostFn, CUlaunchConfig,
+    CUresult, CUstream, CUstreamCallback, CUstreamCaptureMode, CUDA_ERROR_NOT_READY, CUDA_SUCCESS,
+};
+use crate::state::vlog;
+use crate::table::HookId;
+
+/// Largest `extra` argument buffer vitamin copies (CUDA allows 32 764 bytes of parameters).
+const MAX_ARG_BUFFER: usize = 1 << 16;
+/// Most launch attributes vitamin copies.
+const MAX_ATTRIBUTES: usize = 64;
+/// `sizeof(CUlaunchAttribute)`: a 4-byte id, 4 bytes of padding, a 64-byte value.
+const ATTRIBUTE_SIZE: usize = 72;
+
+fn per_thread(id: HookId) -> bool {
+    id.spec().flavor.is_per_thread()
+}
+
+fn record(b: &Bind, s: vitamin_runtime::StreamId, desc: OpDesc) -> CUresult {
+    match b.vctx.record_op(s, Arc::new(desc)) {
+        Ok(_) => CUDA_SUCCESS,
+        Err(e) => code(&e),
+    }
+}
+
+// ---- launches ------------------------------------------------------------------------------
+
+/// A launch as the application made it.
+struct LaunchCall {
+    f: CUfunction,
+    geometry: Geometry,
+    stream: CUstream,
+    params: *mut *mut c_void,
+    extra: *mut *mut c_void,
+    attrs: *const c_void,
+    num_attrs: c_uint,
+    cooperative: bool,
+}
+
+fn launch(id: HookId, real: &dyn Fn() -> CUresult, c: LaunchCall) -> CUresult {
+    let Some(b) = get() else { return real() };
+    let pt = per_thread(id);
+    let s = match b.target(c.stream, pt) {
+        Err(e) => return e,
+        Ok(Target::Forward) => return real(),
+        Ok(Target::Native(s)) => return b.native(Some(s), c.stream, pt, true, real),
+        Ok(Target::Record(s)) => s,
+    };
+    match capture_launch(b, &c) {
+        Ok(k) => {
+            b.counters.kernels.bump();
+            record(b, s, OpDesc::Kernel(k))
+        }
+        Err(d) => {
+            match &d {
+                Decline::Invalid(_) => b.counters.invalid_launches.bump(),
+                Decline::Unmodelled(_) => b.counters.native_unmodelled.bump(),
+            }
+            vlog!(LogLevel::Debug, "{}: {d}; the driver handles it", id.spec().symbol);
+            b.native(Some(s), c.stream, pt, true, real)
+        }
+    }
+}
+
+/// Builds the immutable descriptor, copying everything the application passed by pointer.
+fn capture_launch(b: &Bind, c: &LaunchCall) -> Result<KernelLaunch, Decline> {
+    if c.f.is_null() {
+        return Err(Decline::Invalid("null function".into()));
+    }
+    let info = b.functions.get(c.f as usize, b.device);
+    let Some(layout) = info.layout.clone() else {
+        return Err(Decline::Unmodelled(format!("no parameter layout for {}", info.name)));
+    };
+    let max_dynamic_shared_bytes = if c.geometry.shared_mem_bytes == 0 {
+        0
+    } else {
+        function::attribute(info.kind, c.f as usize, b.device, driver::FUNC_MAX_DYNAMIC_SHARED_SIZE_BYTES)
+            .ok_or_else(|| Decline::Unmodelled("the function's dynamic shared memory limit is unknown".into()))?
+    };
+    let limits = FunctionLimits {
+        max_threads_per_block: info.max_threads_per_block.unwrap_or(capture::MAX_BLOCK[0]),
+        max_dynamic_shared_bytes,
+    };
+    capture::validate(&c.geometry, &limits)?;
+    if !c.params.is_null() && !c.extra.is_null() {
+        return Err(Decline::Invalid("both kernelParams and extra".into()));
+    }
+    let args = if !c.extra.is_null() {
+        // SAFETY: `extra` is the application's CU_LAUNCH_PARAM_END-terminated array of words;
+        // `parse_extra` reads it in order and stops at the terminator (or after MAX_EXTRA_WORDS).
+        let words = (0usize..).map(|i| unsafe { *c.extra.add(i) } as usize);
+        let e = capture::parse_extra(words)?;
+        // SAFETY: CU_LAUNCH_PARAM_BUFFER_SIZE's value points to a size_t (driver contract).
+        let size = unsafe { *(e.size_ptr as *const usize) };
+        if size > MAX_ARG_BUFFER {
+            return Err(Decline::Unmodelled(format!("argument buffer of {size} bytes")));
+        }
+        // SAFETY: the application's packed argument buffer of `size` bytes (driver contract).
+        let buffer = unsafe { std::slice::from_raw_parts(e.buffer as *const u8, size) };
+        capture::args_from_buffer(&layout, buffer)?
+    } else if layout.is_empty() {
+        KernelArgs::empty()
+    } else {
+        if c.params.is_null() {
+            return Err(Decline::Invalid(format!("{} takes {} parameters; none were given", info.name, layout.len())));
+        }
+        let mut values: SmallVec<[&[u8]; 16]> = SmallVec::new();
+        for (i, p) in layout.iter().enumerate() {
+            // SAFETY: kernelParams holds one pointer per parameter (driver contract).
+            let ptr = unsafe { *c.params.add(i) } as *const u8;
+            if ptr.is_null() {
+                return Err(Decline::Invalid(format!("parameter {i} is a null pointer")));
+            }
+            // SAFETY: the pointer addresses the parameter's value of `size` bytes (driver contract).
+            values.push(unsafe { std::slice::from_raw_parts(ptr, p.size as usize) });
+        }
+        capture::pack_params(&layout, &values)?
+    };
+    let n = c.num_attrs as usize;
+    if n > 0 && c.attrs.is_null() {
+        return Err(Decline::Invalid(format!("{n} launch attributes at a null pointer")));
+    }
+    if n > MAX_ATTRIBUTES {
+        return Err(Decline::Unmodelled(format!("{n} launch attributes")));
+    }
+    let mut attrs: SmallVec<[AttributeBytes; 4]> = SmallVec::new();
+    if n > 0 {
+        // SAFETY: `attrs` points to `numAttrs` CUlaunchAttribute structs of ATTRIBUTE_SIZE bytes.
+        let raw = unsafe { std::slice::from_raw_parts(c.attrs as *const u8, n * ATTRIBUTE_SIZE) };
+        for a in raw.chunks_exact(ATTRIBUTE_SIZE) {
+            let mut value = [0u8; 64];
+            value.copy_from_slice(&a[8..]);
+            attrs.push(AttributeBytes { id: u32::from_le_bytes([a[0], a[1], a[2], a[3]]), value });
+        }
+    }
+    let attributes = capture::decode_attributes(&attrs, c.cooperative)?;
+    if attributes.cooperative() || attributes.cluster().is_some() {
+        // Only some partitions can run these unchanged, and the dispatcher has no outcome yet for
+        // an op that fits none: it would stay ready forever. Until it does, they run natively.
+        b.counters.native_constrained.bump();
+        return Err(Decline::Unmodelled("cooperative and cluster launches are not bound yet".into()));
+    }
+    let g = &c.geometry;
+    Ok(KernelLaunch::new(
+        FunctionRef::new(c.f as u64, info.kind, info.name.clone()),
+        g.grid,
+        g.block,
+        g.shared_mem_bytes,
+        args,
+        attributes,
+    ))
+}
+
+fn geometry(grid: [c_uint; 3], block: [c_uint; 3], smem: c_uint) -> Geometry {
+    Geometry {
+        grid: Dim3::new(grid[0], grid[1], grid[2]),
+        block: Dim3::new(block[0], block[1], block[2]),
+        shared_mem_bytes: smem,
+    }
+}
+
+pub(crate) fn launch_kernel(
+    id: HookId,
+    real: &dyn Fn() -> CUresult,
+    f: CUfunction,
+    gx: c_uint,
+    gy: c_uint,
+    gz: c_uint,
+    bx: c_uint,
+    by: c_uint,
+    bz: c_uint,
+    smem: c_uint,
+    stream: CUstream,
+    params: *mut *mut c_void,
+    extra: *mut *mut c_void,
+) -> CUresult {
+    let c = LaunchCall {
+        f,
+        geometry: geometry([gx, gy, gz], [bx, by, bz], smem),
+        stream,
+        params,
+        extra,
+        attrs: std::ptr::null(),
+        num_attrs: 0,
+        cooperative: false,
+    };
+    launch(id, real, c)
+}
+
+pub(crate) fn launch_cooperative_kernel(
+    id: HookId,
+    real: &dyn Fn() -> CUresult,
+    f: CUfunction,
+    gx: c_uint,
+    gy: c_uint,
+    gz: c_uint,
+    bx: c_uint,
+    by: c_uint,
+    bz: c_uint,
+    smem: c_uint,
+    stream: CUstream,
+    params: *mut *mut c_void,
+) -> CUresult {
+    let c = LaunchCall {
+        f,
+        geometry: geometry([gx, gy, gz], [bx, by, bz], smem),
+        stream,
+        params,
+        extra: std::ptr::null_mut(),
+        attrs: std::ptr::null(),
+        num_attrs: 0,
+        cooperative: true,
+    };
+    launch(id, real, c)
+}
+
+pub(crate) fn launch_kernel_ex(
+    id: HookId,
+    real: &dyn Fn() -> CUresult,
+    config: *const CUlaunchConfig,
+    f: CUfunction,
+    params: *mut *mut c_void,
+    extra: *mut *mut c_void,
+) -> CUresult {
+    if config.is_null() {
+        return real(); // the driver reports the error
+    }
+    // SAFETY: a non-null CUlaunchConfig from the application (driver contract); copied.
+    let cfg = unsafe { config.read() };
+    let c = LaunchCall {
+        f,
+        geometry: geometry(
+            [cfg.grid_dim_x, cfg.grid_dim_y, cfg.grid_dim_z],
+            [cfg.block_dim_x, cfg.block_dim_y, cfg.block_dim_z],
+            cfg.shared_mem_bytes,
+        ),
+        stream: cfg.h_stream,
+        params,
+        extra,
+        attrs: cfg.attrs,
+        num_attrs: cfg.num_attrs,
+        cooperative: false,
+    };
+    launch(id, real, c)
+}
+
+pub(crate) fn launch_host_func(
+    id: HookId,
+    real: &dyn Fn() -> CUresult,
+    stream: CUstream,
+    func: CUhostFn,
+    user_data: *mut c_void,
+) -> CUresult {
+    let Some(b) = get() else { return real() };
+    let pt = per_thread(id);
+    let s = match b.target(stream, pt) {
+        Err(e) => return e,
+        Ok(Target::Forward) => return real(),
+        Ok(Target::Native(s)) => return b.native(Some(s), stream, pt, true, real),
+        Ok(Target::Record(s)) => s,
+    };
+    let Some(func) = func else {
+        return b.native(Some(s), stream, pt, true, real); // the driver rejects a null function
+    };
+    let (f, user) = (func as usize, user_data as usize);
+    let host = HostFunction::new("cuLaunchHostFunc", move || {
+        // SAFETY: `f` is the application's CUhostFn, called once with its user data, after the
+        // stream's earlier work completed, as the driver would.
+        let f = unsafe { std::mem::transmute::<usize, unsafe extern "C" fn(*mut c_void)>(f) };
+        // SAFETY: as above.
+        unsafe { f(user as *mut c_void) }
+    });
+    b.counters.host_functions.bump();
+    record(b, s, OpDesc::Host(host))
+}
+
+// ---- copies and fills ------------------------------------------------------------------------
+
+fn memory(addr: u64) -> (Memory, u64) {
+    (Memory::from_memory_type(driver::memory_type(addr)), addr)
+}
+
+fn copy(
+    id: HookId,
+    real: &dyn Fn() -> CUresult,
+    kind: CopyKind,
+    dst: u64,
+    src: u64,
+    bytes: usize,
+    stream: CUstream,
+) -> CUresult {
+    let Some(b) = get() else { return real() };
+    let pt = per_thread(id);
+    let s = match b.target(stream, pt) {
+        Err(e) => return e,
+        Ok(Target::Forward) => return real(),
+        Ok(Target::Native(s)) => return b.native(Some(s), stream, pt, true, real),
+        Ok(Target::Record(s)) => s,
+    };
+    if bytes == 0 {
+        return real(); // nothing to order; the driver validates the arguments
+    }
+    let op = match plan_copy(kind, memory(dst), memory(src)) {
+        CopyPlan::Async { dst, src } => Copy::new(dst, src, bytes as u64),
+        CopyPlan::Stage { dst } => {
+            // SAFETY: the application's source buffer of `bytes` bytes, read now as the driver
+            // reads a pageable source before the call returns.
+            let data: Arc<[u8]> = Arc::from(unsafe { std::slice::from_raw_parts(src as *const u8, bytes) });
+            b.counters.staged_copies.bump();
+            b.counters.staged_bytes.add(bytes as u64);
+            Copy::new(dst, Endpoint::Staged(data), bytes as u64)
+        }
+        CopyPlan::Native(why) => {
+            vlog!(LogLevel::Trace, "{}: {why}; native path", id.spec().symbol);
+            b.counters.native_unmodelled.bump();
+            return b.native(Some(s), stream, pt, true, real);
+        }
+    };
+    match op {
+        Ok(c) => {
+            b.counters.copies.bump();
+            record(b, s, OpDesc::Copy(c))
+        }
+        Err(_) => b.native(Some(s), stream, pt, true, real),
+    }
+}
+
+pub(crate) fn memcpy_async(
+    id: HookId,
+    real: &dyn Fn() -> CUresult,
+    dst: CUdeviceptr,
+    src: CUdeviceptr,
+    bytes: usize,
+    stream: CUstream,
+) -> CUresult {
+    copy(id, real, CopyKind::Unified, dst, src, bytes, stream)
+}
+
+pub(crate) fn memcpy_htod_async(
+    id: HookId,
+    real: &dyn Fn() -> CUresult,
+    dst: CUdeviceptr,
+    src: *const c_void,
+    bytes: usize,
+    stream: CUstream,
+) -> CUresult {
+    copy(id, real, CopyKind::HostToDevice, dst, src as u64, bytes, stream)
+}
+
+pub(crate) fn memcpy_dtoh_async(
+    id: HookId,
+    real: &dyn Fn() -> CUresult,
+    dst: *mut c_void,
+    src: CUdeviceptr,
+    bytes: usize,
+    stream: CUstream,
+) -> CUresult {
+    copy(id, real, CopyKind::DeviceToHost, dst as u64, src, bytes, stream)
+}
+
+pub(crate) fn memcpy_dtod_async(
+    id: HookId,
+    real: &dyn Fn() -> CUresult,
+    dst: CUdeviceptr,
+    src: CUdeviceptr,
+    bytes: usize,
+    stream: CUstream,
+) -> CUresult {
+    copy(id, real, CopyKind::DeviceToDevice, dst, src, bytes, stream)
+}
+
+fn fill(
+    id: HookId,
+    real: &dyn Fn() -> CUresult,
+    dst: u64,
+    value: u32,
+    element: u8,
+    count: usize,
+    stream: CUstream,
+) -> CUresult {
+    let Some(b) = get() else { return real() };
+    let pt = per_thread(id);
+    let s = match b.target(stream, pt) {
+        Err(e) => return e,
+        Ok(Target::Forward) => return real(),
+        Ok(Target::Native(s)) => return b.native(Some(s), stream, pt, true, real),
+        Ok(Target::Record(s)) => s,
+    };
+    if count == 0 {
+        return real();
+    }
+    if memory(dst).0 == Memory::Unknown {
+        return b.native(Some(s), stream, pt, true, real); // not device memory: the driver answers
+    }
+    match Fill::new(dst, value, element, count as u64) {
+        Ok(f) => {
+            b.counters.fills.bump();
+            record(b, s, OpDesc::Fill(f))
+        }
+        Err(_) => b.native(Some(s), stream, pt, true, real),
+    }
+}
+
+pub(crate) fn memset_d8_async(
+    id: HookId,
+    real: &dyn Fn() -> CUresult,
+    dst: CUdeviceptr,
+    value: c_uchar,
+    count: usize,
+    stream: CUstream,
+) -> CUresult {
+    fill(id, real, dst, u32::from(value), 1, count, stream)
+}
+
+pub(crate) fn memset_d16_async(
+    id: HookId,
+    real: &dyn Fn() -> CUresult,
+    dst: CUdeviceptr,
+    value: c_ushort,
+    count: usize,
+    stream: CUstream,
+) -> CUresult {
+    fill(id, real, dst, u32::from(value), 2, count, stream)
+}
+
+pub(crate) fn memset_d32_async(
+    id: HookId,
+    real: &dyn Fn() -> CUresult,
+    dst: CUdeviceptr,
+    value: c_uint,
+    count: usize,
+    stream: CUstream,
+) -> CUresult {
+    fill(id, real, dst, value, 4, count, stream)
+}
+
+/// The native path for a stream-ordered call vitamin does not model (drain, call, wait).
+fn native_async(id: HookId, real: &dyn Fn() -> CUresult, stream: CUstream, wait_after: bool) -> CUresult {
+    let Some(b) = get() else { return real() };
+    b.counters.native_unmodelled.bump();
+    b.native_on_stream(stream, per_thread(id), wait_after, real)
+}
+
+/// The native path for a synchronous call on the default stream (legacy, or per-thread for the
+/// `_ptds` variants): the drain gives it the default stream's implicit ordering.
+fn default_stream_call(id: HookId, real: &dyn Fn() -> CUresult) -> CUresult {
+    let Some(b) = get() else { return real() };
+    b.counters.native_unmodelled.bump();
+    b.native_on_stream(std::ptr::null_mut(), per_thread(id), true, real)
+}
+
+/// Handlers of stream-ordered calls that take the native path; the stream is the last argument.
+macro_rules! native_stream_calls {
+    ($($name:ident ($($arg:ident: $ty:ty),*) wait $wait:expr;)*) => {$(
+        pub(crate) fn $name(id: HookId, real: &dyn Fn() -> CUresult, $($arg: $ty,)* stream: CUstream) -> CUresult {
+            $(let _ = $arg;)*
+            native_async(id, real, stream, $wait)
+        }
+    )*};
+}
+
+native_stream_calls! {
+    native_copy_desc_async(copy: *const c_void) wait true;
+    memcpy_peer_async(dst: CUdeviceptr, dst_ctx: CUcontext, src: CUdeviceptr, src_ctx: CUcontext, bytes: usize) wait true;
+    memcpy_htoa_async(dst: CUarray, dst_offset: usize, src: *const c_void, bytes: usize) wait true;
+    memcpy_atoh_async(dst: *mut c_void, src: CUarray, src_offset: usize, bytes: usize) wait true;
+    memset_d2d8_async(dst: CUdeviceptr, pitch: usize, value: c_uchar, width: usize, height: usize) wait true;
+    memset_d2d16_async(dst: CUdeviceptr, pitch: usize, value: c_ushort, width: usize, height: usize) wait true;
+    memset_d2d32_async(dst: CUdeviceptr, pitch: usize, value: c_uint, width: usize, height: usize) wait true;
+    mem_free_async(ptr: CUdeviceptr) wait true;
+    graph_exec_on_stream(graph_exec: CUgraphExec) wait true;
+}
+
+/// Handlers of synchronous calls on the default stream (native path).
+macro_rules! default_stream_calls {
+    ($($name:ident ($($arg:ident: $ty:ty),*);)*) => {$(
+        pub(crate) fn $name(id: HookId, real: &dyn Fn() -> CUresult, $($arg: $ty),*) -> CUresult {
+            $(let _ = $arg;)*
+            default_stream_call(id, real)
+        }
+    )*};
+}
+
+default_stream_calls! {
+    sync_copy_dd(dst: CUdeviceptr, src: CUdeviceptr, bytes: usize);
+    sync_copy_hd(dst: CUdeviceptr, src: *const c_void, bytes: usize);
+    sync_copy_dh(dst: *mut c_void, src: CUdeviceptr, bytes: usize);
+    sync_copy_desc(copy: *const c_void);
+    sync_copy_peer(dst: CUdeviceptr, dst_ctx: CUcontext, src: CUdeviceptr, src_ctx: CUcontext, bytes: usize);
+    sync_copy_ha(dst: CUarray, dst_offset: usize, src: *const c_void, bytes: usize);
+    sync_copy_ah(dst: *mut c_void, src: CUarray, src_offset: usize, bytes: usize);
+    sync_copy_ad(dst: CUdeviceptr, src: CUarray, src_offset: usize, bytes: usize);
+    sync_copy_da(dst: CUarray, dst_offset: usize, src: CUdeviceptr, bytes: usize);
+    sync_copy_aa(dst: CUarray, dst_offset: usize, src: CUarray, src_offset: usize, bytes: usize);
+    sync_set_d8(dst: CUdeviceptr, value: c_uchar, count: usize);
+    sync_set_d16(dst: CUdeviceptr, value: c_ushort, count: usize);
+    sync_set_d32(dst: CUdeviceptr, value: c_uint, count: usize);
+    sync_set_2d8(dst: CUdeviceptr, pitch: usize, value: c_uchar, width: usize, height: usize);
+    sync_set_2d16(dst: CUdeviceptr, pitch: usize, value: c_ushort, width: usize, height: usize);
+    sync_set_2d32(dst: CUdeviceptr, pitch: usize, value: c_uint, width: usize, height: usize);
+}
+
+/// `cuMemFree`/`cuMemFreeHost`: the driver's implicit device synchronization, then the free.
+fn free_after_device_sync(real: &dyn Fn() -> CUresult) -> CUresult {
+    let Some(b) = get() else { return real() };
+    if b.vctx.outstanding() > 0 {
+        b.counters.drains.bump();
+        if let Err(e) = b.vctx.device_synchronize() {
+            vlog!(LogLevel::Warn, "free after a failed operation: {e}");
+        }
+    }
+    real()
+}
+
+pub(crate) fn mem_free(_id: HookId, real: &dyn Fn() -> CUresult, _ptr: CUdeviceptr) -> CUresult {
+    free_after_device_sync(real)
+}
+
+pub(crate) fn mem_free_host(_id: HookId, real: &dyn Fn() -> CUresult, _ptr: *mut c_void) -> CUresult {
+    free_after_device_sync(real)
+}
+
+// ---- streams -------------------------------------------------------------------------------
+
+fn created_stream(real: &dyn Fn() -> CUresult, out: *mut CUstream, flags: c_uint, priority: c_int) -> CUresult {
+    let r = real();
+    let Some(b) = get() else { return r };
+    if r == CUDA_SUCCESS && !out.is_null() {
+        // SAFETY: the driver just wrote the new handle through the application's out pointer.
+        let handle = unsafe { *out } as usize;
+        let kind = if flags & CU_STREAM_NON_BLOCKING != 0 { StreamKind::NonBlocking } else { StreamKind::Blocking };
+        let s = b.vctx.create_stream(kind, priority);
+        b.registry().add_stream(handle, s);
+    }
+    r
+}
+
+pub(crate) fn stream_create(_id: HookId, real: &dyn Fn() -> CUresult, out: *mut CUstream, flags: c_uint) -> CUresult {
+    created_stream(real, out, flags, 0)
+}
+
+pub(crate) fn stream_create_with_priority(
+    _id: HookId,
+    real: &dyn Fn() -> CUresult,
+    out: *mut CUstream,
+    flags: c_uint,
+    priority: c_int,
+) -> CUresult {
+    created_stream(real, out, flags, priority)
+}
+
+pub(crate) fn stream_destroy(_id: HookId, real: &dyn Fn() -> CUresult, stream: CUstream) -> CUresult {
+    let Some(b) = get() else { return real() };
+    let r = real();
+    if r == CUDA_SUCCESS {
+        // Work already recorded on it still completes (and still counts for device sync).
+        let removed = b.registry().remove_stream(stream as usize);
+        if let Some(s) = removed {
+            let _ = b.vctx.destroy_stream(s);
+        }
+    }
+    r
+}
+
+fn stream_wait(id: HookId, real: &dyn Fn() -> CUresult, stream: CUstream, block: bool) -> CUresult {
+    let Some(b) = get() else { return real() };
+    let pt = per_thread(id);
+    if super::capturing(stream, pt) {
+        b.counters.capturing.bump();
+        return real();
+    }
+    let Some(s) = b.known_stream(classify_stream(stream as usize, pt)) else {
+        return real(); // a stream vitamin never saw holds no logical work
+    };
+    if block {
+        b.counters.syncs.bump();
+        match b.vctx.stream_synchronize(s) {
+            Ok(()) => CUDA_SUCCESS,
+            Err(e) => code(&e),
+        }
+    } else {
+        b.counters.queries.bump();
+        match b.vctx.stream_query(s) {
+            Ok(true) => CUDA_SUCCESS,
+            Ok(false) => CUDA_ERROR_NOT_READY,
+            Err(e) => code(&e),
+        }
+    }
+}
+
+pub(crate) fn stream_query(id: HookId, real: &dyn Fn() -> CUresult, stream: CUstream) -> CUresult {
+    stream_wait(id, real, stream, false)
+}
+
+pub(crate) fn stream_synchronize(id: HookId, real: &dyn Fn() -> CUresult, stream: CUstream) -> CUresult {
+    stream_wait(id, real, stream, true)
+}
+
+pub(crate) fn stream_wait_event(
+    id: HookId,
+    real: &dyn Fn() -> CUresult,
+    stream: CUstream,
+    event: CUevent,
+    _flags: c_uint,
+) -> CUresult {
+    let Some(b) = get() else { return real() };
+    let pt = per_thread(id);
+    let s = match b.target(stream, pt) {
+        Err(e) => return e,
+        Ok(Target::Forward) => return real(),
+        Ok(Target::Record(s) | Target::Native(s)) => s,
+    };
+    let entry = b.registry().event(event as usize);
+    match entry {
+        Some(EventEntry { id: e, recorder: Recorder::Logical | Recorder::Never, .. }) => {
+            b.counters.event_waits.bump();
+            match b.vctx.wait_event(s, e) {
+                Ok(()) => CUDA_SUCCESS,
+                Err(err) => code(&err),
+            }
+        }
+        // Recorded by the driver (or unknown): the driver orders the native stream, and the host
+        // waits for the event so that later logical ops of `s` follow it too.
+        _ => {
+            if let Err(e) = b.drain(s) {
+                return e;
+            }
+            let r = real();
+            if r == CUDA_SUCCESS && !super::capturing(stream, pt) {
+                // SAFETY: the application's event, which the driver just accepted.
+                let w = unsafe { driver::event_synchronize(event) };
+                if w != CUDA_SUCCESS {
+                    return w;
+                }
+            }
+            r
+        }
+    }
+}
+
+pub(crate) fn stream_add_callback(
+    id: HookId,
+    real: &dyn Fn() -> CUresult,
+    stream: CUstream,
+    _callback: CUstreamCallback,
+    _user_data: *mut c_void,
+    _flags: c_uint,
+) -> CUresult {
+    native_async(id, real, stream, true)
+}
+
+pub(crate) fn begin_capture(id: HookId, real: &dyn Fn() -> CUresult, stream: CUstream) -> CUresult {
+    native_async(id, real, stream, false)
+}
+
+pub(crate) fn begin_capture_v2(
+    id: HookId,
+    real: &dyn Fn() -> CUresult,
+    stream: CUstream,
+    _mode: CUstreamCaptureMode,
+) -> CUresult {
+    native_async(id, real, stream, false)
+}
+
+pub(crate) fn begin_capture_to_graph(
+    id: HookId,
+    real: &dyn Fn() -> CUresult,
+    stream: CUstream,
+    _graph: CUgraph,
+    _dependencies: *const CUgraphNode,
+    _dependency_data: *const c_void,
+    _num_dependencies: usize,
+    _mode: CUstreamCaptureMode,
+) -> CUresult {
+    native_async(id, real, stream, false)
+}
+
+// ---- events --------------------------------------------------------------------------------
+
+pub(crate) fn event_create(_id: HookId, real: &dyn Fn() -> CUresult, out: *mut CUevent, flags: c_uint) -> CUresult {
+    let r = real();
+    let Some(b) = get() else { return r };
+    if r == CUDA_SUCCESS && !out.is_null() {
+        // SAFETY: the driver just wrote the new handle through the application's out pointer.
+        let handle = unsafe { *out } as usize;
+        let e = b.vctx.create_event();
+        b.registry().add_event(handle, EventEntry::new(e, flags));
+    }
+    r
+}
+
+fn event_record_impl(
+    id: HookId,
+    real: &dyn Fn() -> CUresult,
+    event: CUevent,
+    stream: CUstream,
+    flags: c_uint,
+) -> CUresult {
+    let Some(b) = get() else { return real() };
+    let pt = per_thread(id);
+    let handle = event as usize;
+    let Some(entry) = b.registry().event(handle) else {
+        return b.native_on_stream(stream, pt, false, real); // an event vitamin never saw
+    };
+    let s = match b.target(stream, pt) {
+        Err(e) => return e,
+        Ok(Target::Forward) => {
+            let r = real();
+            if r == CUDA_SUCCESS {
+                b.registry().set_recorder(handle, Recorder::Native);
+            }
+            return r;
+        }
+        Ok(Target::Native(s)) => s,
+        Ok(Target::Record(s)) if entry.records_natively(flags) => s,
+        Ok(Target::Record(s)) => {
+            b.counters.event_records.bump();
+            return match b.vctx.record_event(entry.id, s) {
+                Ok(_) => {
+                    b.registry().set_recorder(handle, Recorder::Logical);
+                    CUDA_SUCCESS
+                }
+                Err(e) => code(&e),
+            };
+        }
+    };
+    // Native record (timing or interprocess event, record flags, legacy stream during a capture):
+    // after the drain the stream holds nothing, so the driver's timestamp is when its work ended.
+    let r = b.native(Some(s), stream, pt, false, real);
+    if r == CUDA_SUCCESS {
+        let _ = b.vctx.record_event(entry.id, s);
+        b.registry().set_recorder(handle, Recorder::Native);
+    }
+    r
+}
+
+pub(crate) fn event_record(id: HookId, real: &dyn Fn() -> CUresult, event: CUevent, stream: CUstream) -> CUresult {
+    event_record_impl(id, real, event, stream, 0)
+}
+
+pub(crate) fn event_record_with_flags(
+    id: HookId,
+    real: &dyn Fn() -> CUresult,
+    event: CUevent,
+    stream: CUstream,
+    flags: c_uint,
+) -> CUresult {
+    event_record_impl(id, real, event, stream, flags)
+}
+
+fn event_wait(real: &dyn Fn() -> CUresult, event: CUevent, block: bool) -> CUresult {
+    let Some(b) = get() else { return real() };
+    let entry = b.registry().event(event as usize);
+    let Some(EventEntry { id, recorder: Recorder::Logical, .. }) = entry else {
+        return real(); // never recorded, recorded natively, or unknown: the driver knows
+    };
+    if block {
+        b.counters.syncs.bump();
+        match b.vctx.event_synchronize(id) {
+            Ok(()) => CUDA_SUCCESS,
+            Err(e) => code(&e),
+        }
+    } else {
+        b.counters.queries.bump();
+        match b.vctx.event_query(id) {
+            Ok(true) => CUDA_SUCCESS,
+            Ok(false) => CUDA_ERROR_NOT_READY,
+            Err(e) => code(&e),
+        }
+    }
+}
+
+pub(crate) fn event_query(_id: HookId, real: &dyn Fn() -> CUresult, event: CUevent) -> CUresult {
+    event_wait(real, event, false)
+}
+
+pub(crate) fn event_synchronize(_id: HookId, real: &dyn Fn() -> CUresult, event: CUevent) -> CUresult {
+    event_wait(real, event, true)
+}
+
+pub(crate) fn event_destroy(_id: HookId, real: &dyn Fn() -> CUresult, event: CUevent) -> CUresult {
+    let Some(b) = get() else { return real() };
+    let r = real();
+    if r == CUDA_SUCCESS {
+        let removed = b.registry().remove_event(event as usize);
+        if let Some(e) = removed {
+            let _ = b.vctx.destroy_event(e.id);
+        }
+    }
+    r
+}
+
+// ---- context -------------------------------------------------------------------------------
+
+fn device_sync_then(real: &dyn Fn() -> CUresult) -> CUresult {
+    let Some(b) = get() else { return real() };
+    b.counters.syncs.bump();
+    let logical = b.vctx.device_synchronize();
+    let r = real();
+    match logical {
+        Err(e) => code(&e),
+        Ok(()) => r,
+    }
+}
+
+pub(crate) fn ctx_synchronize(_id: HookId, real: &dyn Fn() -> CUresult) -> CUresult {
+    device_sync_then(real)
+}
+
+pub(crate) fn ctx_synchronize_v2(_id: HookId, real: &dyn Fn() -> CUresult, _ctx: CUcontext) -> CUresult {
+    device_sync_then(real)
+}

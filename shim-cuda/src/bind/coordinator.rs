@@ -1,0 +1,204 @@
+//! The in-process coordinator: the policy runs inside the shim.
+//!
+//! One thread (`vitamin-dispatch`) owns a [`Dispatcher`] over a [`CudaBackend`] on the device of
+//! the application's primary context. It is started by the first bind-mode call that needs it: the
+//! thread creates the backend (one SM split) and realizes every pool node as a green context with
+//! its lanes (the H200's 59 nodes: about 100 ms, FACTS.md), reports the outcome to the starting
+//! call, and from then on pumps: intake of ready ops from the application's virtual context,
+//! lane continuation, policy binding, batched completion polling. Later launches never wait for
+//! realization; they only record ops.
+//!
+//! The thread holds the shim's re-entry guard for its whole life: every driver call it makes (the
+//! backend's launches, copies, fences, which go through the shim's exported symbols or through
+//! `dlsym`) is forwarded untouched instead of being taken for an application call.
+//!
+//! Waiting: with work in flight the thread yields between polls (completion latency over CPU
+//! time); with nothing to do it parks in [`VirtualContext::wait_for_work`], which new ops wake.
+//!
+//! Shutdown ([`Coordinator::stop`], at process exit): the thread publishes its statistics and exits
+//! without tearing the pool down (the process is ending; the driver reclaims the green contexts).
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use vitamin_hal::Backend;
+use vitamin_hal_cuda::CudaBackend;
+use vitamin_runtime::dispatch::{DispatchConfig, Dispatcher};
+use vitamin_runtime::policy::{ClientClass, Policy, PolicyKind};
+use vitamin_runtime::profile::Profiles;
+use vitamin_runtime::VirtualContext;
+
+use crate::config::LogLevel;
+use crate::guard;
+use crate::state::vlog;
+
+/// How the coordinator schedules (from `VITAMIN_POLICY`, `VITAMIN_SEED`, `VITAMIN_LANE_CONTINUATION`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Settings {
+    /// The policy.
+    pub policy: PolicyKind,
+    /// Seed of the Chaos policy.
+    pub seed: u64,
+    /// Lane continuation (default) or strict readiness.
+    pub lane_continuation: bool,
+}
+
+/// What the started coordinator reports.
+#[derive(Debug, Clone)]
+pub struct Started {
+    /// Device name.
+    pub device: String,
+    /// Every pool node's units, by node id.
+    pub nodes: Vec<String>,
+    /// Wall time to create the backend and realize the pool, ms.
+    pub realize_ms: f64,
+}
+
+/// The running coordinator.
+#[derive(Debug)]
+pub struct Coordinator {
+    /// What start-up built.
+    pub started: Started,
+    stop: Arc<AtomicBool>,
+    stopped: Mutex<Option<mpsc::Receiver<()>>>,
+    stats: Arc<Mutex<Option<serde_json::Value>>>,
+}
+
+impl Coordinator {
+    /// Starts the dispatcher thread for device `ordinal` and waits until the pool is realized.
+    pub fn start(ordinal: i32, vctx: Arc<VirtualContext>, settings: Settings) -> Result<Coordinator, String> {
+        let (ready_tx, ready_rx) = mpsc::channel::<Result<Started, String>>();
+        let (done_tx, done_rx) = mpsc::channel::<()>();
+        let stop = Arc::new(AtomicBool::new(false));
+        let stats = Arc::new(Mutex::new(None));
+        let (stop2, stats2) = (stop.clone(), stats.clone());
+        let spawned = std::thread::Builder::new().name("vitamin-dispatch".into()).spawn(move || {
+            let _entered = guard::enter();
+            let ready_tx2 = ready_tx.clone();
+            let run = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                run(ordinal, vctx, settings, ready_tx, &stop2, &stats2);
+            }));
+            if run.is_err() {
+                let _ = ready_tx2.send(Err("the dispatcher thread panicked".into()));
+                vlog!(LogLevel::Error, "the dispatcher thread panicked; bound work stops progressing");
+            }
+            let _ = done_tx.send(());
+        });
+        if let Err(e) = spawned {
+            return Err(format!("could not start the dispatcher thread: {e}"));
+        }
+        match ready_rx.recv() {
+            Ok(Ok(started)) => Ok(Coordinator { started, stop, stopped: Mutex::new(Some(done_rx)), stats }),
+            Ok(Err(e)) => Err(e),
+            Err(_) => Err("the dispatcher thread ended during start-up".into()),
+        }
+    }
+
+    /// Asks the thread to stop and waits up to `timeout` for it; returns whether it stopped.
+    pub fn stop(&self, timeout: Duration) -> bool {
+        self.stop.store(true, Ordering::Release);
+        let rx = self.stopped.lock().unwrap_or_else(|e| e.into_inner()).take();
+        rx.is_some_and(|rx| rx.recv_timeout(timeout).is_ok())
+    }
+
+    /// The dispatcher's statistics as published at stop (`None` before).
+    pub fn stats(&self) -> Option<serde_json::Value> {
+        self.stats.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+}
+
+fn run(
+    ordinal: i32,
+    vctx: Arc<VirtualContext>,
+    settings: Settings,
+    ready: mpsc::Sender<Result<Started, String>>,
+    stop: &AtomicBool,
+    stats: &Mutex<Option<serde_json::Value>>,
+) {
+    let t0 = Instant::now();
+    let backend = match CudaBackend::with_ordinal(ordinal) {
+        Ok(b) => b,
+        Err(e) => {
+            let _ = ready.send(Err(format!("the CUDA backend is unavailable: {e}")));
+            return;
+        }
+    };
+    let kind = backend.topology().unit_kind();
+    let device = backend.topology().device_name().to_owned();
+    let config = DispatchConfig { lane_continuation: settings.lane_continuation, ..DispatchConfig::default() };
+    let policy = settings.policy.build(settings.seed);
+    let mut d = match Dispatcher::new(backend, policy, Profiles::new(device.clone()), config) {
+        Ok(d) => d,
+        Err(e) => {
+            let _ = ready.send(Err(format!("could not realize the pool: {e}")));
+            return;
+        }
+    };
+    d.register(vctx.clone(), "application", ClientClass::BestEffort);
+    let nodes = d.pool().nodes().iter().map(|n| n.units.display(kind).to_string()).collect();
+    let realize_ms = t0.elapsed().as_secs_f64() * 1e3;
+    let _ = ready.send(Ok(Started { device, nodes, realize_ms }));
+    let mut errors = 0u64;
+    let mut watch = Stall::default();
+    while !stop.load(Ordering::Acquire) {
+        watch.check(&d);
+        match d.pump() {
+            Ok(n) if n > 0 => continue,
+            Ok(_) => {}
+            Err(e) => {
+                errors += 1;
+                if errors <= 10 {
+                    vlog!(LogLevel::Error, "dispatcher round failed: {e}");
+                }
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        }
+        if d.is_idle() {
+            vctx.wait_for_work(Duration::from_millis(2));
+        } else {
+            // Work in flight (or ready ops the policy deferred): poll again soon.
+            let _ = d.backend().wait_for_progress(Duration::from_micros(20));
+        }
+    }
+    let mut published = serde_json::to_value(d.stats()).unwrap_or_default();
+    published["round_errors"] = errors.into();
+    published["policy"] = d.policy().name().into();
+    *stats.lock().unwrap_or_else(|e| e.into_inner()) = Some(published);
+    // The process is exiting: leave the green contexts to the driver instead of draining and
+    // destroying every pool node here.
+    std::mem::forget(d);
+}
+
+/// Notices a dispatcher that makes no progress while holding work (every proposal rejected or
+/// every submission refused, e.g. an op no partition can run): says so once in the log, with the
+/// counters, instead of hanging silently.
+#[derive(Debug, Default)]
+struct Stall {
+    completed: u64,
+    since: Option<Instant>,
+    reported: bool,
+}
+
+impl Stall {
+    fn check<B: Backend, P: Policy>(&mut self, d: &Dispatcher<B, P>) {
+        let s = d.stats();
+        if d.is_idle() || s.completed != self.completed {
+            self.completed = s.completed;
+            self.since = None;
+            return;
+        }
+        let since = *self.since.get_or_insert_with(Instant::now);
+        if !self.reported && d.inflight() == 0 && since.elapsed() > Duration::from_secs(10) {
+            self.reported = true;
+            vlog!(
+                LogLevel::Error,
+                "dispatcher stalled for 10 s with ready work and nothing in flight: {} proposals rejected, {} \
+                 submissions refused; the application will wait",
+                s.rejected,
+                s.submit_failures
+            );
+        }
+    }
+}

@@ -1,0 +1,441 @@
+//! # Bind mode (`VITAMIN_MODE=bind`): late-binding every launch of an unmodified application
+//!
+//! Asynchronous operations become ops of one [`VirtualContext`] (the application's logical
+//! streams, events and happens-before order) with immutable descriptors, and the in-process
+//! coordinator ([`coordinator`]) dispatches them through the runtime's dispatcher onto the green
+//! context pool, under the policy `VITAMIN_POLICY` selects. The application sees native semantics:
+//! synchronization and queries are answered from logical state, and everything vitamin does not
+//! model takes the **native path**.
+//!
+//! ## What becomes an op
+//! - Kernel launches (`cuLaunchKernel`, `cuLaunchKernelEx`, `cuLaunchCooperativeKernel`, each with
+//!   its `_ptsz` variant): descriptor captured at the call ([`capture`], [`function`]): function,
+//!   grid, block, dynamic shared memory, argument bytes copied by the parameter layout, attributes
+//!   deep-copied.
+//! - `cuMemcpyAsync`, `cuMemcpyHtoDAsync`, `cuMemcpyDtoHAsync`, `cuMemcpyDtoDAsync`: copy ops
+//!   ([`handles::plan_copy`]); a pageable source is staged at the call.
+//! - `cuMemsetD8/16/32Async`: fill ops. `cuLaunchHostFunc`: a host-function op, ordered in its
+//!   stream like any other.
+//! - Event records and stream waits on events: logical generations (no device work).
+//!
+//! ## What is answered from logical state
+//! `cuStreamQuery`, `cuStreamSynchronize`, `cuEventQuery`, `cuEventSynchronize` (events recorded
+//! logically), `cuCtxSynchronize` (logical device synchronization, then the driver's own, which also
+//! reports native errors). Queries report not-ready for work vitamin still holds; an asynchronous
+//! failure of an op is reported by the next synchronization or query of its stream (code 719) and
+//! of the device.
+//!
+//! ## The native path
+//! Anything vitamin does not model, and anything it declines to defer, goes to the driver exactly
+//! as the application called it, after **draining** the logical stream (a barrier op on it, which
+//! also carries the legacy-default-stream edges, waited for), and followed, for calls that enqueue
+//! work, by a wait for the application's native stream, so later logical ops follow it. This covers:
+//! launches that fail validation (the driver returns its own error, synchronously) or use forms
+//! vitamin does not model (including, for now, cooperative and cluster launches); device-to-pageable copies (they must be complete when the call returns);
+//! 2-D/3-D/peer/array copies and 2-D fills; synchronous copies and fills (on the default stream);
+//! `cuStreamAddCallback`; graph launches and uploads; `cuMemFreeAsync`; stream capture begins;
+//! timing and interprocess event records (so the driver's timestamps and IPC waits stay real).
+//! Memory frees (`cuMemFree`, `cuMemFreeHost`) first synchronize the device logically (the
+//! driver's implicit synchronization).
+//!
+//! ## Capture
+//! Nothing is deferred on a capturing stream: while any capture is active, each call asks the
+//! driver whether its stream is capturing and, if so, forwards unchanged (the work is recorded
+//! into the application's graph, natively), so capture queries stay truthful. Ops on the legacy
+//! stream while a capture is active take the native path (the driver decides whether they are
+//! legal).
+//!
+//! ## Start-up and fallback
+//! Nothing happens at load time. The first bind-mode call made with a current context starts the
+//! coordinator (green contexts realized off the path of every later launch). Bind mode needs the
+//! application to run on its device's primary context (the CUDA runtime and PyTorch do); otherwise,
+//! or if the backend cannot start (no green contexts), the process keeps running in observe mode
+//! and the census says why. A forked child runs in observe mode (no dispatcher thread in it).
+//!
+//! ## Not yet done (see docs/shim.md)
+//! Graph launches are not ops yet (native path, synchronous); per-thread default streams of
+//! exited threads are not released; launches on contexts other than the primary one, and
+//! multi-device processes, are not supported; a submission the backend refuses is retried by the
+//! dispatcher rather than failed.
+
+pub(crate) mod calls;
+pub mod capture;
+mod coordinator;
+mod driver;
+mod function;
+pub mod handles;
+
+use std::ffi::c_int;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
+
+use serde_json::{json, Value};
+use vitamin_hal::{Marker, OpDesc};
+use vitamin_runtime::{StreamId, VctxError, VctxId, VirtualContext};
+
+use self::coordinator::{Coordinator, Settings};
+use self::function::Functions;
+use self::handles::{classify_stream, Registry, StreamRef, CU_STREAM_NON_BLOCKING};
+use crate::census::Stat;
+use crate::config::{LogLevel, Mode};
+use crate::ffi::{CUresult, CUstream};
+use crate::state::{self, vlog, ACTIVE_CAPTURES};
+
+/// `CUDA_ERROR_INVALID_HANDLE`.
+pub const CUDA_ERROR_INVALID_HANDLE: CUresult = 400;
+/// `CUDA_ERROR_LAUNCH_FAILED`.
+pub const CUDA_ERROR_LAUNCH_FAILED: CUresult = 719;
+
+/// Set in a forked child and when bind mode could not start: every call then takes the observe
+/// path.
+static DISABLED: AtomicBool = AtomicBool::new(false);
+/// The started bind state (`Some(None)`: bind mode is unavailable in this process).
+static BIND: OnceLock<Option<Bind>> = OnceLock::new();
+static INIT: Mutex<()> = Mutex::new(());
+static UNAVAILABLE: OnceLock<String> = OnceLock::new();
+
+/// Counters of what bind mode did (census `bind.ops`).
+#[derive(Debug, Default)]
+pub struct BindCounters {
+    /// Kernel launches recorded as ops.
+    pub kernels: Stat,
+    /// Copies recorded as ops.
+    pub copies: Stat,
+    /// Of those, copies from pageable memory staged at the call.
+    pub staged_copies: Stat,
+    /// Bytes staged.
+    pub staged_bytes: Stat,
+    /// Fills recorded as ops.
+    pub fills: Stat,
+    /// Host functions recorded as ops.
+    pub host_functions: Stat,
+    /// Logical event records.
+    pub event_records: Stat,
+    /// Logical event waits.
+    pub event_waits: Stat,
+    /// Synchronizations answered from logical state.
+    pub syncs: Stat,
+    /// Queries answered from logical state.
+    pub queries: Stat,
+    /// Calls forwarded unchanged because their stream was capturing.
+    pub capturing: Stat,
+    /// Launches that failed vitamin's validation (the driver answered, natively).
+    pub invalid_launches: Stat,
+    /// Calls on the native path because vitamin does not model them.
+    pub native_unmodelled: Stat,
+    /// Of those, cooperative and cluster launches.
+    pub native_constrained: Stat,
+    /// Barrier drains before native-path calls.
+    pub drains: Stat,
+}
+
+impl BindCounters {
+    fn to_json(&self) -> Value {
+        json!({
+            "kernels": self.kernels.get(), "copies": self.copies.get(), "staged_copies": self.staged_copies.get(),
+            "staged_bytes": self.staged_bytes.get(), "fills": self.fills.get(),
+            "host_functions": self.host_functions.get(), "event_records": self.event_records.get(),
+            "event_waits": self.event_waits.get(), "syncs_answered": self.syncs.get(),
+            "queries_answered": self.queries.get(), "forwarded_capturing": self.capturing.get(),
+            "invalid_launches": self.invalid_launches.get(), "native_unmodelled": self.native_unmodelled.get(),
+            "native_cooperative_or_cluster": self.native_constrained.get(),
+            "drains": self.drains.get(),
+        })
+    }
+}
+
+/// The bind state of the process: the application's virtual context, its handle maps, the
+/// per-function cache and the coordinator.
+#[derive(Debug)]
+pub struct Bind {
+    vctx: Arc<VirtualContext>,
+    registry: Mutex<Registry>,
+    functions: Functions,
+    device: c_int,
+    settings: Settings,
+    coordinator: Coordinator,
+    /// What was done.
+    pub counters: BindCounters,
+}
+
+enum StartError {
+    /// No current context yet: try again at the next call.
+    NotYet,
+    /// Bind mode cannot run in this process.
+    Unavailable(String),
+}
+
+/// Whether bind mode handles calls now (mode `bind`, not disabled).
+#[inline]
+pub fn active() -> bool {
+    state::config().mode == Mode::Bind && !DISABLED.load(Ordering::Relaxed)
+}
+
+/// The started bind state, starting it on first use; `None` means "take the observe path".
+pub(crate) fn get() -> Option<&'static Bind> {
+    match BIND.get() {
+        Some(b) => b.as_ref(),
+        None => start_slow(),
+    }
+}
+
+#[cold]
+fn start_slow() -> Option<&'static Bind> {
+    let _l = INIT.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(b) = BIND.get() {
+        return b.as_ref();
+    }
+    match Bind::start() {
+        Ok(b) => {
+            vlog!(
+                LogLevel::Info,
+                "bind mode: policy {}, {} pool nodes on {} realized in {:.1} ms, lane continuation {}",
+                b.settings.policy,
+                b.coordinator.started.nodes.len(),
+                b.coordinator.started.device,
+                b.coordinator.started.realize_ms,
+                if b.settings.lane_continuation { "on" } else { "off" }
+            );
+            let _ = BIND.set(Some(b));
+            // Registered after the CUDA runtime's own exit handlers, so it runs before them.
+            // SAFETY: a plain extern "C" handler with no arguments that never unwinds.
+            unsafe { libc::atexit(at_exit) };
+        }
+        Err(StartError::NotYet) => return None,
+        Err(StartError::Unavailable(why)) => {
+            vlog!(LogLevel::Error, "bind mode unavailable, running in observe mode: {why}");
+            let _ = UNAVAILABLE.set(why);
+            DISABLED.store(true, Ordering::Release);
+            let _ = BIND.set(None);
+        }
+    }
+    BIND.get().and_then(Option::as_ref)
+}
+
+fn settings() -> Settings {
+    let c = state::config();
+    Settings { policy: c.policy, seed: c.seed, lane_continuation: c.lane_continuation }
+}
+
+impl Bind {
+    fn start() -> Result<Bind, StartError> {
+        let unavailable = |what: &str, code: CUresult| StartError::Unavailable(format!("{what} failed ({code})"));
+        let ctx = driver::current_context().map_err(|e| unavailable("cuCtxGetCurrent", e))?;
+        if ctx == 0 {
+            return Err(StartError::NotYet);
+        }
+        let device = driver::current_device().map_err(|e| unavailable("cuCtxGetDevice", e))?;
+        let primary = driver::primary_context(device).map_err(|e| unavailable("cuDevicePrimaryCtxRetain", e))?;
+        if primary != ctx {
+            return Err(StartError::Unavailable(format!(
+                "the current context is not device {device}'s primary context; bind mode supports applications on \
+                 the primary context (the CUDA runtime, PyTorch)"
+            )));
+        }
+        let vctx = Arc::new(VirtualContext::new(VctxId(std::process::id())));
+        let settings = settings();
+        let coordinator = Coordinator::start(device, vctx.clone(), settings).map_err(StartError::Unavailable)?;
+        Ok(Bind {
+            vctx,
+            registry: Mutex::new(Registry::default()),
+            functions: Functions::default(),
+            device,
+            settings,
+            coordinator,
+            counters: BindCounters::default(),
+        })
+    }
+
+    fn registry(&self) -> std::sync::MutexGuard<'_, Registry> {
+        self.registry.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The logical stream of a known stream reference (default streams always are).
+    fn known_stream(&self, r: StreamRef) -> Option<StreamId> {
+        match r {
+            StreamRef::Legacy => Some(StreamId::LEGACY),
+            StreamRef::PerThread => Some(self.vctx.per_thread_default_stream(thread_key())),
+            StreamRef::Handle(h) => self.registry().stream(h),
+        }
+    }
+
+    /// The logical stream of `r`, registering an application stream vitamin has not seen yet
+    /// (created through a route it does not hook) with the flags and priority the driver reports.
+    fn stream(&self, r: StreamRef, handle: CUstream) -> Result<StreamId, CUresult> {
+        if let Some(s) = self.known_stream(r) {
+            return Ok(s);
+        }
+        let (flags, priority) = driver::stream_flags_priority(handle)?;
+        let kind = if flags & CU_STREAM_NON_BLOCKING != 0 {
+            vitamin_runtime::StreamKind::NonBlocking
+        } else {
+            vitamin_runtime::StreamKind::Blocking
+        };
+        let id = self.vctx.create_stream(kind, priority);
+        self.registry().add_stream(handle as usize, id);
+        Ok(id)
+    }
+
+    /// Waits until everything the application enqueued on `s` before now completed, with the
+    /// legacy-default-stream edges an action on `s` has (a barrier op).
+    fn drain(&self, s: StreamId) -> Result<(), CUresult> {
+        if self.vctx.outstanding() == 0 {
+            return Ok(());
+        }
+        self.counters.drains.bump();
+        self.vctx.record_synchronous_op(s, Arc::new(OpDesc::Marker(Marker::Barrier))).map(|_| ()).map_err(|e| code(&e))
+    }
+}
+
+/// The CUDA error for a logical error (table in `vitamin_runtime::vctx`).
+pub fn code(e: &VctxError) -> CUresult {
+    match e {
+        VctxError::InvalidHandle(_) => CUDA_ERROR_INVALID_HANDLE,
+        VctxError::LaunchFailed { .. } => CUDA_ERROR_LAUNCH_FAILED,
+    }
+}
+
+/// The calling thread's key for its per-thread default stream (its kernel thread id).
+fn thread_key() -> u64 {
+    thread_local! {
+        static KEY: u64 = {
+            // SAFETY: gettid has no preconditions.
+            (unsafe { libc::syscall(libc::SYS_gettid) }) as u64
+        };
+    }
+    KEY.try_with(|k| *k).unwrap_or(0)
+}
+
+/// Whether `stream` (a hook's argument, `per_thread` variant or not) is being captured; asks the
+/// driver only while some capture is active.
+fn capturing(stream: CUstream, per_thread: bool) -> bool {
+    ACTIVE_CAPTURES.get() > 0 && driver::is_capturing(stream, per_thread)
+}
+
+/// Where an asynchronous operation goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Target {
+    /// Recorded as an op of this logical stream.
+    Record(StreamId),
+    /// Its stream is capturing: forwarded unchanged.
+    Forward,
+    /// The native path on this logical stream (the legacy stream while a capture is active).
+    Native(StreamId),
+}
+
+impl Bind {
+    fn target(&self, stream: CUstream, per_thread: bool) -> Result<Target, CUresult> {
+        let r = classify_stream(stream as usize, per_thread);
+        if ACTIVE_CAPTURES.get() > 0 {
+            if driver::is_capturing(stream, per_thread) {
+                self.counters.capturing.bump();
+                return Ok(Target::Forward);
+            }
+            if r == StreamRef::Legacy {
+                return Ok(Target::Native(StreamId::LEGACY));
+            }
+        }
+        self.stream(r, stream).map(Target::Record)
+    }
+
+    /// The native path: drain `s`, call the driver, and if `wait_after` (the call enqueued work)
+    /// wait for the application's native stream so that later logical ops follow it.
+    fn native(
+        &self,
+        s: Option<StreamId>,
+        stream: CUstream,
+        per_thread: bool,
+        wait_after: bool,
+        real: &dyn Fn() -> CUresult,
+    ) -> CUresult {
+        if let Some(s) = s {
+            if let Err(e) = self.drain(s) {
+                return e;
+            }
+        }
+        let r = real();
+        if r == crate::ffi::CUDA_SUCCESS && wait_after {
+            let w = driver::native_stream_synchronize(stream, per_thread);
+            if w != crate::ffi::CUDA_SUCCESS {
+                return w;
+            }
+        }
+        r
+    }
+
+    /// The native path for a call on application stream `stream` (capturing: forwarded as is).
+    fn native_on_stream(
+        &self,
+        stream: CUstream,
+        per_thread: bool,
+        wait_after: bool,
+        real: &dyn Fn() -> CUresult,
+    ) -> CUresult {
+        if capturing(stream, per_thread) {
+            self.counters.capturing.bump();
+            return real();
+        }
+        let r = classify_stream(stream as usize, per_thread);
+        // An unknown handle is registered so that the drain carries its legacy-stream edges; if the
+        // driver does not know it either, the call itself reports that.
+        let s = self.stream(r, stream).ok();
+        self.native(s, stream, per_thread, wait_after, real)
+    }
+}
+
+/// The census section of bind mode (`None` outside bind mode).
+pub fn census() -> Option<Value> {
+    if state::config().mode != Mode::Bind {
+        return None;
+    }
+    let c = state::config();
+    let common = json!({"policy": c.policy.name(), "seed": c.seed, "lane_continuation": c.lane_continuation});
+    let mut v = match BIND.get() {
+        None => json!({"active": false, "reason": "not started: no bind-mode call was made with a current context"}),
+        Some(None) => json!({"active": false, "reason": UNAVAILABLE.get().cloned().unwrap_or_default()}),
+        Some(Some(b)) => {
+            let (streams, events) = b.registry().counts();
+            json!({
+                "active": !DISABLED.load(Ordering::Relaxed),
+                "device": b.coordinator.started.device,
+                "realize_ms": b.coordinator.started.realize_ms,
+                "nodes": b.coordinator.started.nodes,
+                "ops": b.counters.to_json(),
+                "streams_mapped": streams,
+                "events_mapped": events,
+                "dispatcher": b.coordinator.stats(),
+            })
+        }
+    };
+    if let (Some(o), Some(common)) = (v.as_object_mut(), common.as_object()) {
+        for (k, x) in common {
+            o.insert(k.clone(), x.clone());
+        }
+    }
+    Some(v)
+}
+
+/// In a forked child: no dispatcher thread exists there, so the child runs in observe mode.
+/// Async-signal-safe (one atomic store).
+pub(crate) fn after_fork_in_child() {
+    DISABLED.store(true, Ordering::Relaxed);
+}
+
+extern "C" fn at_exit() {
+    let _ = std::panic::catch_unwind(|| {
+        let _entered = crate::guard::enter();
+        if DISABLED.load(Ordering::Relaxed) {
+            return;
+        }
+        if let Some(Some(b)) = BIND.get() {
+            // Work the application enqueued completes, as it would natively.
+            if !matches!(b.vctx.device_synchronize_timeout(Duration::from_secs(60)), Ok(true)) {
+                vlog!(LogLevel::Warn, "exit: enqueued work did not complete within 60 s (or failed)");
+            }
+            if !b.coordinator.stop(Duration::from_secs(5)) {
+                vlog!(LogLevel::Warn, "exit: the dispatcher thread did not stop within 5 s");
+            }
+        }
+    });
+}

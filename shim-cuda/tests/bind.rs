@@ -1,0 +1,307 @@
+//! Bind mode end to end, without a GPU: tests/fake/bind_app.c (dependent launches on several
+//! streams with events, the legacy and per-thread default streams, copies, a fill, a host function,
+//! invalid launches) runs against the fake libcuda in its asynchronous mode (per-stream worker
+//! threads, 2 ms per kernel, native semantics), once natively and then under the shim in bind mode.
+//!
+//! Checked, for every run: the program prints exactly what it prints natively (so synchronization
+//! returned only after the work completed, staged copies kept the bytes of the call, pageable D2H
+//! was complete on return, invalid launches got the driver's error); the fake driver's call log
+//! shows every valid launch submitted **unchanged** (function, grid, block, shared memory, argument
+//! values, attributes) and, under bind mode, on green-context streams only; the fake driver's
+//! execution log respects every happens-before edge of the program; the census reports what bind
+//! mode did. Chaos must spread the launches over several partitions. The one cluster launch runs
+//! natively (bind mode does not bind cooperative or cluster launches yet).
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+mod support;
+use support::{build_fake_driver, compile, shim_path};
+
+struct Fixture {
+    dir: PathBuf,
+    shim: PathBuf,
+    app: PathBuf,
+}
+
+fn fixture() -> &'static Fixture {
+    static F: OnceLock<Fixture> = OnceLock::new();
+    F.get_or_init(|| {
+        let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("shim-bind");
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        build_fake_driver(&dir);
+        let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fake/bind_app.c");
+        let app = dir.join("bind_app");
+        compile(&[
+            "-O1",
+            "-o",
+            app.to_str().unwrap(),
+            src.to_str().unwrap(),
+            &format!("-L{}", dir.display()),
+            "-lcuda",
+        ]);
+        Fixture { dir, shim: shim_path(), app }
+    })
+}
+
+/// One run's output and the fake driver's two logs.
+struct Run {
+    out: Output,
+    calls: String,
+    exec: String,
+    census: Option<Value>,
+}
+
+/// Runs the program with the asynchronous fake driver; `bind` adds the shim in bind mode with
+/// these extra variables. Fails the test if the program does not finish within a minute.
+fn run(name: &str, bind: Option<&[(&str, &str)]>, extra_env: &[(&str, &str)]) -> Run {
+    let f = fixture();
+    let calls = f.dir.join(format!("{name}.calls"));
+    let exec = f.dir.join(format!("{name}.exec"));
+    let census = f.dir.join(format!("{name}.census.json"));
+    for p in [&calls, &exec, &census] {
+        let _ = std::fs::remove_file(p);
+    }
+    let mut cmd = Command::new(&f.app);
+    for (k, _) in std::env::vars() {
+        if k.starts_with("VITAMIN_") || k.starts_with("FAKE_CUDA") || k == "LD_PRELOAD" {
+            cmd.env_remove(k);
+        }
+    }
+    cmd.env("LD_LIBRARY_PATH", &f.dir)
+        .env("FAKE_CUDA_LOG", &calls)
+        .env("FAKE_CUDA_EXEC_LOG", &exec)
+        .env("FAKE_CUDA_DELAY_US", "2000");
+    if let Some(vars) = bind {
+        cmd.env("LD_PRELOAD", &f.shim).env("VITAMIN_MODE", "bind").env("VITAMIN_CENSUS", &census);
+        for (k, v) in vars {
+            cmd.env(k, v);
+        }
+    }
+    for (k, v) in extra_env {
+        cmd.env(k, v);
+    }
+    let mut child = cmd.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("run bind_app");
+    let start = Instant::now();
+    while child.try_wait().expect("wait").is_none() {
+        if start.elapsed() > Duration::from_secs(60) {
+            let _ = child.kill();
+            let out = child.wait_with_output().unwrap();
+            panic!("{name}: bind_app did not finish within 60 s (hang?)\n{}", String::from_utf8_lossy(&out.stdout));
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let out = child.wait_with_output().unwrap();
+    let read = |p: &Path| std::fs::read_to_string(p).unwrap_or_default();
+    let census = std::fs::read_to_string(&census).ok().map(|t| serde_json::from_str(&t).expect("census JSON"));
+    Run { out, calls: read(&calls), exec: read(&exec), census }
+}
+
+fn stdout(r: &Run) -> String {
+    String::from_utf8_lossy(&r.out.stdout).into_owned()
+}
+
+fn native() -> &'static Run {
+    static N: OnceLock<Run> = OnceLock::new();
+    N.get_or_init(|| {
+        let r = run("native", None, &[]);
+        assert!(r.out.status.success(), "native run failed:\n{}", stdout(&r));
+        assert!(stdout(&r).ends_with("done\n"), "{}", stdout(&r));
+        r
+    })
+}
+
+/// A valid launch as the driver received it: (function, grid, block, smem, args, attrs), and the
+/// context whose stream it was submitted on.
+fn launches(calls: &str) -> (BTreeMap<String, usize>, Vec<String>, BTreeMap<String, usize>) {
+    let mut valid = BTreeMap::new();
+    let mut contexts = Vec::new();
+    let mut invalid = BTreeMap::new();
+    for line in calls.lines().filter(|l| l.starts_with("cuLaunchKernel")) {
+        let mut words = line.split_whitespace();
+        let _entry = words.next();
+        let rest: Vec<&str> = words.collect();
+        if line.ends_with("-> INVALID") {
+            *invalid.entry(rest.join(" ")).or_default() += 1;
+            continue;
+        }
+        let key: Vec<&str> =
+            rest.iter().copied().filter(|w| !w.starts_with("stream=") && !w.starts_with("ctx=")).collect();
+        *valid.entry(key.join(" ")).or_default() += 1;
+        contexts.push(rest.iter().find_map(|w| w.strip_prefix("ctx=")).expect("ctx= in the launch log").to_string());
+    }
+    (valid, contexts, invalid)
+}
+
+/// The program's happens-before edges: `a` must have ended (or been marked) before `b` began.
+const EDGES: &[(&str, &str)] = &[
+    ("mark start", "begin copy A1+0<-staged 16384"),
+    ("end copy A1+0<-staged 16384", "begin k1"),
+    ("end k1", "begin k2"),
+    ("end k2", "begin k3"),
+    ("end fill A3+0", "begin k4"),
+    ("end k3", "begin k5"),
+    ("end k4", "begin k5"),
+    ("end k5", "mark after sync s2"),
+    ("mark after sync s2", "begin k6"),
+    ("end k2", "begin k6"),
+    ("end k4", "begin k6"),
+    ("end k6", "begin k7"),
+    ("end k7", "begin host"),
+    ("end host", "begin copy host<-A1+0 16384"),
+    ("end copy host<-A1+0 16384", "mark after d2h pageable"),
+    ("end k6", "begin k8"),
+    ("end k8", "mark after sync ptsz"),
+    ("mark after sync ptsz", "begin copy A5+0<-A3+0 16384"),
+    ("end copy A5+0<-A3+0 16384", "mark after event sync e2"),
+    ("end copy A5+0<-A3+0 16384", "begin k99"),
+    ("end k99", "begin k9"),
+    ("end k9", "mark after ctx sync"),
+    ("mark after event sync e2", "begin k10"),
+    ("end k5", "begin k10"),
+    ("end k10", "mark after ctx sync"),
+];
+
+/// Position of each line of the execution log, by its text without the ` ctx=.. stream=..` tail.
+fn positions(exec: &str) -> HashMap<String, usize> {
+    let mut pos = HashMap::new();
+    for (i, line) in exec.lines().enumerate() {
+        let key = line.split(" ctx=").next().unwrap().to_string();
+        assert!(pos.insert(key.clone(), i).is_none(), "`{key}` appears twice in the execution log:\n{exec}");
+    }
+    pos
+}
+
+fn check_order(name: &str, exec: &str) {
+    let pos = positions(exec);
+    for (a, b) in EDGES {
+        let (Some(pa), Some(pb)) = (pos.get(*a), pos.get(*b)) else {
+            panic!("{name}: `{a}` or `{b}` missing from the execution log:\n{exec}");
+        };
+        assert!(pa < pb, "{name}: `{b}` (line {pb}) did not wait for `{a}` (line {pa}):\n{exec}");
+    }
+}
+
+/// Context (`p` or `g<n>`) each kernel ran on, from the execution log.
+fn kernel_contexts(exec: &str) -> BTreeMap<String, String> {
+    exec.lines()
+        .filter(|l| l.starts_with("begin k"))
+        .map(|l| {
+            let label = l.split_whitespace().nth(1).unwrap().to_string();
+            let ctx = l.split_whitespace().find_map(|w| w.strip_prefix("ctx=")).unwrap().to_string();
+            (label, ctx)
+        })
+        .collect()
+}
+
+/// Everything a bind-mode run must share with the native run.
+fn check_bind_run(name: &str, r: &Run) {
+    let n = native();
+    assert!(r.out.status.success(), "{name} failed:\n{}\n{}", stdout(r), String::from_utf8_lossy(&r.out.stderr));
+    assert_eq!(stdout(r), stdout(n), "{name}: the program's output differs from the native run");
+    let (native_valid, native_ctx, native_invalid) = launches(&n.calls);
+    let (valid, ctx, invalid) = launches(&r.calls);
+    assert_eq!(native_valid.values().sum::<usize>(), 11, "the program makes 11 valid launches");
+    assert_eq!(valid, native_valid, "{name}: launches were not submitted unchanged");
+    assert_eq!(invalid, native_invalid, "{name}: the invalid launches must reach the driver as made");
+    assert!(native_ctx.iter().all(|c| c == "p"));
+    check_order(name, &r.exec);
+    // Every kernel ran on a green context, except the cluster launch k10, which bind mode runs
+    // natively for now (on the application's stream, after draining it).
+    let kernels = kernel_contexts(&r.exec);
+    assert_eq!(kernels.len(), 11);
+    for (k, c) in &kernels {
+        assert_eq!(c.starts_with('g'), k != "k10", "{name}: {k} ran on {c}: {kernels:?}");
+    }
+    assert_eq!(ctx.iter().filter(|c| c.starts_with('g')).count(), 10, "{name}: {ctx:?}");
+}
+
+fn bind_census(r: &Run) -> &Value {
+    let c = r.census.as_ref().expect("bind-mode census");
+    assert_eq!(c["mode"], "bind");
+    &c["bind"]
+}
+
+#[test]
+fn the_native_run_respects_the_program_order() {
+    // Validates the edge list against the fake driver's own native semantics.
+    check_order("native", &native().exec);
+}
+
+#[test]
+fn chaos_binds_every_launch_unchanged_to_green_contexts_in_happens_before_order() {
+    let r = run("chaos", Some(&[("VITAMIN_POLICY", "chaos"), ("VITAMIN_SEED", "7")]), &[]);
+    check_bind_run("chaos", &r);
+    let b = bind_census(&r);
+    assert_eq!(b["active"], true, "{b:#}");
+    assert_eq!(b["policy"], "chaos");
+    assert_eq!(b["seed"], 7);
+    assert_eq!(b["device"], "Fake GPU");
+    // 36 SMs split by 8: four leaves of 8 and a remainder of 4, so 4*5 - 5 = 15 nodes.
+    assert_eq!(b["nodes"].as_array().unwrap().len(), 15, "{b:#}");
+    let ops = &b["ops"];
+    assert_eq!(ops["kernels"], 10, "{ops}");
+    assert_eq!(ops["native_cooperative_or_cluster"], 1);
+    assert_eq!(ops["invalid_launches"], 4);
+    assert_eq!(ops["staged_copies"], 1);
+    assert_eq!(ops["staged_bytes"], 16384);
+    assert_eq!(ops["copies"], 2, "staged H2D and pinned D2H; the pageable D2H took the native path");
+    assert_eq!(ops["fills"], 1);
+    assert_eq!(ops["host_functions"], 1);
+    let per_node: Vec<u64> =
+        b["dispatcher"]["per_node"].as_array().expect("dispatcher stats").iter().map(|v| v.as_u64().unwrap()).collect();
+    assert_eq!(per_node.iter().sum::<u64>(), 10, "every kernel ran on some pool node: {per_node:?}");
+    // At least five launches are bound afresh (their predecessors are copies, fills or finished
+    // work, or sit on different lanes), each to a random eligible node of 15; how many of the rest
+    // continue on a predecessor's lane depends on timing. Two distinct nodes is what cannot fail by
+    // chance (all five on one node: about 2e-5).
+    let used = per_node.iter().filter(|&&n| n > 0).count();
+    assert!(used >= 2, "chaos should spread 10 launches over several nodes, used {used}: {per_node:?}");
+    let distinct: std::collections::BTreeSet<_> =
+        kernel_contexts(&r.exec).into_values().filter(|c| c.starts_with('g')).collect();
+    assert_eq!(distinct.len(), used, "green contexts in the execution log vs nodes in the census");
+}
+
+#[test]
+fn every_policy_and_strict_readiness_keep_the_program_s_semantics() {
+    for (name, vars) in [
+        ("throughput", vec![("VITAMIN_POLICY", "throughput")]),
+        ("tpot", vec![("VITAMIN_POLICY", "tpot")]),
+        ("static", vec![("VITAMIN_POLICY", "static")]),
+        ("exclusive", vec![("VITAMIN_POLICY", "exclusive")]),
+        ("chaos-strict", vec![("VITAMIN_POLICY", "chaos"), ("VITAMIN_SEED", "99"), ("VITAMIN_LANE_CONTINUATION", "0")]),
+    ] {
+        let r = run(name, Some(&vars), &[]);
+        check_bind_run(name, &r);
+        let b = bind_census(&r);
+        assert_eq!(b["active"], true, "{name}: {b:#}");
+        assert_eq!(b["policy"], name.split('-').next().unwrap());
+        if name == "chaos-strict" {
+            assert_eq!(b["lane_continuation"], false);
+            assert_eq!(b["dispatcher"]["continued"], 0, "strict readiness continues nothing: {b:#}");
+        }
+    }
+}
+
+#[test]
+fn without_green_contexts_bind_mode_falls_back_to_observe() {
+    let r = run("no-green", Some(&[("VITAMIN_POLICY", "chaos")]), &[("FAKE_CUDA_NO_GREEN", "1")]);
+    assert!(r.out.status.success(), "{}", stdout(&r));
+    assert_eq!(stdout(&r), stdout(native()));
+    let (valid, ctx, _) = launches(&r.calls);
+    assert_eq!(valid, launches(&native().calls).0);
+    assert!(ctx.iter().all(|c| c == "p"), "observe mode forwards to the application's streams");
+    check_order("no-green", &r.exec);
+    let b = bind_census(&r);
+    assert_eq!(b["active"], false, "{b:#}");
+    let reason = b["reason"].as_str().unwrap();
+    assert!(reason.contains("unavailable") && reason.contains("green"), "{reason}");
+    // Counting goes on as in observe mode.
+    assert_eq!(r.census.as_ref().unwrap()["totals"]["kernel_launches"], 11);
+}
