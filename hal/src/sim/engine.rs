@@ -131,7 +131,7 @@ impl Engine {
 
     /// Time of the next completion, if anything runs.
     pub(crate) fn next_completion(&self) -> Option<f64> {
-        self.running.iter().map(|r| self.now + r.remaining / r.rate).min_by(f64::total_cmp)
+        self.running.iter().map(|r| (self.now + r.remaining / r.rate).ceil()).min_by(f64::total_cmp)
     }
 
     /// Advances to the next completion (completing everything due then). Returns false if idle.
@@ -140,12 +140,13 @@ impl Engine {
             .running
             .iter()
             .enumerate()
-            .map(|(i, r)| (i, self.now + r.remaining / r.rate))
+            .map(|(i, r)| (i, (self.now + r.remaining / r.rate).ceil()))
             .min_by(|a, b| a.1.total_cmp(&b.1))
         else {
             return false;
         };
-        // The earliest op completes at `t` by definition, whatever rounding says.
+        // The earliest op completes at `t` (rounded up to a whole ns, so virtual time stays
+        // integral and equal durations give equal timestamps), whatever rounding says.
         self.running[i].remaining = 0.0;
         self.advance_to(t);
         true

@@ -14,7 +14,8 @@
 //!   concurrently at full speed; a unit shared by `c` running kernels gives each `1/c` of its
 //!   speed (a kernel's speed is the mean over its units). Copies: 1 us + bytes / bandwidth (50 GB/s
 //!   to/from host, 2 TB/s on device), fills likewise; host functions 1 us; markers 0; graphs 20 us.
-//!   Ops on one lane run one after another in submission order.
+//!   Ops on one lane run one after another in submission order. Completion times are rounded up to
+//!   whole nanoseconds, so virtual time is always integral.
 //! - **Effects**: kernels with a CPU reference ([`SimKernel::exec`]) run block by block when they
 //!   complete, in an order that depends on the partition (round-robin over its units), over
 //!   [`SimMemory`]. A fixed-structure kernel therefore gives the same bits on every partition,

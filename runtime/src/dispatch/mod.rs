@@ -18,6 +18,12 @@
 //!    satisfied, outstanding counts decremented, draining nodes finish, idle leases are released.
 //!
 //! The dispatcher only ever holds `Arc<OpDesc>`: it has no way to alter a descriptor.
+//!
+//! Nothing is lost or kept for ever: a kernel that not even the whole device can run unchanged
+//! (invalid launch, unknown function, cooperative grid larger than the GPU) fails at intake; an op
+//! whose submission the backend refuses [`MAX_SUBMIT_ATTEMPTS`] times fails; both failures surface
+//! through the vCtx at the application's next sync or query. [`Dispatcher::run_until_idle`]
+//! reports a policy that never binds ready ops as [`DispatchError::Stalled`].
 
 mod timeline;
 
@@ -32,9 +38,7 @@ use vitamin_hal::{Backend, Fence, HalError, LaneId, OpDesc, PhysicalPartition, U
 
 pub use timeline::{Span, Timeline, SERVICE_NODE};
 
-use crate::policy::{
-    ClientClass, ClientInfo, Completion, Curves, Hint, Policy, Preparation, ReadyOpView, SchedState,
-};
+use crate::policy::{ClientClass, ClientInfo, Completion, Curves, Hint, Policy, Preparation, ReadyOpView, SchedState};
 use crate::pool::{HolderId, NodeId, NodeState, Pool, PoolError, Realized};
 use crate::profile::Profiles;
 use crate::vctx::{ContinuableOp, OpId, VirtualContext};
@@ -74,6 +78,9 @@ pub enum DispatchError {
 /// Rounds with ready ops, nothing in flight and no binding before [`Dispatcher::run_until_idle`]
 /// reports [`DispatchError::Stalled`].
 pub const STALL_ROUNDS: u32 = 10_000;
+
+/// Failed submissions of one op before it fails (its error surfaces at the next sync or query).
+pub const MAX_SUBMIT_ATTEMPTS: u32 = 8;
 
 /// Dispatcher settings.
 #[derive(Debug, Clone)]
@@ -191,6 +198,10 @@ pub struct Dispatcher<B: Backend, P: Policy> {
     ready: Vec<ReadyEntry>,
     /// Ops in `ready` (ready, not yet submitted).
     in_ready: HashSet<(usize, OpId)>,
+    /// Unit-free ops whose submission failed, retried at the next intake.
+    retry_unit_free: Vec<(usize, OpId, Arc<OpDesc>)>,
+    /// Failed submissions per op; at [`MAX_SUBMIT_ATTEMPTS`] the op fails.
+    submit_attempts: HashMap<(usize, OpId), u32>,
     /// Continuable ops not continued yet (lane too deep or policy said wait): retried each round
     /// until they are submitted or become ready.
     deferred: Vec<(usize, ContinuableOp)>,
@@ -254,6 +265,8 @@ impl<B: Backend, P: Policy> Dispatcher<B, P> {
             infos: Vec::new(),
             ready: Vec::new(),
             in_ready: HashSet::new(),
+            retry_unit_free: Vec::new(),
+            submit_attempts: HashMap::new(),
             deferred: Vec::new(),
             policy,
             profiles,
@@ -371,7 +384,14 @@ impl<B: Backend, P: Policy> Dispatcher<B, P> {
 
     fn intake(&mut self) -> Result<usize, DispatchError> {
         let mut n = 0;
+        for (ci, op, desc) in std::mem::take(&mut self.retry_unit_free) {
+            let lane = (ci % self.config.service_lanes.max(1)) as LaneId;
+            if self.submit_at(ci, op, desc, None, lane, false)? {
+                n += 1;
+            }
+        }
         let mut buf = Vec::new();
+        let root = self.pool.root();
         loop {
             let mut markers = 0;
             for ci in 0..self.clients.len() {
@@ -388,6 +408,13 @@ impl<B: Backend, P: Policy> Dispatcher<B, P> {
                             self.submit_at(ci, r.op, r.desc, None, lane, false)?;
                             self.stats.unit_free += 1;
                             n += 1;
+                        }
+                        d if self.partitions[root.0 as usize].can_execute(d).is_err() => {
+                            // No node can run it unchanged (the whole device cannot, so nothing
+                            // smaller can): fail it now rather than keep it ready for ever.
+                            let why = self.partitions[root.0 as usize].can_execute(d).err().map(|e| e.to_string());
+                            self.clients[ci].vctx.fail(r.op, why.unwrap_or_default());
+                            self.stats.failed += 1;
                         }
                         _ => {
                             self.seq += 1;
@@ -633,6 +660,9 @@ impl<B: Backend, P: Policy> Dispatcher<B, P> {
                         self.polling.push(n);
                     }
                 }
+                if !self.submit_attempts.is_empty() {
+                    self.submit_attempts.remove(&(client, op));
+                }
                 self.clients[client].vctx.mark_submitted(op);
                 self.places.insert((client, op), Place { node, lane });
                 self.inflight.insert((node, fence), Inflight { client, op, desc, node, submitted: now, continued });
@@ -644,10 +674,19 @@ impl<B: Backend, P: Policy> Dispatcher<B, P> {
                 if let Some(n) = node {
                     let _ = self.pool.complete(n);
                 }
-                if !continued && node.is_none() {
-                    // A unit-free op that could not be submitted goes back through the queue.
-                    self.seq += 1;
-                    self.ready.push(ReadyEntry { client, op, desc, ready_since: self.backend.now_ns(), seq: self.seq });
+                let attempts = self.submit_attempts.entry((client, op)).or_insert(0);
+                *attempts += 1;
+                if *attempts >= MAX_SUBMIT_ATTEMPTS {
+                    // Persistent refusal (e.g. an invalid copy): fail the op so the application sees it.
+                    self.submit_attempts.remove(&(client, op));
+                    self.clients[client].vctx.fail(op, format!("submission refused {MAX_SUBMIT_ATTEMPTS} times: {e}"));
+                    self.stats.failed += 1;
+                    if self.in_ready.remove(&(client, op)) {
+                        self.ready.retain(|r| !(r.client == client && r.op == op));
+                    }
+                } else if !continued && node.is_none() {
+                    // A unit-free op that could not be submitted is retried at the next intake.
+                    self.retry_unit_free.push((client, op, desc));
                 }
                 Ok(false)
             }

@@ -75,7 +75,9 @@ impl Policy for Static {
         // can (as MPS would) instead of never; MIG would fail such a launch.
         let pool = state.pool;
         let free_for_client = match pool.state(node) {
-            NodeState::Idle => pool.is_eligible(node, op.client) || !pool.active_units().intersects(&pool.node(node).units),
+            NodeState::Idle => {
+                pool.is_eligible(node, op.client) || !pool.active_units().intersects(&pool.node(node).units)
+            }
             NodeState::Leased { holder, .. } => *holder == op.client,
             _ => false,
         };

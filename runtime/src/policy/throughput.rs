@@ -173,7 +173,8 @@ impl ThroughputOriented {
             }
         }
         // Greedy widening, on each op's curve (looked up once).
-        let curves: Vec<_> = fresh.iter().map(|&(i, _)| self.curves.curve(queue[i].kernel, pool, state.profiles)).collect();
+        let curves: Vec<_> =
+            fresh.iter().map(|&(i, _)| self.curves.curve(queue[i].kernel, pool, state.profiles)).collect();
         let index = self.curves.node_index(pool);
         let p_of = |c: &[f64], n: NodeId| c[0] / c[index[n.0 as usize]].max(1e-9);
         loop {
