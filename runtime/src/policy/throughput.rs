@@ -62,7 +62,7 @@ impl ThroughputOriented {
     ) -> Option<f64> {
         let pool = state.pool;
         let curve = self.curves.curve(op.kernel, pool, state.profiles);
-        let Some(mi) = self.curves.index(m) else { return None };
+        let mi = self.curves.index(m)?;
         // Quick exit: no wider size is fast enough to make waiting worthwhile.
         let fastest_wider = curve[mi + 1..].iter().copied().fold(f64::INFINITY, f64::min);
         if fastest_wider * WAIT_GAIN >= curve[mi] {
