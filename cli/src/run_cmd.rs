@@ -7,8 +7,8 @@
 //! **replaces itself** with the command (`exec`): the command keeps vitamin's process id, gets
 //! signals directly, and its exit status is the exit status of `vitamin run`.
 //!
-//! Bind mode (late-binding launches to partitions) is not implemented yet: without `--observe`
-//! the command refuses to start and says so, rather than silently observing.
+//! `--bind` (experimental, first slice of bind mode) late-binds launches to the Green Context pool
+//! under `--policy`; without `--observe` or `--bind` the command refuses and says how to choose.
 //!
 //! The census (see `shim-cuda`'s docs) is written by the main process to FILE at exit; other
 //! processes of the application that use CUDA write `FILE.<pid>`; `%p` in FILE is replaced by
@@ -26,8 +26,15 @@ pub const SHIM_FILE: &str = "libvitamin_cuda.so";
 #[derive(Debug, clap::Args)]
 pub struct RunArgs {
     /// Observe mode: forward every CUDA call unchanged; count calls and kernel launches.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "bind")]
     pub observe: bool,
+    /// Bind mode (experimental, first slice): late-bind every modelled launch to the Green Context
+    /// pool; see docs/shim.md for what is modelled and what runs natively.
+    #[arg(long)]
+    pub bind: bool,
+    /// Policy in bind mode: throughput, tpot, static, exclusive or chaos.
+    #[arg(long, requires = "bind", value_name = "POLICY")]
+    pub policy: Option<String>,
     /// Write the census JSON (calls per API, launches per kernel) here at exit; `%p` = pid.
     #[arg(long, value_name = "FILE")]
     pub census: Option<PathBuf>,
@@ -67,18 +74,23 @@ pub fn prepend_preload(existing: Option<&OsStr>, lib: &Path) -> OsString {
 
 /// The execution plan: pure, so it is testable without starting anything.
 pub fn plan(args: &RunArgs, lib: &Path, existing_preload: Option<&OsStr>, cwd: &Path, pid: u32) -> Result<Plan> {
-    if !args.observe {
+    if !args.observe && !args.bind {
         bail!(
-            "bind mode is not implemented yet; run with --observe (forwards every CUDA call unchanged and \
-             counts calls and launches): vitamin run --observe -- <command>"
+            "choose a mode: --observe (forwards every CUDA call unchanged and counts calls and launches) or \
+             --bind (experimental: late-binds launches to the Green Context pool): vitamin run --observe -- <command>"
         );
     }
     let (program, rest) = args.command.split_first().context("no command given: vitamin run --observe -- <command>")?;
+    let mode = if args.bind { "bind" } else { "observe" };
     let mut env = vec![
         ("LD_PRELOAD".to_string(), prepend_preload(existing_preload, lib)),
-        ("VITAMIN_MODE".to_string(), OsString::from("observe")),
+        ("VITAMIN_MODE".to_string(), OsString::from(mode)),
         ("VITAMIN_CENSUS_PID".to_string(), OsString::from(pid.to_string())),
     ];
+    if let Some(p) = &args.policy {
+        let kind: vitamin_runtime::policy::PolicyKind = p.parse().map_err(|e: String| anyhow::anyhow!(e))?;
+        env.push(("VITAMIN_POLICY".to_string(), OsString::from(kind.name())));
+    }
     if let Some(census) = &args.census {
         env.push(("VITAMIN_CENSUS".to_string(), cwd.join(census).into_os_string()));
     }
@@ -162,6 +174,8 @@ mod tests {
     fn args(observe: bool, census: Option<&str>, command: &[&str]) -> RunArgs {
         RunArgs {
             observe,
+            bind: false,
+            policy: None,
             census: census.map(PathBuf::from),
             lib_dir: None,
             command: command.iter().map(OsString::from).collect(),
@@ -201,11 +215,24 @@ mod tests {
     }
 
     #[test]
-    fn bind_mode_is_refused_with_a_way_out() {
+    fn bind_mode_sets_mode_and_policy() {
+        let mut a = args(false, None, &["true"]);
+        a.bind = true;
+        a.policy = Some("Chaos".into());
+        let p = plan(&a, Path::new("/l/libvitamin_cuda.so"), None, Path::new("/"), 1).expect("plan");
+        let get = |k: &str| p.env.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone());
+        assert_eq!(get("VITAMIN_MODE").unwrap(), "bind");
+        assert_eq!(get("VITAMIN_POLICY").unwrap(), "chaos");
+        a.policy = Some("fastest".into());
+        assert!(plan(&a, Path::new("/l/libvitamin_cuda.so"), None, Path::new("/"), 1).is_err(), "unknown policy");
+    }
+
+    #[test]
+    fn no_mode_is_refused_with_a_way_out() {
         let err = plan(&args(false, None, &["true"]), Path::new("/l/libvitamin_cuda.so"), None, Path::new("/"), 1)
             .unwrap_err()
             .to_string();
-        assert!(err.contains("bind mode is not implemented yet"), "{err}");
+        assert!(err.contains("choose a mode"), "{err}");
         assert!(err.contains("--observe"), "{err}");
     }
 

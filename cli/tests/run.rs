@@ -44,13 +44,13 @@ fn observe_sets_up_the_environment_and_execs() {
 }
 
 #[test]
-fn without_observe_bind_mode_is_refused() {
+fn without_a_mode_the_command_is_refused() {
     let dir = tmp("vitamin-run-bind");
     std::fs::write(dir.join("libvitamin_cuda.so"), b"").unwrap();
     let out = vitamin().env("VITAMIN_LIB_DIR", &dir).args(["run", "--", "true"]).output().unwrap();
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("bind mode is not implemented yet"), "{err}");
+    assert!(err.contains("choose a mode"), "{err}");
 }
 
 #[test]
