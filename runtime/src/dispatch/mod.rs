@@ -27,7 +27,7 @@
 
 mod timeline;
 
-use std::collections::{HashMap, HashSet};
+use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -259,14 +259,14 @@ impl<B: Backend, P: Policy> Dispatcher<B, P> {
             pool,
             partitions,
             service,
-            inflight: HashMap::new(),
-            places: HashMap::new(),
+            inflight: HashMap::default(),
+            places: HashMap::default(),
             clients: Vec::new(),
             infos: Vec::new(),
             ready: Vec::new(),
-            in_ready: HashSet::new(),
+            in_ready: HashSet::default(),
             retry_unit_free: Vec::new(),
-            submit_attempts: HashMap::new(),
+            submit_attempts: HashMap::default(),
             deferred: Vec::new(),
             policy,
             profiles,
@@ -539,12 +539,15 @@ impl<B: Backend, P: Policy> Dispatcher<B, P> {
     }
 
     fn release_idle_leases(&mut self) {
-        for i in 0..self.pool.nodes().len() {
-            let id = NodeId(i as u16);
+        let mut idle = SmallVec::<[(NodeId, HolderId); 8]>::new();
+        for &id in self.pool.active_nodes() {
             if let NodeState::Leased { holder, outstanding: 0 } = *self.pool.state(id) {
-                if let Err(e) = self.pool.release(id, holder) {
-                    tracing::warn!(node = %id, error = %e, "releasing an idle lease failed");
-                }
+                idle.push((id, holder));
+            }
+        }
+        for (id, holder) in idle {
+            if let Err(e) = self.pool.release(id, holder) {
+                tracing::warn!(node = %id, error = %e, "releasing an idle lease failed");
             }
         }
     }

@@ -13,7 +13,7 @@
 //! drain), and [`Policy::maintain`] reclaims the smallest blocked leaf for the waiting client,
 //! closing the gates of the leases that overlap it. Stale reservations are dropped.
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap as HashMap;
 
 use vitamin_hal::{KernelLaunch, UnitSet};
 
@@ -183,8 +183,13 @@ impl ThroughputOriented {
                 let op = &queue[i];
                 let c = &curves[slot];
                 let m = pool.node(p).size();
-                let others = planned.difference(&pool.node(p).units);
                 let pm = p_of(c, p);
+                // No wider size can help a launch whose curve is flat from here on.
+                let fastest_wider = c[index[p.0 as usize] + 1..].iter().copied().fold(f64::INFINITY, f64::min);
+                if c[0] / fastest_wider.max(1e-9) <= pm + 1e-12 {
+                    continue;
+                }
+                let others = planned.difference(&pool.node(p).units);
                 for &n in pool.nodes_by_size() {
                     let node = pool.node(n);
                     let m2 = node.size();
@@ -229,7 +234,7 @@ impl Policy for ThroughputOriented {
     fn maintain(&mut self, state: &SchedState<'_>, plan: &mut Vec<Preparation>) {
         let pool = state.pool;
         // Drop fairness reservations of clients no longer waiting.
-        for &n in pool.nodes_by_size() {
+        for &n in pool.active_nodes() {
             if let NodeState::Reserved { purpose } = pool.state(n) {
                 if purpose.tag == TAG_FAIRNESS && !self.waiting.contains(&purpose.holder) {
                     plan.push(Preparation::Unreserve(n));
@@ -238,9 +243,9 @@ impl Policy for ThroughputOriented {
         }
         // Reclaim a leaf for each waiting client that has nothing reserved yet.
         for &h in &self.waiting {
-            let has = pool.nodes().iter().any(|node| {
-                matches!(pool.state(node.id), NodeState::Reserved { purpose } if purpose.holder == h)
-                    || matches!(pool.state(node.id), NodeState::Leased { holder, .. } if *holder == h)
+            let has = pool.active_nodes().iter().any(|&n| {
+                matches!(pool.state(n), NodeState::Reserved { purpose } if purpose.holder == h)
+                    || matches!(pool.state(n), NodeState::Leased { holder, .. } if *holder == h)
             });
             if has {
                 continue;

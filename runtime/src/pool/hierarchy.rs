@@ -74,12 +74,14 @@ pub struct Node {
     /// Distance from the root for tree nodes; a remainder node has the depth of the tree node it
     /// complements.
     pub depth: u8,
+    /// `units.len()`, computed once (policies ask for sizes in their inner loops).
+    size: u16,
 }
 
 impl Node {
     /// Number of units.
     pub fn size(&self) -> usize {
-        self.units.len()
+        usize::from(self.size)
     }
 }
 
@@ -136,7 +138,16 @@ impl Hierarchy {
         let units = leaves[lo..hi].iter().fold(UnitSet::EMPTY, |acc, l| acc | *l);
         let kind = if hi - lo == 1 { NodeKind::Leaf } else { NodeKind::Internal };
         let id = self.next_id();
-        self.push(Node { id, units, parent, children: SmallVec::new(), remainder: None, kind, depth });
+        self.push(Node {
+            id,
+            units,
+            parent,
+            children: SmallVec::new(),
+            remainder: None,
+            kind,
+            depth,
+            size: units.len() as u16,
+        });
         if kind == NodeKind::Leaf {
             self.leaves.push(id);
         } else {
@@ -168,6 +179,7 @@ impl Hierarchy {
                         remainder: Some(of),
                         kind: NodeKind::Remainder,
                         depth,
+                        size: complement.len() as u16,
                     })
                 }
             };
