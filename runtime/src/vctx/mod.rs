@@ -31,8 +31,9 @@
 //! - **Synchronization and queries**: stream sync/query look at the stream's tail (its frontier:
 //!   last op plus later event waits), event sync/query at the generation current at the call,
 //!   device sync at every stream's tail including destroyed streams with pending work. Blocking
-//!   calls park on a condition variable and are woken only by the retirement of the token they
-//!   watch; `*_timeout` variants bound the wait.
+//!   calls park on a condition variable (no spinning) and are woken only when a token some
+//!   blocked thread watches retires, not on every completion; `*_timeout` variants bound the
+//!   wait.
 //! - **Host functions and synchronous operations** are ops like any other, ordered in their
 //!   stream; [`VirtualContext::record_synchronous_op`] records one and blocks until it completed.
 //! - **Destruction** behaves as natively documented: destroying a stream or event with pending
