@@ -41,6 +41,13 @@ pub struct ThroughputOriented {
     curves: Curves,
     waiting: Vec<HolderId>,
     deferred: HashMap<(HolderId, OpId), u64>,
+    // Reused buffers of `plan_round` (it runs every dispatcher round).
+    scratch_rr: Vec<usize>,
+    scratch_rank: Vec<usize>,
+    scratch_clients: Vec<(HolderId, u32)>,
+    scratch_keys: Vec<(u32, u32, usize)>,
+    scratch_fresh: Vec<(usize, NodeId)>,
+    scratch_reused: Vec<(usize, NodeId)>,
 }
 
 impl ThroughputOriented {
@@ -129,28 +136,38 @@ impl ThroughputOriented {
             return;
         }
         let pool = state.pool;
-        // Age-aware round-robin: clients by their oldest op, then one op per client per pass.
-        let mut by_client: Vec<(HolderId, Vec<usize>)> = Vec::new();
-        let mut idx: Vec<usize> = (0..queue.len()).collect();
-        idx.sort_by_key(|&i| queue[i].seq);
-        for i in idx {
-            match by_client.iter_mut().find(|(h, _)| *h == queue[i].client) {
-                Some((_, v)) => v.push(i),
-                None => by_client.push((queue[i].client, vec![i])),
-            }
+        // Age-aware round-robin: clients by their oldest op, then one op per client per pass:
+        // order ops by (rank within their client, client's order of first appearance).
+        let mut rr = std::mem::take(&mut self.scratch_rr);
+        rr.clear();
+        rr.extend(0..queue.len());
+        rr.sort_by_key(|&i| queue[i].seq);
+        let mut clients = std::mem::take(&mut self.scratch_clients);
+        clients.clear();
+        let mut keyed = std::mem::take(&mut self.scratch_keys);
+        keyed.clear();
+        for &i in &rr {
+            let c = match clients.iter().position(|&(h, _)| h == queue[i].client) {
+                Some(c) => c,
+                None => {
+                    clients.push((queue[i].client, 0u32));
+                    clients.len() - 1
+                }
+            };
+            keyed.push((clients[c].1, c as u32, i));
+            clients[c].1 += 1;
         }
-        let mut rr = Vec::with_capacity(queue.len());
-        for pass in 0.. {
-            let before = rr.len();
-            rr.extend(by_client.iter().filter_map(|(_, v)| v.get(pass).copied()));
-            if rr.len() == before {
-                break;
-            }
-        }
+        keyed.sort_unstable();
+        rr.clear();
+        rr.extend(keyed.iter().map(|&(_, _, i)| i));
+        self.scratch_clients = clients;
+        self.scratch_keys = keyed;
         // MinBind.
         let mut planned = UnitSet::EMPTY;
-        let mut fresh: Vec<(usize, NodeId)> = Vec::new();
-        let mut reused: Vec<(usize, NodeId)> = Vec::new();
+        let mut fresh = std::mem::take(&mut self.scratch_fresh);
+        fresh.clear();
+        let mut reused = std::mem::take(&mut self.scratch_reused);
+        reused.clear();
         for &i in &rr {
             let h = queue[i].client;
             let free = pool
@@ -207,13 +224,24 @@ impl ThroughputOriented {
             planned = planned.difference(&pool.node(old).units) | pool.node(n).units;
             fresh[slot].1 = n;
         }
-        let mut all: Vec<(usize, NodeId)> = fresh.into_iter().chain(reused).collect();
-        all.sort_by_key(|&(i, _)| rr.iter().position(|&j| j == i));
-        for (i, n) in all {
+        // Plan order = round-robin order.
+        let mut rank = std::mem::take(&mut self.scratch_rank);
+        rank.clear();
+        rank.resize(queue.len(), 0);
+        for (r, &i) in rr.iter().enumerate() {
+            rank[i] = r;
+        }
+        fresh.append(&mut reused);
+        fresh.sort_unstable_by_key(|&(i, _)| rank[i]);
+        for &(i, n) in &fresh {
             let key = (queue[i].client, queue[i].op);
             self.plan.insert(key, n);
             self.order.push(key);
         }
+        self.scratch_rank = rank;
+        self.scratch_rr = rr;
+        self.scratch_fresh = fresh;
+        self.scratch_reused = reused;
     }
 }
 
