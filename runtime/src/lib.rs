@@ -4,10 +4,18 @@
 //! - `vctx`: virtual contexts: logical streams, events with immutable generations, ops with
 //!   predecessor tokens; answers every ordering/completion question an application can ask.
 //! - `pool`: the hierarchical pool of pre-created physical contexts and the lease state machine.
-//! - `dispatch`: binds ready ops to pool nodes (validated policy proposals, lane continuation).
-//! - `policy`: Pick / Select / Prepare and the shipped policies.
+//! - `dispatch`: binds ready ops to pool nodes (validated policy proposals, lane continuation,
+//!   batched completion); the only place physical state changes.
+//! - `policy`: Pick / Select / Prepare and the shipped policies (Throughput-Oriented, TPOT-First,
+//!   Static, Exclusive, Chaos).
+//! - `profile`: execution-time profiles per launch configuration and pool size.
+//! - `scenario`: simulated tenants driven through all of the above on `hal::sim` (`vitamin demo`).
 //!
-//! Filled in by the vCtx, pool and dispatcher issues.
+//! ## Invariants
+//! - No layer can alter a descriptor: ops travel as `Arc<OpDesc>` from the vCtx to the backend.
+//! - An op reaches a backend only when all its happens-before predecessors completed, or when its
+//!   only pending predecessors sit on the same backend lane under an open lease (lane continuation).
+//! - Every op completes or fails visibly; nothing is dropped or kept ready for ever.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
