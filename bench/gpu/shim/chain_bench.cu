@@ -1,0 +1,69 @@
+// Overhead checks of issue 8 that need no framework:
+//  1. chain: N dependent tiny kernels on one stream (each adds 1 to a counter the next one reads),
+//     timed from the first launch to cudaStreamSynchronize; throughput = N / time. Run natively and
+//     under bind mode (with and without lane continuation): the ratio is what the issue targets.
+//  2. small_op: latency of one tiny kernel + cudaStreamSynchronize, repeated; p50 / p95.
+// The counter is checked after every chain (a lost or reordered launch would change it).
+// Output: one JSON object per measurement on stdout. Build: nvcc -O2 -arch=sm_90 chain_bench.cu -o chain_bench
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <vector>
+
+__global__ void bump(unsigned long long* c) {
+    if (threadIdx.x == 0) c[0] += 1;
+}
+
+#define CK(x)                                                                    \
+    do {                                                                         \
+        cudaError_t e_ = (x);                                                    \
+        if (e_ != cudaSuccess) {                                                 \
+            std::fprintf(stderr, "FAILED %s: %s\n", #x, cudaGetErrorString(e_)); \
+            std::exit(1);                                                        \
+        }                                                                        \
+    } while (0)
+
+using clk = std::chrono::steady_clock;
+
+int main(int argc, char** argv) {
+    const int n = argc > 1 ? std::atoi(argv[1]) : 10000;
+    const int reps = argc > 2 ? std::atoi(argv[2]) : 5;
+    const int small_ops = argc > 3 ? std::atoi(argv[3]) : 2000;
+    cudaStream_t s;
+    CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    unsigned long long* c;
+    CK(cudaMalloc(&c, sizeof(*c)));
+    CK(cudaMemsetAsync(c, 0, sizeof(*c), s));
+    for (int i = 0; i < 100; i++) bump<<<1, 32, 0, s>>>(c);  // warm-up (pool realization in bind mode)
+    CK(cudaStreamSynchronize(s));
+    unsigned long long expected = 100;
+    std::vector<double> ms;
+    for (int r = 0; r < reps; r++) {
+        auto t0 = clk::now();
+        for (int i = 0; i < n; i++) bump<<<1, 32, 0, s>>>(c);
+        CK(cudaStreamSynchronize(s));
+        ms.push_back(std::chrono::duration<double, std::milli>(clk::now() - t0).count());
+        expected += n;
+    }
+    unsigned long long got = 0;
+    CK(cudaMemcpy(&got, c, sizeof(got), cudaMemcpyDeviceToHost));
+    std::sort(ms.begin(), ms.end());
+    std::printf("{\"test\": \"chain\", \"kernels\": %d, \"reps\": %d, \"median_ms\": %.3f, \"min_ms\": %.3f, "
+                "\"kernels_per_s\": %.0f, \"counter_ok\": %s}\n",
+                n, reps, ms[ms.size() / 2], ms[0], n / (ms[ms.size() / 2] / 1000.0), got == expected ? "true" : "false");
+    std::vector<double> us;
+    for (int i = 0; i < small_ops; i++) {
+        auto t0 = clk::now();
+        bump<<<1, 32, 0, s>>>(c);
+        CK(cudaStreamSynchronize(s));
+        us.push_back(std::chrono::duration<double, std::micro>(clk::now() - t0).count());
+    }
+    std::sort(us.begin(), us.end());
+    auto q = [&](double f) { return us[(size_t)(f * (us.size() - 1))]; };
+    std::printf("{\"test\": \"small_op\", \"ops\": %d, \"p50_us\": %.2f, \"p95_us\": %.2f, \"p99_us\": %.2f}\n", small_ops,
+                q(0.5), q(0.95), q(0.99));
+    return got == expected ? 0 : 2;
+}
