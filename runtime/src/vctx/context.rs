@@ -53,7 +53,11 @@ impl fmt::Debug for VirtualContext {
 }
 
 /// How long a synchronization call may block.
+/// How long a blocking sync spins (yielding) before it parks on the condition variable.
+pub const SYNC_SPIN: Duration = Duration::from_micros(50);
+
 #[derive(Debug, Clone, Copy)]
+
 enum Block {
     /// Not at all (a query).
     No,
@@ -222,7 +226,7 @@ impl VirtualContext {
     /// Returns the guard and whether all retired. Only the first live token is watched at a
     /// time, so a waiter wakes once per watched retirement, not on every completion.
     fn wait_tokens<'a>(
-        &self,
+        &'a self,
         mut g: MutexGuard<'a, State>,
         mut tokens: Frontier,
         block: Block,
@@ -234,6 +238,25 @@ impl VirtualContext {
             }
             Block::Until(deadline) => deadline,
         };
+        // Spin briefly before parking: completions usually arrive from the dispatcher thread
+        // within microseconds, and a park/unpark round trip costs more than that.
+        #[cfg(not(loom))]
+        {
+            let spin_until = Instant::now() + SYNC_SPIN;
+            loop {
+                tokens.retain(|t| g.dag.is_live(*t));
+                if tokens.is_empty() {
+                    return (g, true);
+                }
+                let now = Instant::now();
+                if now >= spin_until || deadline.is_some_and(|d| now >= d) {
+                    break;
+                }
+                drop(g);
+                std::thread::yield_now();
+                g = self.state.lock();
+            }
+        }
         loop {
             tokens.retain(|t| g.dag.is_live(*t));
             let Some(&watch) = tokens.first() else { return (g, true) };

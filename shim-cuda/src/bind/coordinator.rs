@@ -156,7 +156,20 @@ fn run(
             }
         }
         if d.is_idle() {
-            vctx.wait_for_work(Duration::from_millis(2));
+            // Spin briefly (yielding) before parking: the next op of a launch-sync loop usually
+            // arrives within microseconds, and a futex wake-up costs more than that.
+            let spin_until = Instant::now() + IDLE_SPIN;
+            let mut woke = false;
+            while Instant::now() < spin_until {
+                if vctx.wait_for_work(Duration::ZERO) {
+                    woke = true;
+                    break;
+                }
+                std::thread::yield_now();
+            }
+            if !woke {
+                vctx.wait_for_work(Duration::from_millis(2));
+            }
         } else {
             // Work in flight (or ready ops the policy deferred): poll again soon.
             let _ = d.backend().wait_for_progress(Duration::from_micros(20));
@@ -170,6 +183,9 @@ fn run(
     // destroying every pool node here.
     std::mem::forget(d);
 }
+
+/// How long the idle dispatcher thread spins (yielding) before it parks.
+const IDLE_SPIN: Duration = Duration::from_micros(100);
 
 /// Notices a dispatcher that makes no progress while holding work (every proposal rejected or
 /// every submission refused, e.g. an op no partition can run): says so once in the log, with the
