@@ -132,10 +132,6 @@ fn run(
     let config = DispatchConfig {
         lane_continuation: settings.lane_continuation,
         min_poll_interval_ns: 10_000,
-        // Let lane continuation run further ahead of execution than the simulator default (2):
-        // a dependent chain of tiny kernels is otherwise paced by completion polling. The policy
-        // still refuses continuation when another client waits.
-        max_continuation_depth: 32,
         ..DispatchConfig::default()
     };
     let policy = settings.policy.build(settings.seed);
