@@ -97,6 +97,11 @@ fn reduce_ops<D: TestDevice>(d: &D, x: u64, n: u32, grid: u32, partial: u64, out
     [Arc::new(OpDesc::Kernel(p)), Arc::new(OpDesc::Kernel(f))]
 }
 
+/// A launch of the device's `busy` kernel.
+pub fn busy_kernel<D: TestDevice>(d: &D, grid: u32, block: u32, attributes: LaunchAttributes) -> OpDesc {
+    OpDesc::Kernel(KernelLaunch::new(d.function("busy"), Dim3::x(grid), Dim3::x(block), 0, d.busy_args(), attributes))
+}
+
 /// Runs the block-partitioned reduction with `grid` blocks on `part` and returns the result bits.
 pub fn reduce_on<D: TestDevice>(d: &D, part: &D::Partition, x: u64, n: u32, grid: u32) -> u32 {
     let partial = d.alloc_zeroed_f32(grid as usize);
@@ -136,14 +141,7 @@ pub fn check_partition_shapes<D: TestDevice>(d: &D) {
 /// Checks: an out-of-range lane is an error and submits nothing.
 pub fn check_invalid_lane<D: TestDevice>(d: &D) {
     let p = d.create_partition(&d.topology().leaves()[0], 1).expect("leaf");
-    let op = Arc::new(OpDesc::Kernel(KernelLaunch::new(
-        d.function("busy"),
-        Dim3::x(1),
-        Dim3::x(32),
-        0,
-        d.busy_args(),
-        LaunchAttributes::none(),
-    )));
+    let op = Arc::new(busy_kernel(d, 1, 32, LaunchAttributes::none()));
     assert_eq!(p.submit(1, &op), Err(HalError::InvalidLane { lane: 1, lanes: 1 }));
     let mut done = Vec::new();
     p.poll(&mut done).expect("poll");
@@ -154,14 +152,7 @@ pub fn check_invalid_lane<D: TestDevice>(d: &D) {
 /// the ops before it on its lane.
 pub fn check_lane_fifo_and_host_functions<D: TestDevice>(d: &D) {
     let p = d.create_partition(&d.topology().leaves()[0], 2).expect("leaf");
-    let busy = Arc::new(OpDesc::Kernel(KernelLaunch::new(
-        d.function("busy"),
-        Dim3::x(64),
-        Dim3::x(128),
-        0,
-        d.busy_args(),
-        LaunchAttributes::none(),
-    )));
+    let busy = Arc::new(busy_kernel(d, 64, 128, LaunchAttributes::none()));
     let counter = Arc::new(AtomicU64::new(0));
     let seen = Arc::new(AtomicU64::new(u64::MAX));
     let (c, s) = (counter.clone(), seen.clone());
@@ -214,14 +205,7 @@ pub fn check_cooperative_co_residency<D: TestDevice>(d: &D) {
     let small = d.create_partition(&top.leaves()[0], 1).expect("leaf");
     let whole = d.create_partition(&top.all_units(), 1).expect("device");
     let grid = (top.leaves()[0].len() * 8 + 1) as u32;
-    let op = OpDesc::Kernel(KernelLaunch::new(
-        d.function("busy"),
-        Dim3::x(grid),
-        Dim3::x(64),
-        0,
-        d.busy_args(),
-        LaunchAttributes::new(true, None, None, Vec::new()),
-    ));
+    let op = busy_kernel(d, grid, 64, LaunchAttributes::new(true, None, None, Vec::new()));
     assert!(matches!(small.can_execute(&op), Err(Incompatibility::NotCoResident { .. })));
     assert_eq!(whole.can_execute(&op), Ok(()));
     assert!(matches!(small.submit(0, &Arc::new(op)), Err(HalError::Incompatible(_))));
@@ -248,14 +232,7 @@ pub fn check_dispatcher_chaos_determinism<D: TestDevice + Clone>(d: &D) {
     let mut disp =
         Dispatcher::new(d.clone(), PolicyKind::Chaos.build(11), Profiles::new("test"), DispatchConfig::default())
             .expect("pool realized");
-    let busy = Arc::new(OpDesc::Kernel(KernelLaunch::new(
-        d.function("busy"),
-        Dim3::x(64),
-        Dim3::x(128),
-        0,
-        d.busy_args(),
-        LaunchAttributes::none(),
-    )));
+    let busy = Arc::new(busy_kernel(d, 64, 128, LaunchAttributes::none()));
     let mut outs = Vec::new();
     let mut vctxs = Vec::new();
     for c in 0..4u32 {
