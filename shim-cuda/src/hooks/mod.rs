@@ -90,6 +90,10 @@ pub(crate) fn substitute(id: HookId, p: usize) -> Substitution {
 
 /// Runs one intercepted call: forward with the arguments unchanged, then count and observe.
 ///
+/// Kept apart from [`run_bind`] on purpose: delegating to it (identity handler through `&dyn Fn`,
+/// plus the bind-mode check) measured about 8 ns more per observed launch (fake driver, chain of
+/// 60,000 launches), on the hottest path of observe mode.
+///
 /// # Safety
 /// `call` must call the target (given as an address) with the signature of hook `id` and the
 /// application's arguments; those arguments must satisfy the driver function's contract (as they
