@@ -3,6 +3,10 @@
 //     timed from the first launch to cudaStreamSynchronize; throughput = N / time. Run natively and
 //     under bind mode (with and without lane continuation): the ratio is what the issue targets.
 //  2. small_op: latency of one tiny kernel + cudaStreamSynchronize, repeated; p50 / p95.
+//  3. operator: latency of a small operator like the paper's overhead experiment (native p95 about
+//     0.4 ms there): 8 dependent compute kernels (528 blocks x 256 threads, a fixed FMA loop each,
+//     about 45 us apiece on the whole H200) + cudaStreamSynchronize, repeated; p50 / p95, and a
+//     checksum of the result (identical natively and under bind mode if nothing was reordered).
 // The counter is checked after every chain (a lost or reordered launch would change it).
 // Output: one JSON object per measurement on stdout. Build: nvcc -O2 -arch=sm_90 chain_bench.cu -o chain_bench
 #include <cuda_runtime.h>
@@ -11,10 +15,18 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <vector>
 
 __global__ void bump(unsigned long long* c) {
     if (threadIdx.x == 0) c[0] += 1;
+}
+
+__global__ void layer(const float* x, float* y, int iters) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    float v = x[i];
+    for (int k = 0; k < iters; k++) v = fmaf(v, 0.999f, 0.001f * (float)(k & 7));
+    y[i] = v;
 }
 
 #define CK(x)                                                                    \
@@ -32,6 +44,8 @@ int main(int argc, char** argv) {
     const int n = argc > 1 ? std::atoi(argv[1]) : 10000;
     const int reps = argc > 2 ? std::atoi(argv[2]) : 5;
     const int small_ops = argc > 3 ? std::atoi(argv[3]) : 2000;
+    const int op_reps = argc > 4 ? std::atoi(argv[4]) : 300;
+    const int layer_iters = argc > 5 ? std::atoi(argv[5]) : 12000;
     cudaStream_t s;
     CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
     unsigned long long* c;
@@ -65,5 +79,35 @@ int main(int argc, char** argv) {
     auto q = [&](double f) { return us[(size_t)(f * (us.size() - 1))]; };
     std::printf("{\"test\": \"small_op\", \"ops\": %d, \"p50_us\": %.2f, \"p95_us\": %.2f, \"p99_us\": %.2f}\n", small_ops,
                 q(0.5), q(0.95), q(0.99));
+
+    const int blocks = 528, threads = 256, elems = blocks * threads, layers = 8;
+    std::vector<float> h(elems);
+    for (int i = 0; i < elems; i++) h[i] = (float)(i % 1000) / 1000.0f;
+    float *a, *b;
+    CK(cudaMalloc(&a, elems * sizeof(float)));
+    CK(cudaMalloc(&b, elems * sizeof(float)));
+    std::vector<double> op_us;
+    for (int r = 0; r < op_reps + 10; r++) {  // 10 warm-up repetitions, not counted
+        CK(cudaMemcpy(a, h.data(), elems * sizeof(float), cudaMemcpyHostToDevice));
+        auto t0 = clk::now();
+        for (int l = 0; l < layers; l++) {
+            if (l % 2 == 0) layer<<<blocks, threads, 0, s>>>(a, b, layer_iters);
+            else layer<<<blocks, threads, 0, s>>>(b, a, layer_iters);
+        }
+        CK(cudaStreamSynchronize(s));
+        if (r >= 10) op_us.push_back(std::chrono::duration<double, std::micro>(clk::now() - t0).count());
+    }
+    CK(cudaMemcpy(h.data(), a, elems * sizeof(float), cudaMemcpyDeviceToHost));
+    unsigned long long sum = 1469598103934665603ull;  // FNV-1a over the result bits
+    for (int i = 0; i < elems; i++) {
+        unsigned int u;
+        std::memcpy(&u, &h[i], 4);
+        sum = (sum ^ u) * 1099511628211ull;
+    }
+    std::sort(op_us.begin(), op_us.end());
+    auto qo = [&](double f) { return op_us[(size_t)(f * (op_us.size() - 1))]; };
+    std::printf("{\"test\": \"operator\", \"reps\": %d, \"kernels\": %d, \"p50_us\": %.2f, \"p95_us\": %.2f, "
+                "\"p99_us\": %.2f, \"checksum\": \"%016llx\"}\n",
+                op_reps, layers, qo(0.5), qo(0.95), qo(0.99), sum);
     return got == expected ? 0 : 2;
 }

@@ -82,6 +82,9 @@ pub const STALL_ROUNDS: u32 = 10_000;
 /// Failed submissions of one op before it fails (its error surfaces at the next sync or query).
 pub const MAX_SUBMIT_ATTEMPTS: u32 = 8;
 
+/// Lane-continuation passes per round (each takes the ops the previous pass made continuable).
+const MAX_CONTINUATION_PASSES: usize = 256;
+
 /// Dispatcher settings.
 #[derive(Debug, Clone)]
 pub struct DispatchConfig {
@@ -93,9 +96,16 @@ pub struct DispatchConfig {
     pub lane_continuation: bool,
     /// Record a binding timeline.
     pub record_timeline: bool,
-    /// Most ops a lane may hold (running + queued) for lane continuation to add one more: bounds
-    /// how far binding runs ahead of execution, so later ops can still be rebound elsewhere.
+    /// Most ops a lane may hold (running + queued, as last observed) for lane continuation to add
+    /// one more: bounds how far binding runs ahead of execution, so later ops can still be
+    /// rebound elsewhere.
     pub max_continuation_depth: u32,
+    /// Most predicted backlog (backend ns until the lane drains, from the profiles) a lane may
+    /// hold for lane continuation to add one more. `u64::MAX`: no time bound.
+    pub max_continuation_ns: u64,
+    /// Accumulate wall time per dispatcher phase into [`DispatchStats::phases`] (costs a clock
+    /// read per phase and per backend call).
+    pub profile_phases: bool,
     /// Minimum backend-clock ns between two completion polls while the previous round submitted
     /// work (a poll queries events: about 1.3 us per busy lane on the H200). 0 polls every round.
     /// A round that submitted nothing always polls.
@@ -110,6 +120,8 @@ impl Default for DispatchConfig {
             lane_continuation: true,
             record_timeline: false,
             max_continuation_depth: 2,
+            max_continuation_ns: u64::MAX,
+            profile_phases: false,
             min_poll_interval_ns: 0,
         }
     }
@@ -140,6 +152,33 @@ pub struct DispatchStats {
     pub failed: u64,
     /// Kernels per node id (binding census).
     pub per_node: Vec<u64>,
+    /// Pump rounds.
+    pub rounds: u64,
+    /// [`Dispatcher::pump_submit`] calls that submitted something.
+    pub inline_rounds: u64,
+    /// Completion polls (each polls every partition with work in flight).
+    pub polls: u64,
+    /// Wall time per phase, if [`DispatchConfig::profile_phases`] is on.
+    pub phases: Option<PhaseTimes>,
+}
+
+/// Wall-clock ns spent per dispatcher phase (see [`DispatchConfig::profile_phases`]).
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct PhaseTimes {
+    /// Completion polling, including the backend's fence queries and the completion bookkeeping.
+    pub poll_ns: u64,
+    /// Intake of ready ops (markers, unit-free ops, the ready queue).
+    pub intake_ns: u64,
+    /// Lane continuation.
+    pub continuation_ns: u64,
+    /// Releasing idle leases, `maintain` and its preparations.
+    pub maintain_ns: u64,
+    /// Pick/Select binding.
+    pub bind_ns: u64,
+    /// Inside the backend's `submit` calls (part of continuation, bind and intake).
+    pub backend_submit_ns: u64,
+    /// Backend `submit` calls.
+    pub backend_submits: u64,
 }
 
 struct Client {
@@ -223,6 +262,10 @@ pub struct Dispatcher<B: Backend, P: Policy> {
     submitted_last_round: bool,
     polling: Vec<NodeId>,
     scratch_fences: Vec<Fence>,
+    /// Backend time at the start of the current round (one clock read per round).
+    now: u64,
+    /// Completed ops per client, satisfied in one vCtx call at the end of a poll.
+    satisfied: Vec<Vec<OpId>>,
 }
 
 impl<B: Backend, P: Policy> std::fmt::Debug for Dispatcher<B, P> {
@@ -287,6 +330,8 @@ impl<B: Backend, P: Policy> Dispatcher<B, P> {
             submitted_last_round: false,
             polling: Vec::new(),
             scratch_fences: Vec::new(),
+            now: 0,
+            satisfied: Vec::new(),
         })
     }
 
@@ -296,6 +341,7 @@ impl<B: Backend, P: Policy> Dispatcher<B, P> {
         let info = ClientInfo { holder, name: name.into(), class, deadline_ns: None };
         self.infos.push(info.clone());
         self.clients.push(Client { vctx, info });
+        self.satisfied.push(Vec::new());
         holder
     }
 
@@ -323,6 +369,10 @@ impl<B: Backend, P: Policy> Dispatcher<B, P> {
     pub fn pool(&self) -> &Pool {
         &self.pool
     }
+    /// The settings.
+    pub fn config(&self) -> &DispatchConfig {
+        &self.config
+    }
     /// The policy.
     pub fn policy(&self) -> &P {
         &self.policy
@@ -348,28 +398,71 @@ impl<B: Backend, P: Policy> Dispatcher<B, P> {
     /// completed.
     pub fn pump(&mut self) -> Result<usize, DispatchError> {
         // Completions first, so leases and predictions are current when the policy decides
-        // (rate-limited while work keeps being submitted, if configured).
+        // (rate-limited while work keeps being submitted, if configured, unless a host thread
+        // waits in a synchronize call: then completion latency is what it sees).
         let now = self.backend.now_ns();
+        self.now = now;
+        self.stats.rounds += 1;
         let mut progress = 0;
-        if !self.submitted_last_round || now.saturating_sub(self.last_poll_ns) >= self.config.min_poll_interval_ns {
+        let mut clock = self.config.profile_phases.then(std::time::Instant::now);
+        if !self.submitted_last_round
+            || now.saturating_sub(self.last_poll_ns) >= self.config.min_poll_interval_ns
+            || self.clients.iter().any(|c| c.vctx.has_waiters())
+        {
             progress += self.poll()?;
             self.last_poll_ns = now;
+            self.lap(&mut clock, |p| &mut p.poll_ns);
         }
         let before = self.stats.bound + self.stats.continued + self.stats.unit_free;
         progress += self.intake()?;
+        self.lap(&mut clock, |p| &mut p.intake_ns);
         if self.config.lane_continuation {
             progress += self.continuation()?;
+            self.lap(&mut clock, |p| &mut p.continuation_ns);
         }
         self.release_idle_leases();
         let mut plan = Vec::new();
         {
-            let state = sched_state!(self, self.backend.now_ns());
+            let state = sched_state!(self, self.now);
             self.policy.maintain(&state, &mut plan);
         }
         self.apply_preparations(plan);
+        self.lap(&mut clock, |p| &mut p.maintain_ns);
         progress += self.bind()?;
+        self.lap(&mut clock, |p| &mut p.bind_ns);
         self.submitted_last_round = self.stats.bound + self.stats.continued + self.stats.unit_free > before;
         Ok(progress)
+    }
+
+    /// The submitting half of a round, for a thread that just recorded work (inline submission):
+    /// intake, lane continuation and binding, without polling completions, releasing leases or
+    /// `maintain` (the next [`pump`](Self::pump) does those). Returns how many ops it submitted.
+    pub fn pump_submit(&mut self) -> Result<usize, DispatchError> {
+        self.now = self.backend.now_ns();
+        let before = self.stats.bound + self.stats.continued + self.stats.unit_free;
+        let mut clock = self.config.profile_phases.then(std::time::Instant::now);
+        let mut progress = self.intake()?;
+        self.lap(&mut clock, |p| &mut p.intake_ns);
+        if self.config.lane_continuation {
+            progress += self.continuation()?;
+            self.lap(&mut clock, |p| &mut p.continuation_ns);
+        }
+        progress += self.bind()?;
+        self.lap(&mut clock, |p| &mut p.bind_ns);
+        if self.stats.bound + self.stats.continued + self.stats.unit_free > before {
+            self.submitted_last_round = true;
+            self.stats.inline_rounds += 1;
+        }
+        Ok(progress)
+    }
+
+    /// Adds the time since `clock` to one phase counter and restarts the clock (profiling only).
+    fn lap(&mut self, clock: &mut Option<std::time::Instant>, field: impl FnOnce(&mut PhaseTimes) -> &mut u64) {
+        if let Some(t) = clock {
+            let now = std::time::Instant::now();
+            *field(self.stats.phases.get_or_insert_with(PhaseTimes::default)) += (now - *t).as_nanos() as u64;
+            *t = now;
+        }
     }
 
     /// Pumps and waits on the backend until every registered client's work completed.
@@ -462,29 +555,62 @@ impl<B: Backend, P: Policy> Dispatcher<B, P> {
         let mut work: Vec<(usize, ContinuableOp, bool)> =
             std::mem::take(&mut self.deferred).into_iter().map(|(ci, c)| (ci, c, false)).collect();
         let mut buf = Vec::new();
-        for ci in 0..self.clients.len() {
-            self.clients[ci].vctx.take_continuable(&mut buf);
-            work.extend(buf.drain(..).map(|c| (ci, c, true)));
+        // Submitting an op makes its successors continuable at once: take them again within the
+        // round, so a dependent chain is bound op after op without a whole round per op (the lane
+        // bounds how far this runs ahead).
+        for _ in 0..MAX_CONTINUATION_PASSES {
+            for ci in 0..self.clients.len() {
+                self.clients[ci].vctx.take_continuable(&mut buf);
+                work.extend(buf.drain(..).map(|c| (ci, c, true)));
+            }
+            if work.is_empty() {
+                break;
+            }
+            let submitted = self.continue_ops(&mut work, &mut hints)?;
+            n += submitted;
+            if submitted == 0 {
+                break;
+            }
         }
-        for (ci, c, fresh) in work {
+        if !hints.is_empty() {
+            let mut plan = Vec::new();
+            let state = sched_state!(self, self.now);
+            for h in &hints {
+                self.policy.prepare(h, &state, &mut plan);
+            }
+            self.apply_preparations(plan);
+        }
+        Ok(n)
+    }
+
+    /// One pass of lane continuation over `work` (drained); returns how many ops it submitted.
+    fn continue_ops(
+        &mut self,
+        work: &mut Vec<(usize, ContinuableOp, bool)>,
+        hints: &mut Vec<Hint>,
+    ) -> Result<usize, DispatchError> {
+        let mut n = 0;
+        for (ci, c, fresh) in work.drain(..) {
             if self.in_ready.contains(&(ci, c.op)) || self.places.contains_key(&(ci, c.op)) {
                 continue; // became ready (the policy binds it) or already submitted
             }
-            let vctx = &self.clients[ci].vctx;
-            let place = common_place(
-                c.pending_preds.iter().filter(|p| !vctx.is_complete(**p)).map(|p| self.places.get(&(ci, *p)).copied()),
-            );
+            // A pending predecessor that is no longer placed has completed (this thread satisfied
+            // it): only the placed ones constrain where the op may follow.
+            let place =
+                common_place(c.pending_preds.iter().filter_map(|p| self.places.get(&(ci, *p)).copied()).map(Some));
             let holder = self.clients[ci].info.holder;
             let target = match place {
                 Some(Place { node: Some(node), lane }) => {
                     let leased = matches!(self.pool.state(node), NodeState::Leased { holder: h, .. } if *h == holder);
-                    let shallow = self.lane_load[node.0 as usize][lane as usize] < self.config.max_continuation_depth;
+                    let (nd, ln) = (node.0 as usize, lane as usize);
+                    let shallow = self.lane_load[nd][ln] < self.config.max_continuation_depth
+                        && self.lane_busy_until[nd][ln].saturating_sub(self.now) < self.config.max_continuation_ns;
                     let allowed = leased
                         && shallow
                         && self.partitions[node.0 as usize].can_execute(&c.desc).is_ok()
                         && match c.desc.as_kernel() {
                             Some(k) => {
-                                let state = sched_state!(self, self.backend.now_ns());
+                                let state = sched_state!(self, self.now);
                                 let view = ReadyOpView {
                                     client: holder,
                                     op: c.op,
@@ -528,14 +654,6 @@ impl<B: Backend, P: Policy> Dispatcher<B, P> {
                 }),
                 None => {}
             }
-        }
-        if !hints.is_empty() {
-            let mut plan = Vec::new();
-            let state = sched_state!(self, self.backend.now_ns());
-            for h in &hints {
-                self.policy.prepare(h, &state, &mut plan);
-            }
-            self.apply_preparations(plan);
         }
         Ok(n)
     }
@@ -665,7 +783,14 @@ impl<B: Backend, P: Policy> Dispatcher<B, P> {
             Some(n) => &self.partitions[n.0 as usize],
             None => &self.service,
         };
-        match part.submit(lane, &desc) {
+        let clock = self.config.profile_phases.then(std::time::Instant::now);
+        let submitted = part.submit(lane, &desc);
+        if let Some(t) = clock {
+            let p = self.stats.phases.get_or_insert_with(PhaseTimes::default);
+            p.backend_submit_ns += t.elapsed().as_nanos() as u64;
+            p.backend_submits += 1;
+        }
+        match submitted {
             Ok(fence) => {
                 let now = self.backend.now_ns();
                 if let Some(n) = node {
@@ -717,6 +842,8 @@ impl<B: Backend, P: Policy> Dispatcher<B, P> {
 
     fn poll(&mut self) -> Result<usize, DispatchError> {
         let mut n = 0;
+        self.stats.polls += 1;
+        self.now = self.backend.now_ns();
         let mut fences = std::mem::take(&mut self.scratch_fences);
         // Service partition first, then nodes with outstanding work.
         let targets: SmallVec<[Option<NodeId>; 16]> =
@@ -741,7 +868,18 @@ impl<B: Backend, P: Policy> Dispatcher<B, P> {
         }
         self.polling.retain(|&nd| self.lane_load[nd.0 as usize].iter().any(|&l| l > 0));
         self.scratch_fences = fences;
+        self.flush_satisfied();
         Ok(n)
+    }
+
+    /// Satisfies the completions [`finish`](Self::finish) collected, one vCtx call per client.
+    fn flush_satisfied(&mut self) {
+        for (c, ops) in self.clients.iter().zip(self.satisfied.iter_mut()) {
+            if !ops.is_empty() {
+                c.vctx.satisfy_all(ops);
+                ops.clear();
+            }
+        }
     }
 
     fn fail_partition(&mut self, target: Option<NodeId>, msg: &str) {
@@ -753,13 +891,14 @@ impl<B: Backend, P: Policy> Dispatcher<B, P> {
         }
     }
 
+    /// Completion bookkeeping of one op. A success is only collected: the caller satisfies the
+    /// batch with [`flush_satisfied`](Self::flush_satisfied) (one vCtx lock per poll).
     fn finish(&mut self, inf: Inflight, fence: Fence, error: Option<&str>) {
-        let now = self.backend.now_ns();
-        let vctx = &self.clients[inf.client].vctx;
+        let now = self.now;
         match error {
-            None => vctx.satisfy(inf.op),
+            None => self.satisfied[inf.client].push(inf.op),
             Some(e) => {
-                vctx.fail(inf.op, e.to_owned());
+                self.clients[inf.client].vctx.fail(inf.op, e.to_owned());
                 self.stats.failed += 1;
             }
         }

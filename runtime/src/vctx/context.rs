@@ -1,6 +1,7 @@
 //! [`VirtualContext`]: the lock around the DAG and the ordering rules, and the blocking waits.
 
 use std::fmt;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -36,6 +37,14 @@ pub struct VirtualContext {
     completion: Condvar,
     /// Dispatcher threads blocked in [`VirtualContext::wait_for_work`] wait here.
     work: Condvar,
+    /// Bumped (after the lock is released) by every call that may retire ops: a spinning sync
+    /// re-takes the lock only when it changed, so spinners do not contend with the dispatcher.
+    retirements: AtomicU64,
+    /// Set when a queue got new work, cleared when the dispatcher empties the queues: lets an
+    /// idle dispatcher spin without taking the lock ([`VirtualContext::has_work_hint`]).
+    work_hint: AtomicBool,
+    /// Host threads inside a blocking synchronize call (spinning or parked).
+    waiters: AtomicUsize,
 }
 
 impl fmt::Debug for VirtualContext {
@@ -75,7 +84,15 @@ impl Block {
 impl VirtualContext {
     /// An empty context: only the legacy default stream exists.
     pub fn new(id: VctxId) -> Self {
-        VirtualContext { id, state: Mutex::new(State::default()), completion: Condvar::new(), work: Condvar::new() }
+        VirtualContext {
+            id,
+            state: Mutex::new(State::default()),
+            completion: Condvar::new(),
+            work: Condvar::new(),
+            retirements: AtomicU64::new(0),
+            work_hint: AtomicBool::new(false),
+            waiters: AtomicUsize::new(0),
+        }
     }
 
     /// This context's id.
@@ -87,6 +104,9 @@ impl VirtualContext {
     fn finish(&self, mut g: MutexGuard<'_, State>) {
         let fx = g.dag.take_effects();
         let wake_work = fx.new_work && g.work_waiters > 0;
+        if fx.new_work {
+            self.work_hint.store(true, Ordering::Release);
+        }
         drop(g);
         if fx.woke_watched {
             self.completion.notify_all();
@@ -243,28 +263,46 @@ impl VirtualContext {
         #[cfg(not(loom))]
         {
             let spin_until = Instant::now() + SYNC_SPIN;
+            self.waiters.fetch_add(1, Ordering::AcqRel);
+            let mut seen = self.retirements.load(Ordering::Acquire);
             loop {
                 tokens.retain(|t| g.dag.is_live(*t));
                 if tokens.is_empty() {
+                    self.waiters.fetch_sub(1, Ordering::AcqRel);
                     return (g, true);
                 }
-                let now = Instant::now();
-                if now >= spin_until || deadline.is_some_and(|d| now >= d) {
+                drop(g);
+                // Re-check under the lock only after some op retired.
+                let timed_out = loop {
+                    let now = Instant::now();
+                    if now >= spin_until || deadline.is_some_and(|d| now >= d) {
+                        break true;
+                    }
+                    let r = self.retirements.load(Ordering::Acquire);
+                    if r != seen {
+                        seen = r;
+                        break false;
+                    }
+                    std::hint::spin_loop();
+                    std::thread::yield_now();
+                };
+                g = self.state.lock();
+                if timed_out {
                     break;
                 }
-                drop(g);
-                std::thread::yield_now();
-                g = self.state.lock();
             }
+            self.waiters.fetch_sub(1, Ordering::AcqRel);
         }
         loop {
             tokens.retain(|t| g.dag.is_live(*t));
             let Some(&watch) = tokens.first() else { return (g, true) };
             g.dag.watch(watch);
             g.blocked += 1;
+            self.waiters.fetch_add(1, Ordering::AcqRel);
             let (g2, timed_out) = wait_opt(&self.completion, g, deadline);
             g = g2;
             g.blocked -= 1;
+            self.waiters.fetch_sub(1, Ordering::AcqRel);
             g.dag.unwatch(watch);
             if timed_out {
                 tokens.retain(|t| g.dag.is_live(*t));
@@ -369,7 +407,11 @@ impl VirtualContext {
     /// Appends the ops that became ready since the last call, in the order they became ready.
     /// Each op is handed out once; ops submitted before becoming ready are not handed out.
     pub fn take_ready(&self, out: &mut Vec<ReadyOp>) {
-        self.state.lock().dag.take_ready(out);
+        let mut g = self.state.lock();
+        g.dag.take_ready(out);
+        if !g.dag.has_work() {
+            self.work_hint.store(false, Ordering::Release);
+        }
     }
 
     /// Notes that `op` was handed to a backend lane (not yet complete). Idempotent.
@@ -382,15 +424,42 @@ impl VirtualContext {
     /// Appends the ops, not ready, whose unsatisfied predecessors are all submitted (lane
     /// continuation candidates). Each op is reported at most once.
     pub fn take_continuable(&self, out: &mut Vec<ContinuableOp>) {
-        self.state.lock().dag.take_continuable(out);
+        let mut g = self.state.lock();
+        g.dag.take_continuable(out);
+        if !g.dag.has_work() {
+            self.work_hint.store(false, Ordering::Release);
+        }
     }
 
     /// Physical completion of `op`: satisfies its token, releases its dependents and wakes the
     /// threads waiting for it. Unknown or already satisfied ids are ignored.
     pub fn satisfy(&self, op: OpId) {
+        self.satisfy_all(std::slice::from_ref(&op));
+    }
+
+    /// [`satisfy`](Self::satisfy) for several ops under one lock (a poll's batch of completions).
+    pub fn satisfy_all(&self, ops: &[OpId]) {
+        if ops.is_empty() {
+            return;
+        }
         let mut g = self.state.lock();
-        g.dag.satisfy(op);
+        for &op in ops {
+            g.dag.satisfy(op);
+        }
         self.finish(g);
+        self.retirements.fetch_add(1, Ordering::AcqRel);
+    }
+
+    /// Host threads inside a blocking synchronize call now (lock-free; a dispatcher polls
+    /// completions eagerly while somebody waits).
+    pub fn has_waiters(&self) -> bool {
+        self.waiters.load(Ordering::Acquire) > 0
+    }
+
+    /// Whether new ready or continuable work may be queued (lock-free hint, may be stale: a
+    /// `false` can be followed by work at once; [`wait_for_work`](Self::wait_for_work) is exact).
+    pub fn has_work_hint(&self) -> bool {
+        self.work_hint.load(Ordering::Acquire)
     }
 
     /// Asynchronous failure of `op`: satisfies it like [`satisfy`](Self::satisfy) and records
@@ -407,6 +476,7 @@ impl VirtualContext {
         g.sticky.get_or_insert(err);
         g.dag.satisfy(op);
         self.finish(g);
+        self.retirements.fetch_add(1, Ordering::AcqRel);
     }
 
     /// Blocks until the ready or continuable queue holds something, or `timeout` passed.

@@ -210,14 +210,19 @@ impl Dag {
             return;
         }
         n.submitted = true;
-        let dependents = n.dependents.clone();
-        for d in dependents {
+        // Borrow the dependents out of the node (no allocation on this per-op path) and put
+        // them back afterwards; a node is never its own dependent.
+        let dependents = std::mem::take(&mut n.dependents);
+        for &d in &dependents {
             let Some(dn) = self.nodes.get_mut(d) else { continue };
             dn.unsubmitted -= 1;
             if dn.unsubmitted == 0 && dn.pending > 0 && !dn.submitted && !dn.continuable_queued {
                 dn.continuable_queued = true;
                 self.push_continuable(d);
             }
+        }
+        if let Some(n) = self.nodes.get_mut(op) {
+            n.dependents = dependents;
         }
     }
 

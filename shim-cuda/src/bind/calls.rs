@@ -40,7 +40,10 @@ fn per_thread(id: HookId) -> bool {
 
 fn record(b: &Bind, s: vitamin_runtime::StreamId, desc: OpDesc) -> CUresult {
     match b.vctx.record_op(s, Arc::new(desc)) {
-        Ok(_) => CUDA_SUCCESS,
+        Ok(_) => {
+            b.submit_inline();
+            CUDA_SUCCESS
+        }
         Err(e) => code(&e),
     }
 }

@@ -26,7 +26,7 @@ use std::time::{Duration, Instant};
 use vitamin_hal::Backend;
 use vitamin_hal_cuda::CudaBackend;
 use vitamin_runtime::dispatch::{DispatchConfig, Dispatcher};
-use vitamin_runtime::policy::{ClientClass, Policy, PolicyKind};
+use vitamin_runtime::policy::{AnyPolicy, ClientClass, Policy, PolicyKind};
 use vitamin_runtime::profile::Profiles;
 use vitamin_runtime::VirtualContext;
 
@@ -43,6 +43,8 @@ pub struct Settings {
     pub seed: u64,
     /// Lane continuation (default) or strict readiness.
     pub lane_continuation: bool,
+    /// Application threads submit what they record when the dispatcher is free (default).
+    pub inline: bool,
 }
 
 /// What the started coordinator reports.
@@ -56,14 +58,29 @@ pub struct Started {
     pub realize_ms: f64,
 }
 
+type Shim = Dispatcher<CudaBackend, AnyPolicy>;
+
+/// The dispatcher, shared by the dispatcher thread and application threads that submit inline.
+/// `None` until the pool is realized and after shutdown.
+type Slot = Arc<parking_lot::Mutex<Option<Shim>>>;
+
 /// The running coordinator.
-#[derive(Debug)]
 pub struct Coordinator {
     /// What start-up built.
     pub started: Started,
     stop: Arc<AtomicBool>,
     stopped: Mutex<Option<mpsc::Receiver<()>>>,
     stats: Arc<Mutex<Option<serde_json::Value>>>,
+    dispatcher: Slot,
+    /// Inline submission from application threads (`VITAMIN_INLINE`, on by default).
+    inline: bool,
+    inline_errors: std::sync::atomic::AtomicU64,
+}
+
+impl std::fmt::Debug for Coordinator {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Coordinator").field("started", &self.started).field("inline", &self.inline).finish()
+    }
 }
 
 impl Coordinator {
@@ -73,12 +90,13 @@ impl Coordinator {
         let (done_tx, done_rx) = mpsc::channel::<()>();
         let stop = Arc::new(AtomicBool::new(false));
         let stats = Arc::new(Mutex::new(None));
-        let (stop2, stats2) = (stop.clone(), stats.clone());
+        let dispatcher: Slot = Arc::new(parking_lot::Mutex::new(None));
+        let (stop2, stats2, slot2) = (stop.clone(), stats.clone(), dispatcher.clone());
         let spawned = std::thread::Builder::new().name("vitamin-dispatch".into()).spawn(move || {
             let _entered = guard::enter();
             let ready_tx2 = ready_tx.clone();
             let run = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                run(ordinal, vctx, settings, ready_tx, &stop2, &stats2);
+                run(ordinal, vctx, settings, ready_tx, &stop2, &stats2, &slot2);
             }));
             if run.is_err() {
                 let _ = ready_tx2.send(Err("the dispatcher thread panicked".into()));
@@ -90,7 +108,15 @@ impl Coordinator {
             return Err(format!("could not start the dispatcher thread: {e}"));
         }
         match ready_rx.recv() {
-            Ok(Ok(started)) => Ok(Coordinator { started, stop, stopped: Mutex::new(Some(done_rx)), stats }),
+            Ok(Ok(started)) => Ok(Coordinator {
+                started,
+                stop,
+                stopped: Mutex::new(Some(done_rx)),
+                stats,
+                dispatcher,
+                inline: settings.inline,
+                inline_errors: std::sync::atomic::AtomicU64::new(0),
+            }),
             Ok(Err(e)) => Err(e),
             Err(_) => Err("the dispatcher thread ended during start-up".into()),
         }
@@ -101,6 +127,25 @@ impl Coordinator {
         self.stop.store(true, Ordering::Release);
         let rx = self.stopped.lock().unwrap_or_else(|e| e.into_inner()).take();
         rx.is_some_and(|rx| rx.recv_timeout(timeout).is_ok())
+    }
+
+    /// Inline submission: called by an application thread right after it recorded an op (inside
+    /// the shim's re-entry guard, so the backend's driver calls are forwarded untouched). If the
+    /// dispatcher is free, this thread runs its intake, lane continuation and binding itself, so
+    /// a launch reaches the driver from the application's own thread as natively, and only
+    /// completion polling is left to the dispatcher thread. If the dispatcher thread holds it,
+    /// returns at once: that thread takes the op. Never blocks.
+    pub fn submit_inline(&self) {
+        if !self.inline {
+            return;
+        }
+        let Some(mut slot) = self.dispatcher.try_lock() else { return };
+        let Some(d) = slot.as_mut() else { return };
+        if let Err(e) = d.pump_submit() {
+            if self.inline_errors.fetch_add(1, Ordering::Relaxed) < 10 {
+                vlog!(LogLevel::Error, "inline submission failed: {e}; the dispatcher thread retries");
+            }
+        }
     }
 
     /// The dispatcher's statistics as published at stop (`None` before).
@@ -116,6 +161,7 @@ fn run(
     ready: mpsc::Sender<Result<Started, String>>,
     stop: &AtomicBool,
     stats: &Mutex<Option<serde_json::Value>>,
+    slot: &Slot,
 ) {
     let t0 = Instant::now();
     let backend = match CudaBackend::with_ordinal(ordinal) {
@@ -127,13 +173,7 @@ fn run(
     };
     let kind = backend.topology().unit_kind();
     let device = backend.topology().device_name().to_owned();
-    // Poll completions at most every 10 us while launches keep flowing: each poll queries events
-    // (about 1.3 us per busy lane), which otherwise dominates the dispatcher thread's per-op cost.
-    let config = DispatchConfig {
-        lane_continuation: settings.lane_continuation,
-        min_poll_interval_ns: 10_000,
-        ..DispatchConfig::default()
-    };
+    let config = dispatch_config(settings, |k| std::env::var(k).ok());
     let policy = settings.policy.build(settings.seed);
     let mut d = match Dispatcher::new(backend, policy, Profiles::new(device.clone()), config) {
         Ok(d) => d,
@@ -145,12 +185,20 @@ fn run(
     d.register(vctx.clone(), "application", ClientClass::BestEffort);
     let nodes = d.pool().nodes().iter().map(|n| n.units.display(kind).to_string()).collect();
     let realize_ms = t0.elapsed().as_secs_f64() * 1e3;
+    let poll_interval = Duration::from_nanos(d.config().min_poll_interval_ns);
+    *slot.lock() = Some(d);
     let _ = ready.send(Ok(Started { device, nodes, realize_ms }));
     let mut errors = 0u64;
     let mut watch = Stall::default();
     while !stop.load(Ordering::Acquire) {
-        watch.check(&d);
-        match d.pump() {
+        // The lock is held for one round only: application threads submit inline in between.
+        let (pumped, idle) = {
+            let mut g = slot.lock();
+            let d = g.as_mut().expect("the dispatcher lives until this thread ends");
+            watch.check(d);
+            (d.pump(), d.is_idle())
+        };
+        match pumped {
             Ok(n) if n > 0 => continue,
             Ok(_) => {}
             Err(e) => {
@@ -161,26 +209,37 @@ fn run(
                 std::thread::sleep(Duration::from_millis(1));
             }
         }
-        if d.is_idle() {
+        if idle {
             // Spin briefly (yielding) before parking: the next op of a launch-sync loop usually
             // arrives within microseconds, and a futex wake-up costs more than that.
             let spin_until = Instant::now() + IDLE_SPIN;
             let mut woke = false;
             while Instant::now() < spin_until {
-                if vctx.wait_for_work(Duration::ZERO) {
+                // Lock-free check: spinning on the vCtx lock would contend with the recording
+                // application thread.
+                if vctx.has_work_hint() {
                     woke = true;
                     break;
                 }
+                std::hint::spin_loop();
                 std::thread::yield_now();
             }
             if !woke {
                 vctx.wait_for_work(Duration::from_millis(2));
             }
         } else {
-            // Work in flight (or ready ops the policy deferred): poll again soon.
-            let _ = d.backend().wait_for_progress(Duration::from_micros(20));
+            // Work in flight (or ready ops the policy deferred): the next round when new work
+            // arrives that no application thread took, when somebody waits in a synchronize
+            // call, or when the poll interval has passed. Spinning on atomics keeps the lock free
+            // for inline submission.
+            let until = Instant::now() + poll_interval;
+            while Instant::now() < until && !vctx.has_work_hint() && !vctx.has_waiters() {
+                std::hint::spin_loop();
+                std::thread::yield_now();
+            }
         }
     }
+    let Some(d) = slot.lock().take() else { return };
     let mut published = serde_json::to_value(d.stats()).unwrap_or_default();
     published["round_errors"] = errors.into();
     published["policy"] = d.policy().name().into();
@@ -192,6 +251,39 @@ fn run(
 
 /// How long the idle dispatcher thread spins (yielding) before it parks.
 const IDLE_SPIN: Duration = Duration::from_micros(100);
+
+/// Most ops lane continuation queues on one lane ahead of observed completions.
+pub const CONTINUATION_DEPTH: u32 = 64;
+/// Most predicted backlog (ns) lane continuation queues on one lane.
+pub const CONTINUATION_NS: u64 = 200_000;
+/// Least time between completion polls while launches keep flowing and nobody waits.
+pub const POLL_INTERVAL_NS: u64 = 20_000;
+
+/// The dispatcher settings of the shim. Against the runtime's defaults (tuned on the simulator):
+/// - completion polls are rate-limited ([`POLL_INTERVAL_NS`]) while launches keep flowing: each
+///   poll records and queries events (about 1.3 us per busy lane on the H200, FACTS.md), which
+///   would otherwise dominate the thread's per-op cost; the dispatcher still polls every round
+///   while an application thread waits in a synchronize call;
+/// - lane continuation may queue [`CONTINUATION_DEPTH`] ops or [`CONTINUATION_NS`] of predicted
+///   work on a lane, so a dependent chain is bound without waiting for each completion to be
+///   observed (a launch takes 3.3-3.6 us of driver time; waiting for completions made the
+///   dispatcher the bottleneck, docs/results/shim-bind-overhead.md).
+///
+/// Tuning knobs for measurements (not part of the stable interface): `VITAMIN_CONTINUATION_DEPTH`,
+/// `VITAMIN_CONTINUATION_US`, `VITAMIN_POLL_INTERVAL_US`, and `VITAMIN_PROFILE_DISPATCH=1` (time per
+/// dispatcher phase in the census's statistics).
+fn dispatch_config(settings: Settings, get: impl Fn(&str) -> Option<String>) -> DispatchConfig {
+    let num = |k: &str| get(k).and_then(|v| v.trim().parse::<u64>().ok());
+    DispatchConfig {
+        lane_continuation: settings.lane_continuation,
+        min_poll_interval_ns: num("VITAMIN_POLL_INTERVAL_US").map_or(POLL_INTERVAL_NS, |us| us * 1000),
+        max_continuation_depth: num("VITAMIN_CONTINUATION_DEPTH")
+            .map_or(CONTINUATION_DEPTH, |d| d.clamp(1, u64::from(u32::MAX)) as u32),
+        max_continuation_ns: num("VITAMIN_CONTINUATION_US").map_or(CONTINUATION_NS, |us| us.saturating_mul(1000)),
+        profile_phases: get("VITAMIN_PROFILE_DISPATCH").is_some_and(|v| v.trim() == "1"),
+        ..DispatchConfig::default()
+    }
+}
 
 /// Notices a dispatcher that makes no progress while holding work (every proposal rejected or
 /// every submission refused, e.g. an op no partition can run): says so once in the log, with the

@@ -153,6 +153,8 @@ pub struct Bind {
     registry: Mutex<Registry>,
     functions: Functions,
     device: c_int,
+    /// The device's primary context (the application's current context at start-up).
+    context: usize,
     settings: Settings,
     coordinator: Coordinator,
     /// What was done.
@@ -215,7 +217,14 @@ fn start_slow() -> Option<&'static Bind> {
 
 fn settings() -> Settings {
     let c = state::config();
-    Settings { policy: c.policy, seed: c.seed, lane_continuation: c.lane_continuation }
+    Settings {
+        policy: c.policy,
+        seed: c.seed,
+        lane_continuation: c.lane_continuation,
+        // Tuning knob for measurements: `VITAMIN_INLINE=0` leaves every submission to the
+        // dispatcher thread.
+        inline: std::env::var("VITAMIN_INLINE").map_or(true, |v| v.trim() != "0"),
+    }
 }
 
 impl Bind {
@@ -241,10 +250,20 @@ impl Bind {
             registry: Mutex::new(Registry::default()),
             functions: Functions::default(),
             device,
+            context: ctx,
             settings,
             coordinator,
             counters: BindCounters::default(),
         })
+    }
+
+    /// Lets this (application) thread submit what it just recorded, if the dispatcher is free and
+    /// the thread's current context is the one the pool was built in (the backend would otherwise
+    /// switch the application's current context).
+    fn submit_inline(&self) {
+        if driver::current_context().is_ok_and(|c| c == self.context) {
+            self.coordinator.submit_inline();
+        }
     }
 
     fn registry(&self) -> std::sync::MutexGuard<'_, Registry> {

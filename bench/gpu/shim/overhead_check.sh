@@ -1,0 +1,105 @@
+#!/usr/bin/env bash
+# Issue 8 overhead checks in one device call (bind mode vs native, the Throughput policy):
+#   1. chain_bench (bench/gpu/shim/chain_bench.cu): 10,000 dependent tiny kernels (throughput),
+#      one tiny kernel + sync (p50/p95), and a small operator of 8 compute kernels + sync (p50/p95,
+#      like the paper's overhead experiment), ROUNDS rounds of: native, bind (defaults: inline
+#      submission, lane continuation), bind with the dispatcher thread submitting everything
+#      (VITAMIN_INLINE=0), bind with strict readiness. Every bind run writes a census with the
+#      dispatcher's per-phase times (VITAMIN_PROFILE_DISPATCH=1).
+#   2. launch_bench (app-thread cost per launch), native vs bind.
+#   3. PyTorch training step (train_bench.py), PAIRS ABBA-ordered native/bind pairs pinned to CPUs 4-7.
+# Stage here:
+#   bash bench/gpu/shim/stage_overhead.sh            (builds the shim, copies into .device/overhead)
+# Run there (device tool, carry .device/overhead):  bash .device/overhead/overhead_check.sh
+set -uo pipefail
+HERE=$(cd "$(dirname "$0")" && pwd)
+OUT=${OUT:-$HERE/out}
+mkdir -p "$OUT"
+W=$(mktemp -d /tmp/overhead.XXXXXX)
+export PATH=/usr/local/cuda/bin:$PATH
+export LD_LIBRARY_PATH=/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
+export PYTHONUNBUFFERED=1
+N=${N:-10000}; REPS=${REPS:-5}; SMALL=${SMALL:-2000}; OPREPS=${OPREPS:-300}; ROUNDS=${ROUNDS:-2}; PAIRS=${PAIRS:-4}
+SHIM="$HERE/libvitamin_cuda.so"
+exec > >(tee -a "$OUT/overhead.log") 2>&1
+step() { echo; echo "=== $* ($(date -u +%H:%M:%S))"; }
+bind() { # bind NAME -- cmd... (extra VITAMIN_* settings come from the caller's environment)
+    local name=$1; shift 2
+    LD_PRELOAD="$SHIM" VITAMIN_MODE=bind VITAMIN_POLICY=${POLICY:-throughput} VITAMIN_PROFILE_DISPATCH=1 \
+        VITAMIN_CENSUS="$W/census_$name.json" "$@"
+}
+
+step environment
+date -u; nvidia-smi --query-gpu=name,driver_version --format=csv,noheader; lscpu | grep 'Model name'; nproc
+cat "$HERE/COMMIT" 2>/dev/null
+nvcc -O2 -arch=sm_90 "$HERE/chain_bench.cu" -o "$W/chain_bench" || { echo "nvcc chain_bench failed"; exit 1; }
+nvcc -O2 -arch=sm_90 "$HERE/launch_bench.cu" -o "$W/launch_bench" || echo "nvcc launch_bench failed"
+CB=("$W/chain_bench" "$N" "$REPS" "$SMALL" "$OPREPS")
+
+for r in $(seq 1 "$ROUNDS"); do
+    step "chain_bench round $r"
+    timeout 120 "${CB[@]}" | sed "s/^/native $r /"
+    bind "inline_$r" -- timeout 120 "${CB[@]}" | sed "s/^/bind $r /"
+    VITAMIN_INLINE=0 bind "thread_$r" -- timeout 120 "${CB[@]}" | sed "s/^/bind_thread $r /"
+    VITAMIN_LANE_CONTINUATION=0 bind "strict_$r" -- timeout 120 "${CB[@]}" | sed "s/^/bind_strict $r /"
+done
+
+if [ -x "$W/launch_bench" ]; then
+    step "launch_bench (app-thread cost per launch)"
+    timeout 60 "$W/launch_bench" | sed "s/^/native /"
+    bind launch -- timeout 60 "$W/launch_bench" | sed "s/^/bind /"
+fi
+
+step "dispatcher phases per bind run (census)"
+python3 - "$W" <<'PY'
+import glob, json, os, sys
+for p in sorted(glob.glob(os.path.join(sys.argv[1], "census_*.json"))):
+    try:
+        d = json.load(open(p))
+    except Exception as e:
+        print(os.path.basename(p), "unreadable:", e); continue
+    def find(o, k):
+        if isinstance(o, dict):
+            for a, b in o.items():
+                if a == k: return b
+                r = find(b, k)
+                if r is not None: return r
+    s = find(d, "dispatcher") or {}
+    ph = s.get("phases") or {}
+    ops = max(1, s.get("bound", 0) + s.get("continued", 0) + s.get("unit_free", 0))
+    per = {k: round(v / ops, 3) for k, v in ph.items() if k.endswith("_ns")}
+    nodes = sum(1 for x in s.get("per_node", []) if x)
+    print(os.path.basename(p), json.dumps({k: s.get(k) for k in ("bound", "continued", "unit_free", "completed",
+          "rounds", "inline_rounds", "polls", "rejected", "submit_failures")}), "nodes", nodes,
+          "ns/op", json.dumps(per), "submits", ph.get("backend_submits"))
+PY
+
+if [ "$PAIRS" -gt 0 ] && [ -f "$HERE/train_bench.py" ]; then
+    step "training step: $PAIRS ABBA pairs native/bind pinned to CPUs 4-7"
+    PIN=(taskset -c 4-7)
+    tr() {
+        if [ "$1" = native ]; then timeout 120 "${PIN[@]}" python3 "$HERE/train_bench.py" "$W/train_$1_$2.json" > /dev/null
+        else bind "train_$2" -- timeout 120 "${PIN[@]}" python3 "$HERE/train_bench.py" "$W/train_$1_$2.json" > /dev/null; fi
+        echo "$1 $2 $(cat "$W/train_$1_$2.json" 2>/dev/null)"
+    }
+    for i in $(seq 1 "$PAIRS"); do
+        if [ $((i % 2)) = 1 ]; then tr native "$i"; tr bind "$i"; else tr bind "$i"; tr native "$i"; fi
+    done
+    python3 - "$W" "$OUT" <<'PY'
+import json, glob, os, statistics, sys
+w, out = sys.argv[1], sys.argv[2]
+runs = {m: [json.load(open(p))["median_step_ms"] for p in sorted(glob.glob(os.path.join(w, "train_" + m + "_*.json")))]
+        for m in ("native", "bind")}
+if runs["native"] and runs["bind"]:
+    n, b = statistics.median(runs["native"]), statistics.median(runs["bind"])
+    pairs = [100 * (y - x) / x for x, y in zip(runs["native"], runs["bind"])]
+    doc = {"runs_ms": runs, "native_median_ms": n, "bind_median_ms": b, "overhead_pct": 100 * (b - n) / n,
+           "pairwise_overhead_pct": pairs, "pairwise_median_pct": statistics.median(pairs)}
+    json.dump(doc, open(os.path.join(out, "train_pairs.json"), "w"), indent=1)
+    print(json.dumps(doc))
+else:
+    print("training runs missing:", runs)
+PY
+fi
+tar czf "$OUT/overhead_runs.tar.gz" -C "$W" . 2>/dev/null
+step done
