@@ -61,6 +61,7 @@ pub const REQUIRED_SYMBOLS: &[&str] = &[
     "cuLibraryUnload",
     "cuLibraryGetKernel",
     "cuKernelGetFunction",
+    "cuLaunchKernel",
     "cuLaunchKernelEx",
     "cuLaunchHostFunc",
     "cuGraphLaunch",
@@ -651,6 +652,38 @@ pub(crate) mod launch {
     ) -> Result<(), HalError> {
         // SAFETY: the caller guarantees the handles and the parameter array.
         check("cuLaunchKernelEx", unsafe { sys::cuLaunchKernelEx(config, f, params, std::ptr::null_mut()) })
+    }
+
+    /// `cuLaunchKernel(f, grid, block, smem, s, params, NULL)`: the same launch as
+    /// [`kernel_ex`] without attributes (and about 0.1-0.3 us cheaper on the host).
+    ///
+    /// # Safety
+    /// As for [`kernel_ex`]: `f` a live function or kernel handle, `s` a live stream, `params`
+    /// one pointer per parameter (or null for none).
+    pub(crate) unsafe fn kernel(
+        f: CUfunction,
+        grid: [u32; 3],
+        block: [u32; 3],
+        shared_mem_bytes: u32,
+        s: CUstream,
+        params: *mut *mut c_void,
+    ) -> Result<(), HalError> {
+        // SAFETY: the caller guarantees the handles and the parameter array.
+        check("cuLaunchKernel", unsafe {
+            sys::cuLaunchKernel(
+                f,
+                grid[0],
+                grid[1],
+                grid[2],
+                block[0],
+                block[1],
+                block[2],
+                shared_mem_bytes,
+                s,
+                params,
+                std::ptr::null_mut(),
+            )
+        })
     }
 
     /// `cuLaunchHostFunc(s, f, user)`.

@@ -3,7 +3,7 @@
 //! ## Submission
 //! A descriptor is submitted exactly as described: a kernel with `cuLaunchKernelEx` (same
 //! function, grid, block, dynamic shared memory, attributes; one parameter pointer per parameter,
-//! pointing into the descriptor's argument bytes), a copy with `cuMemcpyAsync`, a fill with
+//! pointing into the descriptor's argument bytes; `cuLaunchKernel` when it has no attributes), a copy with `cuMemcpyAsync`, a fill with
 //! `cuMemsetD{8,16,32}Async`, a host function with `cuLaunchHostFunc`, a graph with
 //! `cuGraphLaunch`, a marker with nothing at all (it completes with its lane's earlier work).
 //!
@@ -288,8 +288,21 @@ impl CudaPartition {
             attrs.push(launch::RawLaunchAttribute::new(r.id, &r.value));
         }
         let (g, b) = (k.grid(), k.block());
-        let cfg = launch::config([g.x, g.y, g.z], [b.x, b.y, b.z], k.shared_mem_bytes(), s, &mut attrs);
         let params_ptr = if params.is_empty() { std::ptr::null_mut() } else { params.as_mut_ptr() };
+        if attrs.is_empty() {
+            // SAFETY: as below; without attributes `cuLaunchKernel` is the same launch.
+            return unsafe {
+                launch::kernel(
+                    k.function().handle() as driver::CUfunction,
+                    [g.x, g.y, g.z],
+                    [b.x, b.y, b.z],
+                    k.shared_mem_bytes(),
+                    s,
+                    params_ptr,
+                )
+            };
+        }
+        let cfg = launch::config([g.x, g.y, g.z], [b.x, b.y, b.z], k.shared_mem_bytes(), s, &mut attrs);
         // SAFETY: the function handle is a live CUfunction or CUkernel (the descriptor's), `s` is a
         // live stream of this partition, `params` holds one pointer per parameter into the
         // descriptor's argument bytes (alive for the call; the driver copies them at launch), and

@@ -5,7 +5,7 @@
 //  2. small_op: latency of one tiny kernel + cudaStreamSynchronize, repeated; p50 / p95.
 //  3. operator: latency of a small operator like the paper's overhead experiment (native p95 about
 //     0.4 ms there): 8 dependent compute kernels (528 blocks x 256 threads, a fixed FMA loop each,
-//     about 45 us apiece on the whole H200) + cudaStreamSynchronize, repeated; p50 / p95, and a
+//     about 50 us apiece on the whole H200) + cudaStreamSynchronize, repeated; p50 / p95, and a
 //     checksum of the result (identical natively and under bind mode if nothing was reordered).
 // The counter is checked after every chain (a lost or reordered launch would change it).
 // Output: one JSON object per measurement on stdout. Build: nvcc -O2 -arch=sm_90 chain_bench.cu -o chain_bench
@@ -45,7 +45,7 @@ int main(int argc, char** argv) {
     const int reps = argc > 2 ? std::atoi(argv[2]) : 5;
     const int small_ops = argc > 3 ? std::atoi(argv[3]) : 2000;
     const int op_reps = argc > 4 ? std::atoi(argv[4]) : 300;
-    const int layer_iters = argc > 5 ? std::atoi(argv[5]) : 12000;
+    const int layer_iters = argc > 5 ? std::atoi(argv[5]) : 2000;
     cudaStream_t s;
     CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
     unsigned long long* c;

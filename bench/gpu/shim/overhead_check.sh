@@ -3,7 +3,8 @@
 #   1. chain_bench (bench/gpu/shim/chain_bench.cu): 10,000 dependent tiny kernels (throughput),
 #      one tiny kernel + sync (p50/p95), and a small operator of 8 compute kernels + sync (p50/p95,
 #      like the paper's overhead experiment), ROUNDS rounds of: native, bind (defaults: inline
-#      submission, lane continuation), bind with the dispatcher thread submitting everything
+#      submission, lane continuation), the same under the Exclusive policy (every kernel on the
+#      whole device, as natively: the mechanism's own cost), bind with the dispatcher thread submitting everything
 #      (VITAMIN_INLINE=0), bind with strict readiness. Every bind run writes a census with the
 #      dispatcher's per-phase times (VITAMIN_PROFILE_DISPATCH=1).
 #   2. launch_bench (app-thread cost per launch), native vs bind.
@@ -19,7 +20,7 @@ W=$(mktemp -d /tmp/overhead.XXXXXX)
 export PATH=/usr/local/cuda/bin:$PATH
 export LD_LIBRARY_PATH=/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
 export PYTHONUNBUFFERED=1
-N=${N:-10000}; REPS=${REPS:-5}; SMALL=${SMALL:-2000}; OPREPS=${OPREPS:-300}; ROUNDS=${ROUNDS:-2}; PAIRS=${PAIRS:-4}
+N=${N:-10000}; REPS=${REPS:-5}; SMALL=${SMALL:-2000}; OPREPS=${OPREPS:-300}; ROUNDS=${ROUNDS:-3}; PAIRS=${PAIRS:-4}
 SHIM="$HERE/libvitamin_cuda.so"
 exec > >(tee -a "$OUT/overhead.log") 2>&1
 step() { echo; echo "=== $* ($(date -u +%H:%M:%S))"; }
@@ -40,6 +41,7 @@ for r in $(seq 1 "$ROUNDS"); do
     step "chain_bench round $r"
     timeout 120 "${CB[@]}" | sed "s/^/native $r /"
     bind "inline_$r" -- timeout 120 "${CB[@]}" | sed "s/^/bind $r /"
+    POLICY=exclusive bind "exclusive_$r" -- timeout 120 "${CB[@]}" | sed "s/^/bind_exclusive $r /"
     VITAMIN_INLINE=0 bind "thread_$r" -- timeout 120 "${CB[@]}" | sed "s/^/bind_thread $r /"
     VITAMIN_LANE_CONTINUATION=0 bind "strict_$r" -- timeout 120 "${CB[@]}" | sed "s/^/bind_strict $r /"
 done

@@ -266,6 +266,9 @@ pub struct Dispatcher<B: Backend, P: Policy> {
     now: u64,
     /// Completed ops per client, satisfied in one vCtx call at the end of a poll.
     satisfied: Vec<Vec<OpId>>,
+    /// Set when lane continuation met an op whose predecessors sit on different lanes (it
+    /// becomes ready only once they are observed complete); cleared by the next poll.
+    awaiting_completion: bool,
 }
 
 impl<B: Backend, P: Policy> std::fmt::Debug for Dispatcher<B, P> {
@@ -332,6 +335,7 @@ impl<B: Backend, P: Policy> Dispatcher<B, P> {
             scratch_fences: Vec::new(),
             now: 0,
             satisfied: Vec::new(),
+            awaiting_completion: false,
         })
     }
 
@@ -407,7 +411,7 @@ impl<B: Backend, P: Policy> Dispatcher<B, P> {
         let mut clock = self.config.profile_phases.then(std::time::Instant::now);
         if !self.submitted_last_round
             || now.saturating_sub(self.last_poll_ns) >= self.config.min_poll_interval_ns
-            || self.clients.iter().any(|c| c.vctx.has_waiters())
+            || self.needs_completions()
         {
             progress += self.poll()?;
             self.last_poll_ns = now;
@@ -434,19 +438,28 @@ impl<B: Backend, P: Policy> Dispatcher<B, P> {
         Ok(progress)
     }
 
+    /// Whether progress now waits on observing completions (so a rate-limited poll should not
+    /// wait for its interval): a host thread blocks in a synchronize call, ready ops wait for a
+    /// node, continuations wait for their lane, or an op waits for predecessors on other lanes.
+    pub fn needs_completions(&self) -> bool {
+        self.awaiting_completion
+            || !self.ready.is_empty()
+            || !self.deferred.is_empty()
+            || self.clients.iter().any(|c| c.vctx.has_waiters())
+    }
+
     /// The submitting half of a round, for a thread that just recorded work (inline submission):
-    /// intake, lane continuation and binding, without polling completions, releasing leases or
-    /// `maintain` (the next [`pump`](Self::pump) does those). Returns how many ops it submitted.
+    /// intake and binding of ready ops, without lane continuation, polling completions,
+    /// releasing leases or `maintain` (the next [`pump`](Self::pump) does those). Ready ops are
+    /// the latency-critical ones (the first op after the application waited); continuations are
+    /// left to the pumping thread, which launches them while the application records more.
+    /// Returns how many ops it submitted.
     pub fn pump_submit(&mut self) -> Result<usize, DispatchError> {
         self.now = self.backend.now_ns();
         let before = self.stats.bound + self.stats.continued + self.stats.unit_free;
         let mut clock = self.config.profile_phases.then(std::time::Instant::now);
         let mut progress = self.intake()?;
         self.lap(&mut clock, |p| &mut p.intake_ns);
-        if self.config.lane_continuation {
-            progress += self.continuation()?;
-            self.lap(&mut clock, |p| &mut p.continuation_ns);
-        }
         progress += self.bind()?;
         self.lap(&mut clock, |p| &mut p.bind_ns);
         if self.stats.bound + self.stats.continued + self.stats.unit_free > before {
@@ -633,6 +646,8 @@ impl<B: Backend, P: Policy> Dispatcher<B, P> {
                 Some(Place { node: None, lane }) if !c.desc.uses_units() => Some((None, lane)),
                 _ => None,
             };
+            // Not continued: it becomes ready only once its predecessors are observed complete.
+            self.awaiting_completion |= target.is_none();
             match target {
                 Some((node, lane)) => {
                     if let Some(nd) = node {
@@ -844,6 +859,7 @@ impl<B: Backend, P: Policy> Dispatcher<B, P> {
         let mut n = 0;
         self.stats.polls += 1;
         self.now = self.backend.now_ns();
+        self.awaiting_completion = false;
         let mut fences = std::mem::take(&mut self.scratch_fences);
         // Service partition first, then nodes with outstanding work.
         let targets: SmallVec<[Option<NodeId>; 16]> =

@@ -258,6 +258,10 @@ impl VirtualContext {
             }
             Block::Until(deadline) => deadline,
         };
+        // A parked dispatcher must poll completions for this thread: wake it.
+        if g.work_waiters > 0 {
+            self.work.notify_all();
+        }
         // Spin briefly before parking: completions usually arrive from the dispatcher thread
         // within microseconds, and a park/unpark round trip costs more than that.
         #[cfg(not(loom))]
@@ -479,22 +483,20 @@ impl VirtualContext {
         self.retirements.fetch_add(1, Ordering::AcqRel);
     }
 
-    /// Blocks until the ready or continuable queue holds something, or `timeout` passed.
-    /// Returns whether there is (possibly stale) work to take.
+    /// Blocks until the ready or continuable queue holds something, a host thread starts
+    /// waiting in a synchronize call, or `timeout` passed (also on a notification whose work
+    /// another thread already took: the caller re-checks its own state). Returns whether there
+    /// is (possibly stale) work to take.
     pub fn wait_for_work(&self, timeout: Duration) -> bool {
         let deadline = Instant::now().checked_add(timeout);
         let mut g = self.state.lock();
-        loop {
-            if g.dag.has_work() {
-                return true;
-            }
-            g.work_waiters += 1;
-            let (g2, timed_out) = wait_opt(&self.work, g, deadline);
-            g = g2;
-            g.work_waiters -= 1;
-            if timed_out {
-                return g.dag.has_work();
-            }
+        if g.dag.has_work() {
+            return true;
         }
+        g.work_waiters += 1;
+        let (g2, _) = wait_opt(&self.work, g, deadline);
+        g = g2;
+        g.work_waiters -= 1;
+        g.dag.has_work()
     }
 }

@@ -75,6 +75,9 @@ pub struct Coordinator {
     /// Inline submission from application threads (`VITAMIN_INLINE`, on by default).
     inline: bool,
     inline_errors: std::sync::atomic::AtomicU64,
+    /// Bumped by every inline submission that submitted something: the dispatcher thread must
+    /// not park while such work is in flight unobserved.
+    inline_submits: Arc<std::sync::atomic::AtomicU64>,
 }
 
 impl std::fmt::Debug for Coordinator {
@@ -91,12 +94,13 @@ impl Coordinator {
         let stop = Arc::new(AtomicBool::new(false));
         let stats = Arc::new(Mutex::new(None));
         let dispatcher: Slot = Arc::new(parking_lot::Mutex::new(None));
-        let (stop2, stats2, slot2) = (stop.clone(), stats.clone(), dispatcher.clone());
+        let inline_submits = Arc::new(std::sync::atomic::AtomicU64::new(0));
+        let (stop2, stats2, slot2, inline2) = (stop.clone(), stats.clone(), dispatcher.clone(), inline_submits.clone());
         let spawned = std::thread::Builder::new().name("vitamin-dispatch".into()).spawn(move || {
             let _entered = guard::enter();
             let ready_tx2 = ready_tx.clone();
             let run = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                run(ordinal, vctx, settings, ready_tx, &stop2, &stats2, &slot2);
+                run(ordinal, vctx, settings, ready_tx, &stop2, &stats2, &slot2, &inline2);
             }));
             if run.is_err() {
                 let _ = ready_tx2.send(Err("the dispatcher thread panicked".into()));
@@ -116,6 +120,7 @@ impl Coordinator {
                 dispatcher,
                 inline: settings.inline,
                 inline_errors: std::sync::atomic::AtomicU64::new(0),
+                inline_submits,
             }),
             Ok(Err(e)) => Err(e),
             Err(_) => Err("the dispatcher thread ended during start-up".into()),
@@ -141,9 +146,15 @@ impl Coordinator {
         }
         let Some(mut slot) = self.dispatcher.try_lock() else { return };
         let Some(d) = slot.as_mut() else { return };
-        if let Err(e) = d.pump_submit() {
-            if self.inline_errors.fetch_add(1, Ordering::Relaxed) < 10 {
-                vlog!(LogLevel::Error, "inline submission failed: {e}; the dispatcher thread retries");
+        match d.pump_submit() {
+            Ok(0) => {}
+            Ok(_) => {
+                self.inline_submits.fetch_add(1, Ordering::AcqRel);
+            }
+            Err(e) => {
+                if self.inline_errors.fetch_add(1, Ordering::Relaxed) < 10 {
+                    vlog!(LogLevel::Error, "inline submission failed: {e}; the dispatcher thread retries");
+                }
             }
         }
     }
@@ -162,6 +173,7 @@ fn run(
     stop: &AtomicBool,
     stats: &Mutex<Option<serde_json::Value>>,
     slot: &Slot,
+    inline_submits: &std::sync::atomic::AtomicU64,
 ) {
     let t0 = Instant::now();
     let backend = match CudaBackend::with_ordinal(ordinal) {
@@ -192,12 +204,15 @@ fn run(
     let mut watch = Stall::default();
     while !stop.load(Ordering::Acquire) {
         // The lock is held for one round only: application threads submit inline in between.
-        let (pumped, idle) = {
+        let inline_seen = inline_submits.load(Ordering::Acquire);
+        let (pumped, idle, eager) = {
             let mut g = slot.lock();
             let d = g.as_mut().expect("the dispatcher lives until this thread ends");
             watch.check(d);
-            (d.pump(), d.is_idle())
+            (d.pump(), d.is_idle(), d.needs_completions())
         };
+        // Something an application thread submitted inline since this round began.
+        let inline_new = || inline_submits.load(Ordering::Acquire) != inline_seen;
         match pumped {
             Ok(n) if n > 0 => continue,
             Ok(_) => {}
@@ -215,28 +230,32 @@ fn run(
             let spin_until = Instant::now() + IDLE_SPIN;
             let mut woke = false;
             while Instant::now() < spin_until {
-                // Lock-free check: spinning on the vCtx lock would contend with the recording
+                // Lock-free checks: spinning on the vCtx lock would contend with the recording
                 // application thread.
-                if vctx.has_work_hint() {
+                if vctx.has_work_hint() || vctx.has_waiters() || inline_new() {
                     woke = true;
                     break;
                 }
                 std::hint::spin_loop();
                 std::thread::yield_now();
             }
-            if !woke {
+            // Parked, a recorded op or a thread starting to wait in a synchronize call wakes it.
+            if !woke && !inline_new() {
                 vctx.wait_for_work(Duration::from_millis(2));
             }
-        } else {
-            // Work in flight (or ready ops the policy deferred): the next round when new work
-            // arrives that no application thread took, when somebody waits in a synchronize
-            // call, or when the poll interval has passed. Spinning on atomics keeps the lock free
-            // for inline submission.
+        } else if !eager {
+            // Work in flight and nothing waits on its completion: the next round when new work
+            // arrives that no application thread took, when somebody starts waiting, or when the
+            // poll interval has passed. Spinning on atomics keeps the lock free for inline
+            // submission, and the driver free of event queries while the application launches.
             let until = Instant::now() + poll_interval;
             while Instant::now() < until && !vctx.has_work_hint() && !vctx.has_waiters() {
                 std::hint::spin_loop();
                 std::thread::yield_now();
             }
+        } else {
+            // Progress waits on completions: poll again after a yield.
+            std::thread::yield_now();
         }
     }
     let Some(d) = slot.lock().take() else { return };
@@ -257,13 +276,14 @@ pub const CONTINUATION_DEPTH: u32 = 64;
 /// Most predicted backlog (ns) lane continuation queues on one lane.
 pub const CONTINUATION_NS: u64 = 200_000;
 /// Least time between completion polls while launches keep flowing and nobody waits.
-pub const POLL_INTERVAL_NS: u64 = 20_000;
+pub const POLL_INTERVAL_NS: u64 = 50_000;
 
 /// The dispatcher settings of the shim. Against the runtime's defaults (tuned on the simulator):
-/// - completion polls are rate-limited ([`POLL_INTERVAL_NS`]) while launches keep flowing: each
-///   poll records and queries events (about 1.3 us per busy lane on the H200, FACTS.md), which
-///   would otherwise dominate the thread's per-op cost; the dispatcher still polls every round
-///   while an application thread waits in a synchronize call;
+/// - completion polls are rate-limited ([`POLL_INTERVAL_NS`]): each poll records and queries
+///   events (about 1.3 us per busy lane on the H200, FACTS.md), which would otherwise dominate the
+///   thread's per-op cost and contend with the launches in the driver; the dispatcher polls every
+///   round while progress waits on completions ([`Dispatcher::needs_completions`]: a thread in a
+///   synchronize call, ready ops waiting for a node, ops waiting for predecessors on other lanes);
 /// - lane continuation may queue [`CONTINUATION_DEPTH`] ops or [`CONTINUATION_NS`] of predicted
 ///   work on a lane, so a dependent chain is bound without waiting for each completion to be
 ///   observed (a launch takes 3.3-3.6 us of driver time; waiting for completions made the
