@@ -100,7 +100,8 @@ impl Coordinator {
             let _entered = guard::enter();
             let ready_tx2 = ready_tx.clone();
             let run = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                run(ordinal, vctx, settings, ready_tx, &stop2, &stats2, &slot2, &inline2);
+                let shared = ThreadShared { stop: &stop2, stats: &stats2, slot: &slot2, inline_submits: &inline2 };
+                run(ordinal, vctx, settings, ready_tx, shared);
             }));
             if run.is_err() {
                 let _ = ready_tx2.send(Err("the dispatcher thread panicked".into()));
@@ -165,16 +166,22 @@ impl Coordinator {
     }
 }
 
+/// What the dispatcher thread shares with the [`Coordinator`].
+struct ThreadShared<'a> {
+    stop: &'a AtomicBool,
+    stats: &'a Mutex<Option<serde_json::Value>>,
+    slot: &'a Slot,
+    inline_submits: &'a std::sync::atomic::AtomicU64,
+}
+
 fn run(
     ordinal: i32,
     vctx: Arc<VirtualContext>,
     settings: Settings,
     ready: mpsc::Sender<Result<Started, String>>,
-    stop: &AtomicBool,
-    stats: &Mutex<Option<serde_json::Value>>,
-    slot: &Slot,
-    inline_submits: &std::sync::atomic::AtomicU64,
+    shared: ThreadShared<'_>,
 ) {
+    let ThreadShared { stop, stats, slot, inline_submits } = shared;
     let t0 = Instant::now();
     let backend = match CudaBackend::with_ordinal(ordinal) {
         Ok(b) => b,
