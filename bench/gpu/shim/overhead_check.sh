@@ -34,7 +34,11 @@ step environment
 date -u; nvidia-smi --query-gpu=name,driver_version --format=csv,noheader; lscpu | grep 'Model name'; nproc
 cat "$HERE/COMMIT" 2>/dev/null
 nvcc -O2 -arch=sm_90 "$HERE/chain_bench.cu" -o "$W/chain_bench" || { echo "nvcc chain_bench failed"; exit 1; }
-nvcc -O2 -arch=sm_90 "$HERE/launch_bench.cu" -o "$W/launch_bench" || echo "nvcc launch_bench failed"
+nvcc -O2 -arch=sm_90 "$HERE/launch_bench.cu" -lcuda -o "$W/launch_bench" || echo "nvcc launch_bench failed"
+if [ -f "$HERE/green_chain.cu" ] && [ "${GREEN:-1}" = 1 ]; then
+    step "green context vs primary context, no interposer (green_chain.cu)"
+    nvcc -O2 -arch=sm_90 "$HERE/green_chain.cu" -lcuda -o "$W/green_chain" && timeout 120 "$W/green_chain" 2 "$N"
+fi
 CB=("$W/chain_bench" "$N" "$REPS" "$SMALL" "$OPREPS")
 
 for r in $(seq 1 "$ROUNDS"); do

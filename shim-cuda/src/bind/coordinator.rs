@@ -213,7 +213,14 @@ fn run(
         // The lock is held for one round only: application threads submit inline in between.
         let inline_seen = inline_submits.load(Ordering::Acquire);
         let (pumped, idle, eager) = {
-            let mut g = slot.lock();
+            // Never park on the lock: an application thread releasing it would then pay for a
+            // futex wake-up on its launch path.
+            let mut g = loop {
+                if let Some(g) = slot.try_lock() {
+                    break g;
+                }
+                std::thread::yield_now();
+            };
             let d = g.as_mut().expect("the dispatcher lives until this thread ends");
             watch.check(d);
             (d.pump(), d.is_idle(), d.needs_completions())
