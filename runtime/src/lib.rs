@@ -25,6 +25,7 @@ pub mod vctx;
 pub use pool::{HolderId, NodeId, NodeState, Pool, PoolError, Realized, Reservation};
 pub use vctx::{
     ContinuableOp, EventId, OpId, ReadyOp, Recorded, StreamId, StreamKind, VctxError, VctxId, VirtualContext,
+    WaitAssist, SYNC_SPIN,
 };
 
 pub mod dispatch;

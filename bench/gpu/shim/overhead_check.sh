@@ -41,6 +41,18 @@ if [ -f "$HERE/green_chain.cu" ] && [ "${GREEN:-1}" = 1 ]; then
 fi
 CB=("$W/chain_bench" "$N" "$REPS" "$SMALL" "$OPREPS")
 
+# Optional sweep of the shim's tuning knobs: SWEEP="name:VAR=v,VAR=v name2:..." runs chain_bench
+# under bind mode once per configuration (after a native run), e.g.
+# SWEEP="nobound:VITAMIN_CONTINUATION_US=1000000 deep:VITAMIN_CONTINUATION_US=1000000,VITAMIN_CONTINUATION_DEPTH=1024"
+if [ -n "${SWEEP:-}" ]; then
+    step "sweep"
+    timeout 120 "${CB[@]}" | sed "s/^/native sweep /"
+    for cfg in $SWEEP; do
+        name=${cfg%%:*}; vars=${cfg#*:}
+        (IFS=','; for kv in $vars; do export "$kv"; done; bind "sweep_$name" -- timeout 120 "${CB[@]}") | sed "s/^/sweep_$name /"
+    done
+fi
+
 for r in $(seq 1 "$ROUNDS"); do
     step "chain_bench round $r"
     timeout 120 "${CB[@]}" | sed "s/^/native $r /"

@@ -438,6 +438,15 @@ impl<B: Backend, P: Policy> Dispatcher<B, P> {
         Ok(progress)
     }
 
+    /// Polls completions now (for a thread waiting on one: see
+    /// [`VirtualContext::set_wait_assist`](crate::VirtualContext::set_wait_assist)). Returns how
+    /// many ops completed.
+    pub fn poll_completions(&mut self) -> Result<usize, DispatchError> {
+        let n = self.poll()?;
+        self.last_poll_ns = self.now;
+        Ok(n)
+    }
+
     /// Whether progress now waits on observing completions (so a rate-limited poll should not
     /// wait for its interval): a host thread blocks in a synchronize call, ready ops wait for a
     /// node, continuations wait for their lane, or an op waits for predecessors on other lanes.

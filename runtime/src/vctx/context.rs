@@ -45,7 +45,14 @@ pub struct VirtualContext {
     work_hint: AtomicBool,
     /// Host threads inside a blocking synchronize call (spinning or parked).
     waiters: AtomicUsize,
+    /// How long a blocking sync spins before it parks, ns ([`VirtualContext::set_sync_spin`]).
+    sync_spin_ns: AtomicU64,
+    /// Called by spinning waiters (without the lock), see [`VirtualContext::set_wait_assist`].
+    assist: std::sync::OnceLock<WaitAssist>,
 }
+
+/// Work a spinning waiter does on each turn, e.g. polling completions itself.
+pub type WaitAssist = Box<dyn Fn() + Send + Sync>;
 
 impl fmt::Debug for VirtualContext {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -61,8 +68,8 @@ impl fmt::Debug for VirtualContext {
     }
 }
 
-/// How long a synchronization call may block.
-/// How long a blocking sync spins (yielding) before it parks on the condition variable.
+/// How long a blocking sync spins (yielding) before it parks on the condition variable, unless
+/// [`VirtualContext::set_sync_spin`] says otherwise.
 pub const SYNC_SPIN: Duration = Duration::from_micros(50);
 
 #[derive(Debug, Clone, Copy)]
@@ -92,7 +99,25 @@ impl VirtualContext {
             retirements: AtomicU64::new(0),
             work_hint: AtomicBool::new(false),
             waiters: AtomicUsize::new(0),
+            sync_spin_ns: AtomicU64::new(SYNC_SPIN.as_nanos() as u64),
+            assist: std::sync::OnceLock::new(),
         }
+    }
+
+    /// How long blocking synchronize calls spin (yielding, and running the wait assist) before
+    /// they park: [`SYNC_SPIN`] by default. A shim mirrors the application's scheduling choice
+    /// here (CUDA spins by default and parks only under blocking synchronization).
+    pub fn set_sync_spin(&self, spin: Duration) {
+        self.sync_spin_ns.store(spin.as_nanos().min(u128::from(u64::MAX)) as u64, Ordering::Relaxed);
+    }
+
+    /// Installs work that a spinning waiter runs on each turn, outside the lock: typically
+    /// "poll completions if the dispatcher is free", so a waiting thread observes its own
+    /// completion without a wake-up from another thread (as a native spinning sync does). It
+    /// must not block and must not call back into this context's blocking waits. Only the first
+    /// call installs; returns whether it did.
+    pub fn set_wait_assist(&self, assist: WaitAssist) -> bool {
+        self.assist.set(assist).is_ok()
     }
 
     /// This context's id.
@@ -266,7 +291,8 @@ impl VirtualContext {
         // within microseconds, and a park/unpark round trip costs more than that.
         #[cfg(not(loom))]
         {
-            let spin_until = Instant::now() + SYNC_SPIN;
+            let spin_until = Instant::now() + Duration::from_nanos(self.sync_spin_ns.load(Ordering::Relaxed));
+            let assist = self.assist.get();
             self.waiters.fetch_add(1, Ordering::AcqRel);
             let mut seen = self.retirements.load(Ordering::Acquire);
             loop {
@@ -287,8 +313,13 @@ impl VirtualContext {
                         seen = r;
                         break false;
                     }
-                    std::hint::spin_loop();
-                    std::thread::yield_now();
+                    match assist {
+                        Some(f) => f(),
+                        None => {
+                            std::hint::spin_loop();
+                            std::thread::yield_now();
+                        }
+                    }
                 };
                 g = self.state.lock();
                 if timed_out {

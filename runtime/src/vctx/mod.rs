@@ -90,7 +90,7 @@ mod order;
 mod sync;
 mod table;
 
-pub use context::VirtualContext;
+pub use context::{VirtualContext, WaitAssist, SYNC_SPIN};
 pub use dag::{ContinuableOp, ReadyOp, Recorded};
 pub use error::{Handle, VctxError};
 pub use ids::{EventId, OpId, StreamId, StreamKind, VctxId};

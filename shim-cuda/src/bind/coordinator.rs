@@ -160,6 +160,22 @@ impl Coordinator {
         }
     }
 
+    /// Wait assist: a thread spinning in a synchronize call polls completions itself when the
+    /// dispatcher is free, so it sees its own completion without being woken by another thread
+    /// (a native spinning sync polls too). Yields when the dispatcher thread holds it.
+    pub fn assist_poll(&self) {
+        match self.dispatcher.try_lock() {
+            Some(mut slot) => {
+                if let Some(d) = slot.as_mut() {
+                    if let Err(e) = d.poll_completions() {
+                        vlog!(LogLevel::Debug, "polling from a waiting thread failed: {e}");
+                    }
+                }
+            }
+            None => std::thread::yield_now(),
+        }
+    }
+
     /// The dispatcher's statistics as published at stop (`None` before).
     pub fn stats(&self) -> Option<serde_json::Value> {
         self.stats.lock().unwrap_or_else(|e| e.into_inner()).clone()
@@ -286,9 +302,11 @@ fn run(
 const IDLE_SPIN: Duration = Duration::from_micros(100);
 
 /// Most ops lane continuation queues on one lane ahead of observed completions.
-pub const CONTINUATION_DEPTH: u32 = 64;
-/// Most predicted backlog (ns) lane continuation queues on one lane.
-pub const CONTINUATION_NS: u64 = 200_000;
+pub const CONTINUATION_DEPTH: u32 = 256;
+/// Most predicted backlog (ns) lane continuation queues on one lane: no bound by default, because
+/// predictions of kernels nobody profiled (the wave model's guesses) are too coarse to bound
+/// by; a 200 us bound made a dependent chain wait for polls (docs/results/shim-bind-overhead.md).
+pub const CONTINUATION_NS: u64 = u64::MAX;
 /// Least time between completion polls while launches keep flowing and nobody waits.
 pub const POLL_INTERVAL_NS: u64 = 50_000;
 
@@ -298,8 +316,8 @@ pub const POLL_INTERVAL_NS: u64 = 50_000;
 ///   thread's per-op cost and contend with the launches in the driver; the dispatcher polls every
 ///   round while progress waits on completions ([`Dispatcher::needs_completions`]: a thread in a
 ///   synchronize call, ready ops waiting for a node, ops waiting for predecessors on other lanes);
-/// - lane continuation may queue [`CONTINUATION_DEPTH`] ops or [`CONTINUATION_NS`] of predicted
-///   work on a lane, so a dependent chain is bound without waiting for each completion to be
+/// - lane continuation may queue [`CONTINUATION_DEPTH`] ops on a lane (the policy still approves
+///   each one), so a dependent chain is bound without waiting for each completion to be
 ///   observed (a launch takes 3.3-3.6 us of driver time; waiting for completions made the
 ///   dispatcher the bottleneck, docs/results/shim-bind-overhead.md).
 ///

@@ -78,6 +78,9 @@ driver_fns! {
     fn ctx_get_device = Sym::unhooked("cuCtxGetDevice"); (dev: *mut c_int);
     /// `cuDevicePrimaryCtxRetain`.
     fn primary_ctx_retain = Sym::unhooked("cuDevicePrimaryCtxRetain"); (ctx: *mut CUcontext, dev: c_int);
+    /// `cuDevicePrimaryCtxGetState`.
+    fn primary_ctx_get_state = Sym::unhooked("cuDevicePrimaryCtxGetState");
+        (dev: c_int, flags: *mut u32, active: *mut c_int);
     /// `cuDevicePrimaryCtxRelease_v2`.
     fn primary_ctx_release = Sym::unhooked("cuDevicePrimaryCtxRelease_v2"); (dev: c_int);
     /// `cuFuncGetParamInfo`.
@@ -128,6 +131,20 @@ pub fn current_device() -> Result<c_int, CUresult> {
         CUDA_SUCCESS => Ok(d),
         e => Err(e),
     }
+}
+
+/// `CU_CTX_SCHED_BLOCKING_SYNC`.
+const CTX_SCHED_BLOCKING_SYNC: u32 = 0x04;
+/// `CU_CTX_SCHED_MASK`.
+const CTX_SCHED_MASK: u32 = 0x07;
+
+/// Whether the application asked for blocking synchronization on `dev`'s primary context
+/// (`cudaDeviceScheduleBlockingSync`); `false` when the driver cannot tell.
+pub fn blocking_sync(dev: c_int) -> bool {
+    let (mut flags, mut active) = (0u32, 0 as c_int);
+    // SAFETY: valid out pointers and a device the driver named.
+    let r = unsafe { primary_ctx_get_state(dev, &mut flags, &mut active) };
+    r == CUDA_SUCCESS && flags & CTX_SCHED_MASK == CTX_SCHED_BLOCKING_SYNC
 }
 
 /// The primary context of `dev` (retained and released again: the application holds its own).

@@ -227,6 +227,18 @@ fn settings() -> Settings {
     }
 }
 
+/// How long a synchronize call spins (polling) before it parks, unless the application asked
+/// for blocking synchronization: natively CUDA spins for the whole wait by default.
+const SPIN_WAIT: Duration = Duration::from_secs(1);
+
+/// The wait assist of bind mode's virtual context (see [`Coordinator::assist_poll`]).
+fn wait_assist() {
+    match BIND.get() {
+        Some(Some(b)) if driver::current_context().is_ok_and(|c| c == b.context) => b.coordinator.assist_poll(),
+        _ => std::thread::yield_now(),
+    }
+}
+
 impl Bind {
     fn start() -> Result<Bind, StartError> {
         let unavailable = |what: &str, code: CUresult| StartError::Unavailable(format!("{what} failed ({code})"));
@@ -245,6 +257,12 @@ impl Bind {
         let vctx = Arc::new(VirtualContext::new(VctxId(std::process::id())));
         let settings = settings();
         let coordinator = Coordinator::start(device, vctx.clone(), settings).map_err(StartError::Unavailable)?;
+        // Synchronize calls wait like the application asked: CUDA spins (polling) unless it chose
+        // blocking synchronization; a spinning waiter polls completions itself.
+        vctx.set_sync_spin(if driver::blocking_sync(device) { vitamin_runtime::SYNC_SPIN } else { SPIN_WAIT });
+        if settings.inline {
+            vctx.set_wait_assist(Box::new(wait_assist));
+        }
         Ok(Bind {
             vctx,
             registry: Mutex::new(Registry::default()),

@@ -110,6 +110,25 @@ static void exec_log(const char *fmt, ...) {
 /* Lets the application put a line into the execution log (in its global order). */
 EXPORT void fake_mark(const char *text) { exec_log("mark %s", text); }
 
+/* Host-cost emulation for profiling the shim (not used by the tests): FAKE_CUDA_LAUNCH_NS and
+ * FAKE_CUDA_QUERY_NS busy-wait that long in every kernel launch / event query, like the driver's
+ * own host cost (FACTS.md: about 3.6 us and 1.3 us on the H200). */
+static long env_ns(const char *name, long *cache) {
+    if (*cache < 0) {
+        const char *v = getenv(name);
+        *cache = v ? atol(v) : 0;
+    }
+    return *cache;
+}
+static void spin_ns(long ns) {
+    if (ns <= 0) return;
+    struct timespec a, b;
+    clock_gettime(CLOCK_MONOTONIC, &a);
+    do clock_gettime(CLOCK_MONOTONIC, &b);
+    while ((b.tv_sec - a.tv_sec) * 1000000000L + (b.tv_nsec - a.tv_nsec) < ns);
+}
+static long LAUNCH_NS = -1, QUERY_NS = -1;
+
 static long DELAY_US = -1;
 static int async_mode(void) {
     if (DELAY_US < 0) {
@@ -782,6 +801,7 @@ EXPORT CUresult cuEventRecord(CUevent e, CUstream s) {
 }
 EXPORT CUresult cuEventQuery(CUevent e) {
     fake_event *ev = e;
+    spin_ns(env_ns("FAKE_CUDA_QUERY_NS", &QUERY_NS));
     pthread_mutex_lock(&G);
     int done = event_done_locked(ev);
     int pool = ev->st && ev->st->ctx;
@@ -823,6 +843,7 @@ static CUresult launch(const char *via, void *f, unsigned gx, unsigned gy, unsig
                        unsigned bz, unsigned smem, CUstream s, void **params, void **extra,
                        const CUlaunchAttribute *attrs, unsigned nattrs) {
     int fi = func_index(f);
+    spin_ns(env_ns("FAKE_CUDA_LAUNCH_NS", &LAUNCH_NS));
     if (fi < 0) return CUDA_ERROR_INVALID_HANDLE;
     if (bx == 0 || by == 0 || bz == 0 || gx == 0 || gy == 0 || gz == 0 || (unsigned long)bx * by * bz > 1024 ||
         (int)smem > MAX_DYNAMIC_SMEM[fi] || (params && extra)) {
