@@ -2,11 +2,12 @@
 # Issue 8 overhead checks in one device call (bind mode vs native, the Throughput policy):
 #   1. chain_bench (bench/gpu/shim/chain_bench.cu): 10,000 dependent tiny kernels (throughput),
 #      one tiny kernel + sync (p50/p95), and a small operator of 8 compute kernels + sync (p50/p95,
-#      like the paper's overhead experiment), ROUNDS rounds of: native, bind (defaults: inline
-#      submission, lane continuation), the same under the Exclusive policy (every kernel on the
-#      whole device, as natively: the mechanism's own cost), bind with the dispatcher thread submitting everything
-#      (VITAMIN_INLINE=0), bind with strict readiness. Every bind run writes a census with the
-#      dispatcher's per-phase times (VITAMIN_PROFILE_DISPATCH=1).
+#      like the paper's overhead experiment), ROUNDS rounds of: native; bind with the defaults
+#      (lane continuation, the dispatcher thread submits); the same under the Exclusive policy
+#      (every kernel on the whole device, as natively: the mechanism's own cost); bind with inline
+#      submission from the application thread (VITAMIN_INLINE=1); bind with strict readiness.
+#      Every bind run writes a census with the dispatcher's per-phase times
+#      (VITAMIN_PROFILE_DISPATCH=1).
 #   2. launch_bench (app-thread cost per launch), native vs bind.
 #   3. PyTorch training step (train_bench.py), PAIRS ABBA-ordered native/bind pairs pinned to CPUs 4-7.
 # Stage here:
@@ -56,9 +57,9 @@ fi
 for r in $(seq 1 "$ROUNDS"); do
     step "chain_bench round $r"
     timeout 120 "${CB[@]}" | sed "s/^/native $r /"
-    bind "inline_$r" -- timeout 120 "${CB[@]}" | sed "s/^/bind $r /"
+    bind "default_$r" -- timeout 120 "${CB[@]}" | sed "s/^/bind $r /"
     POLICY=exclusive bind "exclusive_$r" -- timeout 120 "${CB[@]}" | sed "s/^/bind_exclusive $r /"
-    VITAMIN_INLINE=0 bind "thread_$r" -- timeout 120 "${CB[@]}" | sed "s/^/bind_thread $r /"
+    VITAMIN_INLINE=1 bind "inline_$r" -- timeout 120 "${CB[@]}" | sed "s/^/bind_inline $r /"
     VITAMIN_LANE_CONTINUATION=0 bind "strict_$r" -- timeout 120 "${CB[@]}" | sed "s/^/bind_strict $r /"
 done
 

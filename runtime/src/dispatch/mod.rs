@@ -452,6 +452,8 @@ impl<B: Backend, P: Policy> Dispatcher<B, P> {
     /// node, continuations wait for their lane, or an op waits for predecessors on other lanes.
     pub fn needs_completions(&self) -> bool {
         self.awaiting_completion
+            // Under strict readiness every dependent op waits for its predecessor's completion.
+            || (!self.config.lane_continuation && !self.inflight.is_empty())
             || !self.ready.is_empty()
             || !self.deferred.is_empty()
             || self.clients.iter().any(|c| c.vctx.has_waiters())

@@ -43,7 +43,8 @@ pub struct Settings {
     pub seed: u64,
     /// Lane continuation (default) or strict readiness.
     pub lane_continuation: bool,
-    /// Application threads submit what they record when the dispatcher is free (default).
+    /// Application threads submit the ready ops they record when the dispatcher is free, and
+    /// poll while they wait (`VITAMIN_INLINE=1`; off by default).
     pub inline: bool,
 }
 
@@ -72,7 +73,7 @@ pub struct Coordinator {
     stopped: Mutex<Option<mpsc::Receiver<()>>>,
     stats: Arc<Mutex<Option<serde_json::Value>>>,
     dispatcher: Slot,
-    /// Inline submission from application threads (`VITAMIN_INLINE`, on by default).
+    /// Inline submission from application threads (`VITAMIN_INLINE=1`; off by default).
     inline: bool,
     inline_errors: std::sync::atomic::AtomicU64,
     /// Bumped by every inline submission that submitted something: the dispatcher thread must

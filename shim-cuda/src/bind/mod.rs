@@ -221,9 +221,10 @@ fn settings() -> Settings {
         policy: c.policy,
         seed: c.seed,
         lane_continuation: c.lane_continuation,
-        // Tuning knob for measurements: `VITAMIN_INLINE=0` leaves every submission to the
-        // dispatcher thread.
-        inline: std::env::var("VITAMIN_INLINE").map_or(true, |v| v.trim() != "0"),
+        // Experimental, off by default: `VITAMIN_INLINE=1` lets application threads submit ready
+        // ops themselves and poll while they wait. On the H200 it did not beat the spinning
+        // dispatcher thread (docs/results/shim-bind-overhead.md).
+        inline: std::env::var("VITAMIN_INLINE").is_ok_and(|v| v.trim() == "1"),
     }
 }
 
