@@ -395,10 +395,26 @@ def summarize_gpu_tests(w):
     log = w.text("gpu_tests.log")
     if rc is None and not skipped:
         return {"ran": False, "note": "not staged (no gpu_tests binary)"}
-    lines = [ln.strip() for ln in (log or "").splitlines()
+    all_lines = (log or "").splitlines()
+    lines = [ln.strip() for ln in all_lines
              if ln.startswith("test ") or "test result" in ln or "SKIPPED" in ln or "panicked" in ln]
+    results = [ln for ln in all_lines if ln.startswith("test ") and (ln.endswith(" ok") or " FAILED" in ln)]
+    passed = sum(1 for ln in results if ln.endswith(" ok"))
+    skipped_no_gpu = any("SKIPPED" in ln for ln in all_lines)
+    # libtest prints "ok" for a test that skipped itself (no GPU), and "test result: ok. 0 passed"
+    # when the filter matched nothing: neither is a pass of a GPU test.
+    if rc is None:
+        verdict = "not run"
+    elif rc != 0 or passed < len(results):
+        verdict = "FAIL"
+    elif not results:
+        verdict = "NO TESTS RAN (check GPU_TESTS_ARGS)"
+    elif skipped_no_gpu:
+        verdict = "SKIPPED by the test (no usable GPU?)"
+    else:
+        verdict = "PASS"
     return {"ran": rc is not None, "exit": rc, "skipped": skipped, "wall_s": w.wall("gpu_tests"),
-            "lines": lines[-20:]}
+            "tests": len(results), "passed": passed, "verdict": verdict, "lines": lines[-20:]}
 
 
 # ---------------------------------------------------------------- report
@@ -441,9 +457,10 @@ def render(res):
             rep = a["native_repeatable"]
             nat = f"{sum(1 for n in a['native'] if n['exit'] == 0)}" + (
                 "" if rep is None else f" ({'yes' if rep else 'NO'})")
+            pool = a["pool_nodes"] if a["pool_nodes"] is not None else "?"
             lines.append(f"| {a['label']} | **{a['verdict']}** | {nat} | "
-                         f"{a['bind_runs_done']}/{a['bind_runs_planned']} | {a['identical']} | {span(a['nodes_used_per_run'])} | {len(a['nodes_union'])} of "
-                         f"{a['pool_nodes'] if a['pool_nodes'] is not None else '?'} | {a['failures']} |")
+                         f"{a['bind_runs_done']}/{a['bind_runs_planned']} | {a['identical']} | "
+                         f"{span(a['nodes_used_per_run'])} | {len(a['nodes_union'])} of {pool} | {a['failures']} |")
         lines += ["", "| run | seed | exit | identical | kernels launched / on pool nodes | nodes used | "
                   "realize ms | native-path calls | wall s | problems, notes |",
                   "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
@@ -505,7 +522,8 @@ def render(res):
     elif g.get("skipped"):
         lines.append(f"- skipped: {g['skipped']}")
     else:
-        lines.append(f"- exit {g['exit']} in {fmt(g['wall_s'])} s (full output: gpu_tests.log)")
+        lines.append(f"- **{g['verdict']}**: {g['passed']} of {g['tests']} tests passed, exit {g['exit']} in "
+                     f"{fmt(g['wall_s'])} s (full output: gpu_tests.log)")
         lines += [f"- `{ln}`" for ln in g["lines"]]
     lines.append("")
     if res["skipped"]:

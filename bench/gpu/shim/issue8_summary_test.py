@@ -178,7 +178,7 @@ class Synthetic(unittest.TestCase):
         self.assertIn("| 1-2 | 3 of 4 | 0 |", md)
 
     def test_stdout_differs(self):
-        res, md = self.app([b"y=1\n", b"y=2\n"], [census([1]), census([1])])
+        res, _ = self.app([b"y=1\n", b"y=2\n"], [census([1]), census([1])])
         rt = res["apps"]["rt"]
         self.assertEqual(rt["verdict"], "FAIL")
         self.assertEqual(rt["identical"], 1)
@@ -237,7 +237,7 @@ class Synthetic(unittest.TestCase):
         for k, reps in ((1, [rep(0, False, 4, 0, 1e-6), rep(1, True, 1)]), (2, [rep(0, False, 9, 1, 2e-6)])):
             self.d.run("decode", f"decode_reshape_all_p{k}", "reshape_all", 7 + k, 2 if k == 1 else 1)
             self.d.write(f"decode_reshape_all_p{k}.json", decode_doc(reps, 2 if k == 1 else 1))
-        res, md = self.d.summarize()
+        res, _ = self.d.summarize()
         b, al = res["decode"]["bind"], res["decode"]["reshape_all"]
         self.assertEqual(b["verdict"], "FAIL")
         self.assertEqual((b["logits_identical"], b["reps_with_token_changes"]), (2, 1))
@@ -255,6 +255,20 @@ class Synthetic(unittest.TestCase):
         lm = res["decode"]["reshape_lm_head"]
         self.assertEqual((lm["reps_run"], lm["verdict"]), (7, "INCOMPLETE"))
         self.assertIn("timed out (exit 124) after 7 reps", lm["problems"][0])
+
+    def test_gpu_tests_slot(self):
+        cases = [
+            (0, "test graph_sms ... ok\ntest result: ok. 1 passed; 0 failed\n", "PASS"),
+            (0, "running 0 tests\ntest result: ok. 0 passed; 0 failed; 14 filtered out\n", "NO TESTS RAN"),
+            (0, "SKIPPED: no CUDA GPU (no libcuda)\ntest graph_sms ... ok\ntest result: ok. 1 passed\n", "SKIPPED"),
+            (101, "test graph_sms ... FAILED\ntest result: FAILED. 0 passed; 1 failed\n", "FAIL"),
+        ]
+        for rc, log, verdict in cases:
+            self.d.write("gpu_tests.rc", f"{rc}\n")
+            self.d.write("gpu_tests.log", log)
+            res, md = self.d.summarize()
+            self.assertTrue(res["gpu_tests"]["verdict"].startswith(verdict), (log, res["gpu_tests"]))
+            self.assertIn(f"- **{res['gpu_tests']['verdict']}**", md)
 
     def test_empty_work_directory(self):
         res, md = self.d.summarize()
