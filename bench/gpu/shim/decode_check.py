@@ -23,7 +23,10 @@ Modes:
 
 --save-ref PATH (plain mode) stores the first repetition's logits and tokens; --ref PATH compares
 with them. --deadline-s stops starting new repetitions after that many seconds (the JSON says how
-many ran), so the device call ends inside its budget.
+many ran), so the device call ends inside its budget. The JSON is rewritten after every repetition
+(`"complete": false` until the process ends normally), so a process killed by its timeout still
+leaves every repetition it finished. --reshape-seed picks the sequence of simulated allocations, so
+several processes with different seeds can share the repetitions of one treatment.
 
 usage: python3 decode_check.py --mode plain --reps 25 --out run.json [--save-ref ref.pt | --ref ref.pt]
        python3 decode_check.py summarize WORKDIR OUTDIR   (decode_check.sh's table: summary.md, results.json)
@@ -205,6 +208,42 @@ def main():
     reps = []
     bg_count, bg_err = 0, None
     ctx = Background(a.device) if a.background else None
+
+    def write_doc(complete):
+        """The run's JSON so far; written after every repetition (atomically) as well as at the end,
+        so a process stopped by its timeout still leaves every repetition it finished."""
+        doc = {
+            "mode": a.mode,
+            "scope": a.scope if a.mode == "reshape" else None,
+            "reshape_seed": a.reshape_seed if a.mode == "reshape" else None,
+            "complete": complete,
+            "reps_requested": a.reps,
+            "reps_run": len(reps),
+            "tokens": a.tokens,
+            "prompt": prompt.cpu().tolist()[0],
+            "model": {"hidden": cfg.hidden_size, "intermediate": cfg.intermediate_size,
+                      "layers": cfg.num_hidden_layers, "heads": cfg.num_attention_heads,
+                      "kv_heads": cfg.num_key_value_heads, "vocab": cfg.vocab_size, "dtype": "float32",
+                      "attn": "eager", "seed": a.model_seed},
+            "background_matmuls": ctx.count if ctx and not complete else bg_count,
+            "background_error": ctx.err if ctx and not complete else bg_err,
+            "shim_preloaded": "libvitamin_cuda" in os.environ.get("LD_PRELOAD", ""),
+            "vitamin_env": {k: v for k, v in os.environ.items() if k.startswith("VITAMIN_")},
+            "torch": torch.__version__,
+            "wall_s": round(time.time() - t0, 2),
+            "reps": reps,
+        }
+        try:
+            import transformers
+
+            doc["transformers"] = transformers.__version__
+        except Exception:
+            pass
+        tmp = a.out + ".tmp"
+        with open(tmp, "w") as f:
+            json.dump(doc, f, indent=1)
+        os.replace(tmp, a.out)
+
     if ctx:
         ctx.__enter__()
     try:
@@ -257,38 +296,14 @@ def main():
             print(f"rep {r} split {split} logits {rec['logits_sha256'][:12]} probs {rec['probs_sha256'][:12]} "
                   f"drift {rec.get('max_abs_logit_drift')} changes {rec.get('token_changes')} {rec['wall_s']}s",
                   flush=True)
+            write_doc(complete=False)
     finally:
         if ctx:
             ctx.__exit__(None, None, None)
             bg_count, bg_err = ctx.count, ctx.err
     if a.device.startswith("cuda"):
         torch.cuda.synchronize()
-    doc = {
-        "mode": a.mode,
-        "scope": a.scope if a.mode == "reshape" else None,
-        "reps_requested": a.reps,
-        "reps_run": len(reps),
-        "tokens": a.tokens,
-        "prompt": prompt.cpu().tolist()[0],
-        "model": {"hidden": cfg.hidden_size, "intermediate": cfg.intermediate_size, "layers": cfg.num_hidden_layers,
-                  "heads": cfg.num_attention_heads, "kv_heads": cfg.num_key_value_heads, "vocab": cfg.vocab_size,
-                  "dtype": "float32", "attn": "eager", "seed": a.model_seed},
-        "background_matmuls": bg_count,
-        "background_error": bg_err,
-        "shim_preloaded": "libvitamin_cuda" in os.environ.get("LD_PRELOAD", ""),
-        "vitamin_env": {k: v for k, v in os.environ.items() if k.startswith("VITAMIN_")},
-        "torch": torch.__version__,
-        "wall_s": round(time.time() - t0, 2),
-        "reps": reps,
-    }
-    try:
-        import transformers
-
-        doc["transformers"] = transformers.__version__
-    except Exception:
-        pass
-    with open(a.out, "w") as f:
-        json.dump(doc, f, indent=1)
+    write_doc(complete=True)
 
 
 def census_facts(path):
