@@ -12,20 +12,17 @@
 //! mode did. Chaos must spread the launches over several partitions. The one cluster launch runs
 //! natively (bind mode does not bind cooperative or cluster launches yet).
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
 use std::sync::OnceLock;
-use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
 mod support;
-use support::{build_fake_driver, compile, shim_path};
+use support::{build_fake_driver, check_exec_order, compile, run_async_app, shim_path, AppRun};
 
 struct Fixture {
     dir: PathBuf,
-    shim: PathBuf,
     app: PathBuf,
 }
 
@@ -46,65 +43,22 @@ fn fixture() -> &'static Fixture {
             &format!("-L{}", dir.display()),
             "-lcuda",
         ]);
-        Fixture { dir, shim: shim_path(), app }
+        shim_path(); // built before the first run
+        Fixture { dir, app }
     })
 }
 
-/// One run's output and the fake driver's two logs.
-struct Run {
-    out: Output,
-    calls: String,
-    exec: String,
-    census: Option<Value>,
-}
+type Run = AppRun;
 
 /// Runs the program with the asynchronous fake driver; `bind` adds the shim in bind mode with
-/// these extra variables. Fails the test if the program does not finish within a minute.
+/// these extra variables.
 fn run(name: &str, bind: Option<&[(&str, &str)]>, extra_env: &[(&str, &str)]) -> Run {
     let f = fixture();
-    let calls = f.dir.join(format!("{name}.calls"));
-    let exec = f.dir.join(format!("{name}.exec"));
-    let census = f.dir.join(format!("{name}.census.json"));
-    for p in [&calls, &exec, &census] {
-        let _ = std::fs::remove_file(p);
-    }
-    let mut cmd = Command::new(&f.app);
-    for (k, _) in std::env::vars() {
-        if k.starts_with("VITAMIN_") || k.starts_with("FAKE_CUDA") || k == "LD_PRELOAD" {
-            cmd.env_remove(k);
-        }
-    }
-    cmd.env("LD_LIBRARY_PATH", &f.dir)
-        .env("FAKE_CUDA_LOG", &calls)
-        .env("FAKE_CUDA_EXEC_LOG", &exec)
-        .env("FAKE_CUDA_DELAY_US", "2000");
-    if let Some(vars) = bind {
-        cmd.env("LD_PRELOAD", &f.shim).env("VITAMIN_MODE", "bind").env("VITAMIN_CENSUS", &census);
-        for (k, v) in vars {
-            cmd.env(k, v);
-        }
-    }
-    for (k, v) in extra_env {
-        cmd.env(k, v);
-    }
-    let mut child = cmd.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("run bind_app");
-    let start = Instant::now();
-    while child.try_wait().expect("wait").is_none() {
-        if start.elapsed() > Duration::from_secs(60) {
-            let _ = child.kill();
-            let out = child.wait_with_output().unwrap();
-            panic!("{name}: bind_app did not finish within 60 s (hang?)\n{}", String::from_utf8_lossy(&out.stdout));
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let out = child.wait_with_output().unwrap();
-    let read = |p: &Path| std::fs::read_to_string(p).unwrap_or_default();
-    let census = std::fs::read_to_string(&census).ok().map(|t| serde_json::from_str(&t).expect("census JSON"));
-    Run { out, calls: read(&calls), exec: read(&exec), census }
+    run_async_app(&f.app, &f.dir, name, bind, extra_env)
 }
 
 fn stdout(r: &Run) -> String {
-    String::from_utf8_lossy(&r.out.stdout).into_owned()
+    r.stdout()
 }
 
 fn native() -> &'static Run {
@@ -168,24 +122,8 @@ const EDGES: &[(&str, &str)] = &[
     ("end k10", "mark after ctx sync"),
 ];
 
-/// Position of each line of the execution log, by its text without the ` ctx=.. stream=..` tail.
-fn positions(exec: &str) -> HashMap<String, usize> {
-    let mut pos = HashMap::new();
-    for (i, line) in exec.lines().enumerate() {
-        let key = line.split(" ctx=").next().unwrap().to_string();
-        assert!(pos.insert(key.clone(), i).is_none(), "`{key}` appears twice in the execution log:\n{exec}");
-    }
-    pos
-}
-
 fn check_order(name: &str, exec: &str) {
-    let pos = positions(exec);
-    for (a, b) in EDGES {
-        let (Some(pa), Some(pb)) = (pos.get(*a), pos.get(*b)) else {
-            panic!("{name}: `{a}` or `{b}` missing from the execution log:\n{exec}");
-        };
-        assert!(pa < pb, "{name}: `{b}` (line {pb}) did not wait for `{a}` (line {pa}):\n{exec}");
-    }
+    check_exec_order(name, exec, EDGES);
 }
 
 /// Context (`p` or `g<n>`) each kernel ran on, from the execution log.

@@ -16,6 +16,18 @@
 //!   ([`handles::plan_copy`]); a pageable source is staged at the call.
 //! - `cuMemsetD8/16/32Async`: fill ops. `cuLaunchHostFunc`: a host-function op, ordered in its
 //!   stream like any other.
+//! - `cuGraphLaunch`: **one** graph-launch op, which the dispatcher binds as a whole to one pool
+//!   node (the policy's `select_graph`), so every kernel of the graph runs on that node's SMs. Each
+//!   launch of an executable graph is also ordered behind its previous launch (a hidden logical
+//!   event per `CUgraphExec`), as the driver orders launches of one executable graph whatever
+//!   their streams. Calls that change or destroy an executable graph (`cuGraphExecUpdate`,
+//!   `cuGraphExec*NodeSetParams`, `cuGraphExec*NodeSetEvent`, `cuGraphNodeSetEnabled`,
+//!   `cuGraphExecDestroy`) and `cuGraphUpload` first wait until that graph's deferred launches were
+//!   **submitted** (handed to the driver on a pool node's stream), then pass through. Submission,
+//!   not completion, is enough: the driver finishes launches it holds with the graph as it was
+//!   when they were launched and defers the destruction of an executable graph in flight, exactly
+//!   as natively; waiting for completion would add a synchronization the application never asked
+//!   for. Instantiation passes through untouched.
 //! - Event records and stream waits on events: logical generations (no device work).
 //!
 //! ## What is answered from logical state
@@ -33,7 +45,7 @@
 //! launches that fail validation (the driver returns its own error, synchronously) or use forms
 //! vitamin does not model (including, for now, cooperative and cluster launches); device-to-pageable copies (they must be complete when the call returns);
 //! 2-D/3-D/peer/array copies and 2-D fills; synchronous copies and fills (on the default stream);
-//! `cuStreamAddCallback`; graph launches and uploads; `cuMemFreeAsync`; stream capture begins;
+//! `cuStreamAddCallback`; `cuMemFreeAsync`; stream capture begins;
 //! timing and interprocess event records (so the driver's timestamps and IPC waits stay real).
 //! Memory frees (`cuMemFree`, `cuMemFreeHost`) first synchronize the device logically (the
 //! driver's implicit synchronization).
@@ -53,7 +65,7 @@
 //! and the census says why. A forked child runs in observe mode (no dispatcher thread in it).
 //!
 //! ## Not yet done (see docs/shim.md)
-//! Graph launches are not ops yet (native path, synchronous); per-thread default streams of
+//! Per-thread default streams of
 //! exited threads are not released; launches on contexts other than the primary one, and
 //! multi-device processes, are not supported; a submission the backend refuses is retried by the
 //! dispatcher rather than failed.
@@ -110,6 +122,11 @@ pub struct BindCounters {
     pub fills: Stat,
     /// Host functions recorded as ops.
     pub host_functions: Stat,
+    /// Graph launches recorded as ops.
+    pub graph_launches: Stat,
+    /// Calls on an executable graph (update, parameter changes, destroy, upload) that waited for
+    /// the submission of its deferred launches.
+    pub graph_exec_waits: Stat,
     /// Logical event records.
     pub event_records: Stat,
     /// Logical event waits.
@@ -135,7 +152,8 @@ impl BindCounters {
         json!({
             "kernels": self.kernels.get(), "copies": self.copies.get(), "staged_copies": self.staged_copies.get(),
             "staged_bytes": self.staged_bytes.get(), "fills": self.fills.get(),
-            "host_functions": self.host_functions.get(), "event_records": self.event_records.get(),
+            "host_functions": self.host_functions.get(), "graph_launches": self.graph_launches.get(),
+            "graph_exec_waits": self.graph_exec_waits.get(), "event_records": self.event_records.get(),
             "event_waits": self.event_waits.get(), "syncs_answered": self.syncs.get(),
             "queries_answered": self.queries.get(), "forwarded_capturing": self.capturing.get(),
             "invalid_launches": self.invalid_launches.get(), "native_unmodelled": self.native_unmodelled.get(),
@@ -395,7 +413,11 @@ pub fn census() -> Option<Value> {
         None => json!({"active": false, "reason": "not started: no bind-mode call was made with a current context"}),
         Some(None) => json!({"active": false, "reason": UNAVAILABLE.get().cloned().unwrap_or_default()}),
         Some(Some(b)) => {
-            let (streams, events) = b.registry().counts();
+            let (streams, events, graph_execs) = {
+                let r = b.registry();
+                let (s, e) = r.counts();
+                (s, e, r.graph_exec_count())
+            };
             json!({
                 "active": !DISABLED.load(Ordering::Relaxed),
                 "device": b.coordinator.started.device,
@@ -404,6 +426,7 @@ pub fn census() -> Option<Value> {
                 "ops": b.counters.to_json(),
                 "streams_mapped": streams,
                 "events_mapped": events,
+                "graph_execs_mapped": graph_execs,
                 "dispatcher": b.coordinator.stats(),
             })
         }
