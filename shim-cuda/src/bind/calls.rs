@@ -158,13 +158,39 @@ fn capture_launch(b: &Bind, c: &LaunchCall) -> Result<KernelLaunch, Decline> {
         }
     }
     let attributes = capture::decode_attributes(&attrs, c.cooperative)?;
-    if attributes.cooperative() || attributes.cluster().is_some() {
-        // Only some partitions can run these unchanged, and the dispatcher has no outcome yet for
-        // an op that fits none: it would stay ready forever. Until it does, they run natively.
-        b.counters.native_constrained.bump();
-        return Err(Decline::Unmodelled("cooperative and cluster launches are not bound yet".into()));
-    }
+    // Cooperative and cluster launches are bound, to nodes that can hold them (the dispatcher's
+    // `can_execute` filter). What the driver would refuse synchronously is refused here, against
+    // the whole device, so such a launch takes the native path and gets the driver's own error.
     let g = &c.geometry;
+    let threads = g.block.volume() as u32;
+    if attributes.cooperative() {
+        if !b.limits.cooperative_launch {
+            return Err(Decline::Invalid("the device does not support cooperative launches".into()));
+        }
+        let Some(per_sm) = b.blocks_per_sm(c.f as usize, threads, g.shared_mem_bytes) else {
+            b.counters.native_constrained.bump();
+            return Err(Decline::Unmodelled(
+                "the occupancy of this cooperative launch is unknown to the driver".into(),
+            ));
+        };
+        capture::check_cooperative(g.grid, per_sm, b.limits.sm_count)?;
+    }
+    match attributes.cluster() {
+        Some(cluster) => {
+            capture::check_cluster_shape(g.grid, cluster)?;
+            capture::check_cluster_occupancy(cluster, b.max_active_clusters(c.f as usize, g, cluster))?;
+        }
+        // Compiled-in cluster dimensions the descriptor does not carry: the dispatcher could not
+        // tell which nodes hold its clusters, so it runs natively.
+        None if info.required_cluster.is_some() => {
+            b.counters.native_constrained.bump();
+            return Err(Decline::Unmodelled("cluster dimensions compiled into the function".into()));
+        }
+        None => {}
+    }
+    if attributes.cooperative() || attributes.cluster().is_some() {
+        b.counters.cooperative_or_cluster.bump();
+    }
     Ok(KernelLaunch::new(
         FunctionRef::new(c.f as u64, info.kind, info.name.clone()),
         g.grid,

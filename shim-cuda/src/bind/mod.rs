@@ -11,7 +11,11 @@
 //! - Kernel launches (`cuLaunchKernel`, `cuLaunchKernelEx`, `cuLaunchCooperativeKernel`, each with
 //!   its `_ptsz` variant): descriptor captured at the call ([`capture`], [`function`]): function,
 //!   grid, block, dynamic shared memory, argument bytes copied by the parameter layout, attributes
-//!   deep-copied.
+//!   deep-copied. Cooperative and cluster launches included: the dispatcher offers them only the
+//!   pool nodes whose SMs hold all their blocks at once (co-residency) or their clusters (cluster
+//!   occupancy); one that not even the whole device holds is refused at the call (the native path,
+//!   so the driver's own error, e.g. `CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE`, returns
+//!   synchronously), as is one whose grid is not a whole number of clusters.
 //! - `cuMemcpyAsync`, `cuMemcpyHtoDAsync`, `cuMemcpyDtoHAsync`, `cuMemcpyDtoDAsync`: copy ops
 //!   ([`handles::plan_copy`]); a pageable source is staged at the call.
 //! - `cuMemsetD8/16/32Async`: fill ops. `cuLaunchHostFunc`: a host-function op, ordered in its
@@ -43,7 +47,9 @@
 //! also carries the legacy-default-stream edges, waited for), and followed, for calls that enqueue
 //! work, by a wait for the application's native stream, so later logical ops follow it. This covers:
 //! launches that fail validation (the driver returns its own error, synchronously) or use forms
-//! vitamin does not model (including, for now, cooperative and cluster launches); device-to-pageable copies (they must be complete when the call returns);
+//! vitamin does not model (cluster dimensions compiled into the function, launch attributes that
+//! make the driver record events); device-to-pageable copies (they must be complete when the call
+//! returns);
 //! 2-D/3-D/peer/array copies and 2-D fills; synchronous copies and fills (on the default stream);
 //! `cuStreamAddCallback`; `cuMemFreeAsync`; stream capture begins;
 //! timing and interprocess event records (so the driver's timestamps and IPC waits stay real).
@@ -82,8 +88,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
+use std::collections::HashMap;
+
 use serde_json::{json, Value};
-use vitamin_hal::{Marker, OpDesc};
+use vitamin_hal::{Dim3, Marker, OpDesc};
 use vitamin_runtime::{StreamId, VctxError, VctxId, VirtualContext};
 
 use self::coordinator::{Coordinator, Settings};
@@ -98,6 +106,9 @@ use crate::state::{self, vlog, ACTIVE_CAPTURES};
 pub const CUDA_ERROR_INVALID_HANDLE: CUresult = 400;
 /// `CUDA_ERROR_LAUNCH_FAILED`.
 pub const CUDA_ERROR_LAUNCH_FAILED: CUresult = 719;
+
+/// (function, grid, block, dynamic shared memory, cluster).
+type ClusterKey = (usize, [u32; 3], [u32; 3], u32, [u32; 3]);
 
 /// Set in a forked child and when bind mode could not start: every call then takes the observe
 /// path.
@@ -141,8 +152,11 @@ pub struct BindCounters {
     pub invalid_launches: Stat,
     /// Calls on the native path because vitamin does not model them.
     pub native_unmodelled: Stat,
-    /// Of those, cooperative and cluster launches.
+    /// Of those, cooperative and cluster launches (compiled-in cluster dimensions, unknown
+    /// occupancy).
     pub native_constrained: Stat,
+    /// Cooperative and cluster launches recorded as ops (bound only to nodes that hold them).
+    pub cooperative_or_cluster: Stat,
     /// Barrier drains before native-path calls.
     pub drains: Stat,
 }
@@ -158,6 +172,7 @@ impl BindCounters {
             "queries_answered": self.queries.get(), "forwarded_capturing": self.capturing.get(),
             "invalid_launches": self.invalid_launches.get(), "native_unmodelled": self.native_unmodelled.get(),
             "native_cooperative_or_cluster": self.native_constrained.get(),
+            "cooperative_or_cluster": self.cooperative_or_cluster.get(),
             "drains": self.drains.get(),
         })
     }
@@ -171,6 +186,12 @@ pub struct Bind {
     registry: Mutex<Registry>,
     functions: Functions,
     device: c_int,
+    limits: driver::DeviceLimits,
+    /// Co-resident blocks per SM by (function, threads per block, dynamic shared memory).
+    coresident: Mutex<HashMap<(usize, u32, u32), Option<u32>>>,
+    /// The driver's cluster occupancy on the whole device by (function, grid, block, dynamic shared
+    /// memory, cluster).
+    clusters: Mutex<HashMap<ClusterKey, Result<u32, CUresult>>>,
     settings: Settings,
     coordinator: Coordinator,
     /// What was done.
@@ -251,6 +272,7 @@ impl Bind {
                  the primary context (the CUDA runtime, PyTorch)"
             )));
         }
+        let limits = driver::device_limits(device).map_err(|e| unavailable("cuDeviceGetAttribute", e))?;
         let vctx = Arc::new(VirtualContext::new(VctxId(std::process::id())));
         let settings = settings();
         let coordinator = Coordinator::start(device, vctx.clone(), settings).map_err(StartError::Unavailable)?;
@@ -259,6 +281,9 @@ impl Bind {
             registry: Mutex::new(Registry::default()),
             functions: Functions::default(),
             device,
+            limits,
+            coresident: Mutex::new(HashMap::new()),
+            clusters: Mutex::new(HashMap::new()),
             settings,
             coordinator,
             counters: BindCounters::default(),
@@ -267,6 +292,31 @@ impl Bind {
 
     fn registry(&self) -> std::sync::MutexGuard<'_, Registry> {
         self.registry.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Co-resident blocks per SM of handle `f` with this block shape (cached; `None` if the driver
+    /// cannot say).
+    fn blocks_per_sm(&self, f: usize, threads: u32, smem: u32) -> Option<u32> {
+        let key = (f, threads, smem);
+        if let Some(&n) = self.coresident.lock().unwrap_or_else(|e| e.into_inner()).get(&key) {
+            return n;
+        }
+        let n = driver::blocks_per_sm(f, threads, smem).ok();
+        self.coresident.lock().unwrap_or_else(|e| e.into_inner()).insert(key, n);
+        n
+    }
+
+    /// Clusters of `cluster`'s shape the whole device holds for this launch (cached), or the
+    /// driver's error.
+    fn max_active_clusters(&self, f: usize, g: &capture::Geometry, cluster: Dim3) -> Result<u32, CUresult> {
+        let dims = |d: Dim3| [d.x, d.y, d.z];
+        let key = (f, dims(g.grid), dims(g.block), g.shared_mem_bytes, dims(cluster));
+        if let Some(&n) = self.clusters.lock().unwrap_or_else(|e| e.into_inner()).get(&key) {
+            return n;
+        }
+        let n = driver::max_active_clusters(f, key.1, key.2, key.3, key.4);
+        self.clusters.lock().unwrap_or_else(|e| e.into_inner()).insert(key, n);
+        n
     }
 
     /// The logical stream of a known stream reference (default streams always are).

@@ -267,6 +267,12 @@ static const char *ctx_name(fstream *st, char *buf, size_t n) {
     return buf;
 }
 
+static unsigned GREEN_SMS[256];
+static unsigned sms_of(void *stream) {
+    fstream *st = stream_of(stream);
+    return st->ctx > 0 && st->ctx < 256 ? GREEN_SMS[st->ctx] : 36;
+}
+
 static void execute(fstream *st, cmd *c) {
     char ctx[16], a[48], b[48];
     ctx_name(st, ctx, sizeof ctx);
@@ -516,14 +522,32 @@ EXPORT CUresult cuKernelGetFunction(void) { return CUDA_ERROR_NOT_SUPPORTED; }
 EXPORT CUresult cuOccupancyMaxActiveBlocksPerMultiprocessor(int *n, void *f, int threads, size_t smem) {
     (void)f; (void)threads; (void)smem; *n = 8; return CUDA_SUCCESS;
 }
-EXPORT CUresult cuOccupancyMaxActiveClusters(int *n, void *f, const CUlaunchConfig *c) { (void)f; (void)c; *n = 1; return CUDA_SUCCESS; }
+/* Co-residency model: 8 blocks of any function per SM (above); a cluster needs one SM per block
+ * of the context the config's stream belongs to (NULL: the whole device of 36 SMs). */
+static unsigned sms_of(void *stream);
+static unsigned cluster_volume(const CUlaunchAttribute *attrs, unsigned n) {
+    for (unsigned k = 0; k < n; k++)
+        if (attrs[k].id == 4) {
+            unsigned d[3];
+            memcpy(d, attrs[k].value, sizeof d);
+            return d[0] * d[1] * d[2];
+        }
+    return 0;
+}
+EXPORT CUresult cuOccupancyMaxActiveClusters(int *n, void *f, const CUlaunchConfig *c) {
+    (void)f;
+    unsigned vol = cluster_volume(c->attrs, c->numAttrs);
+    if (vol == 0 || vol > 16) return 912; /* CUDA_ERROR_INVALID_CLUSTER_SIZE */
+    *n = (int)(sms_of(c->hStream) / vol);
+    return CUDA_SUCCESS;
+}
 
 /* ---------------------------------------------------------------- green contexts */
 #define FAKE_SMS 36
 #define FAKE_MIN_PARTITION 8
 typedef struct { int magic; int index; unsigned sms; unsigned mask; } fake_green;
 typedef struct { unsigned sms; unsigned mask; } fake_desc;
-static int NGREENS;
+static int NGREENS; /* GREEN_SMS (above) holds the SMs of green context n at index n */
 
 static void sm_resource(CUdevResource *r, unsigned count, unsigned mask) {
     memset(r, 0, sizeof *r);
@@ -569,6 +593,7 @@ EXPORT CUresult cuGreenCtxCreate(fake_green **g, fake_desc *desc, int dev, unsig
     x->index = ++NGREENS;
     x->sms = desc->sms;
     x->mask = desc->mask;
+    if (x->index < 256) GREEN_SMS[x->index] = x->sms;
     *g = x;
     logf_("cuGreenCtxCreate g%d sms=%u leaves=%x", x->index, x->sms, x->mask);
     return CUDA_SUCCESS;
@@ -921,6 +946,25 @@ static CUresult launch(const char *via, void *f, unsigned gx, unsigned gy, unsig
         logf_("%s %s grid=%u,%u,%u block=%u,%u,%u -> INVALID", via, FUNCS[fi].name, gx, gy, gz, bx, by, bz);
         return CUDA_ERROR_INVALID_VALUE;
     }
+    fstream *target = stream_of(s);
+    unsigned long blocks = (unsigned long)gx * gy * gz;
+    int cooperative = 0;
+    for (unsigned k = 0; k < nattrs; k++)
+        if (attrs[k].id == 2 && attrs[k].value[0]) cooperative = 1;
+    unsigned cvol = cluster_volume(attrs, nattrs), sms = sms_of(target);
+    if (cooperative && blocks > 8ul * sms) { /* co-residency on this stream's context */
+        logf_("%s %s grid=%u,%u,%u block=%u,%u,%u sms=%u -> TOO_LARGE", via, FUNCS[fi].name, gx, gy, gz, bx, by, bz, sms);
+        return 720; /* CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE */
+    }
+    if (cvol) {
+        unsigned d[3];
+        for (unsigned k = 0; k < nattrs; k++) if (attrs[k].id == 4) memcpy(d, attrs[k].value, sizeof d);
+        if (!d[0] || !d[1] || !d[2] || gx % d[0] || gy % d[1] || gz % d[2] || cvol > 16 || cvol > sms) {
+            logf_("%s %s grid=%u,%u,%u block=%u,%u,%u sms=%u -> INVALID", via, FUNCS[fi].name, gx, gy, gz, bx, by, bz,
+                  sms);
+            return 912; /* CUDA_ERROR_INVALID_CLUSTER_SIZE */
+        }
+    }
     cmd *c = new_cmd(C_KERNEL);
     c->fi = fi;
     c->threads = (unsigned long)gx * gy * gz * bx * by * bz;
@@ -969,6 +1013,24 @@ EXPORT CUresult cuLaunchKernel_ptsz(void *f, unsigned gx, unsigned gy, unsigned 
 static CUresult launch_kernel_internal(void *f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
                                        unsigned bz, unsigned smem, CUstream s, void **params, void **extra) {
     return launch("cuLaunchKernel[internal]", f, gx, gy, gz, bx, by, bz, smem, s, params, extra, NULL, 0);
+}
+/* Cooperative launches: the same as cuLaunchKernelEx with CU_LAUNCH_ATTRIBUTE_COOPERATIVE = 1 (so
+ * their log lines compare equal to the shim's resubmission through cuLaunchKernelEx). */
+static CUresult launch_cooperative(const char *via, void *f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
+                                   unsigned by, unsigned bz, unsigned smem, CUstream s, void **params) {
+    CUlaunchAttribute coop;
+    memset(&coop, 0, sizeof coop);
+    coop.id = 2;
+    coop.value[0] = 1;
+    return launch(via, f, gx, gy, gz, bx, by, bz, smem, s, params, NULL, &coop, 1);
+}
+EXPORT CUresult cuLaunchCooperativeKernel(void *f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
+                                          unsigned bz, unsigned smem, CUstream s, void **params) {
+    return launch_cooperative("cuLaunchCooperativeKernel", f, gx, gy, gz, bx, by, bz, smem, s, params);
+}
+EXPORT CUresult cuLaunchCooperativeKernel_ptsz(void *f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
+                                               unsigned by, unsigned bz, unsigned smem, CUstream s, void **params) {
+    return launch_cooperative("cuLaunchCooperativeKernel_ptsz", f, gx, gy, gz, bx, by, bz, smem, s, params);
 }
 EXPORT CUresult cuLaunchKernelEx(const CUlaunchConfig *c, void *f, void **params, void **extra) {
     return launch("cuLaunchKernelEx", f, c->gridDimX, c->gridDimY, c->gridDimZ, c->blockDimX, c->blockDimY, c->blockDimZ,
