@@ -276,3 +276,20 @@ fn without_green_contexts_bind_mode_falls_back_to_observe() {
     // Counting goes on as in observe mode.
     assert_eq!(r.census.as_ref().unwrap()["totals"]["kernel_launches"], 14);
 }
+
+/// Bind mode is the default: preloading the shim without `VITAMIN_MODE` binds every launch, as
+/// `VITAMIN_MODE=bind` does.
+#[test]
+fn bind_is_the_default_mode() {
+    let f = fixture();
+    let census = f.dir.join("default.census.json");
+    let _ = std::fs::remove_file(&census);
+    let shim = shim_path();
+    let r =
+        run("default", None, &[("LD_PRELOAD", shim.to_str().unwrap()), ("VITAMIN_CENSUS", census.to_str().unwrap())]);
+    check_bind_run("default", &r);
+    let c: Value = serde_json::from_str(&std::fs::read_to_string(&census).expect("census")).expect("JSON");
+    assert_eq!(c["mode"], "bind");
+    assert_eq!(c["bind"]["active"], true, "{:#}", c["bind"]);
+    assert_eq!(c["bind"]["policy"], "throughput", "the default policy");
+}
