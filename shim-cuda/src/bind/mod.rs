@@ -49,10 +49,9 @@
 //! launches that fail validation (the driver returns its own error, synchronously) or use forms
 //! vitamin does not model (cluster dimensions compiled into the function, launch attributes that
 //! make the driver record events); device-to-pageable copies (they must be complete when the call
-//! returns);
-//! 2-D/3-D/peer/array copies and 2-D fills; synchronous copies and fills (on the default stream);
-//! `cuStreamAddCallback`; `cuMemFreeAsync`; stream capture begins;
-//! timing and interprocess event records (so the driver's timestamps and IPC waits stay real).
+//! returns); 2-D/3-D/peer/array copies and 2-D fills; synchronous copies and fills (on the default
+//! stream); `cuStreamAddCallback`; `cuMemFreeAsync`; stream capture begins; timing and
+//! interprocess event records (so the driver's timestamps and IPC waits stay real).
 //! Memory frees (`cuMemFree`, `cuMemFreeHost`) first synchronize the device logically (the
 //! driver's implicit synchronization).
 //!
@@ -71,10 +70,10 @@
 //! and the census says why. A forked child runs in observe mode (no dispatcher thread in it).
 //!
 //! ## Not yet done (see docs/shim.md)
-//! Per-thread default streams of
-//! exited threads are not released; launches on contexts other than the primary one, and
-//! multi-device processes, are not supported; a submission the backend refuses is retried by the
-//! dispatcher rather than failed.
+//! Per-thread default streams of exited threads are not released; launches on contexts other than
+//! the primary one, and multi-device processes, are not supported. Event record and wait nodes
+//! inside a graph act on the driver's events only: a logically recorded event is not updated by a
+//! graph's event-record node.
 
 pub(crate) mod calls;
 pub mod capture;
