@@ -2,7 +2,7 @@
 # The whole GPU check in one device call (see bench/gpu/build.sh): environment, `vitamin info`
 # and `vitamin pool` on the real device, the CUDA conformance suite and GPU tests, the
 # determinism suite (TRIALS, default 1000) with its %smid census and pool realization cost, and
-# the submit benchmark. Logs and JSON go to $OUT (at most 8 files come back).
+# the submit benchmark. Logs and JSON go to $OUT (at most 8 files come back; 7 are written).
 set -uo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 OUT=${OUT:-/tmp/vitamin-gpu-check}
@@ -40,6 +40,8 @@ step() { # name timeout_s command...
 } > "$OUT/device.txt" 2>&1
 cat "$OUT/device.txt" | head -40
 
+# The graph %smid census (test graph_launch_census_stays_within_the_node) also writes its JSON here.
+export VITAMIN_GRAPH_CENSUS_OUT="$OUT/graph_census.json"
 step "cuda tests" 150 "$HERE/cuda_tests" --test-threads=1 --nocapture > "$OUT/tests.log" 2>&1
 grep -E "^test |test result|panicked|SKIPPED" "$OUT/tests.log" | tail -30
 

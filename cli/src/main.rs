@@ -48,7 +48,8 @@ enum Command {
     },
     /// Fixed-structure launches on random pool nodes vs reshaped launches (NVIDIA GPU).
     Determinism(determinism_cmd::Args),
-    /// Run a CUDA application under the interposer: vitamin run --observe [--census FILE] -- <command>.
+    /// Run a CUDA application under the interposer, in bind mode (default) or --observe:
+    /// vitamin run [--policy P | --observe] [--census FILE] -- <command>.
     Run(run_cmd::RunArgs),
 }
 

@@ -1,4 +1,4 @@
-//! `vitamin run [--observe] [--census FILE] [--lib-dir DIR] -- <command> [args...]`
+//! `vitamin run [--bind [--policy P] | --observe] [--census FILE] [--lib-dir DIR] -- <command> [args...]`
 //!
 //! Runs an unmodified CUDA application under the interposer so users never type `LD_PRELOAD`:
 //! finds `libvitamin_cuda.so` (`--lib-dir`, else `VITAMIN_LIB_DIR`, else next to the `vitamin`
@@ -7,8 +7,10 @@
 //! **replaces itself** with the command (`exec`): the command keeps vitamin's process id, gets
 //! signals directly, and its exit status is the exit status of `vitamin run`.
 //!
-//! `--bind` (experimental, first slice of bind mode) late-binds launches to the Green Context pool
-//! under `--policy`; without `--observe` or `--bind` the command refuses and says how to choose.
+//! Bind mode is the default (`--bind` says so explicitly): every modelled launch is late-bound to the
+//! Green Context pool under `--policy` (default: the shim's, `throughput`); `--observe` forwards every
+//! call unchanged and only counts. `VITAMIN_MODE` is always set explicitly, so a value inherited
+//! from the environment never overrides the flags.
 //!
 //! The census (see `shim-cuda`'s docs) is written by the main process to FILE at exit; other
 //! processes of the application that use CUDA write `FILE.<pid>`; `%p` in FILE is replaced by
@@ -25,15 +27,16 @@ pub const SHIM_FILE: &str = "libvitamin_cuda.so";
 /// Arguments of `vitamin run`.
 #[derive(Debug, clap::Args)]
 pub struct RunArgs {
-    /// Observe mode: forward every CUDA call unchanged; count calls and kernel launches.
+    /// Observe mode: forward every CUDA call unchanged and only count calls and kernel launches (no
+    /// late binding).
     #[arg(long, conflicts_with = "bind")]
     pub observe: bool,
-    /// Bind mode (experimental, first slice): late-bind every modelled launch to the Green Context
-    /// pool; see docs/shim.md for what is modelled and what runs natively.
+    /// Bind mode (the default): late-bind every modelled launch, unchanged, to the Green Context
+    /// pool; docs/shim.md lists what is modelled and what still runs natively.
     #[arg(long)]
     pub bind: bool,
-    /// Policy in bind mode: throughput, tpot, static, exclusive or chaos.
-    #[arg(long, requires = "bind", value_name = "POLICY")]
+    /// Policy in bind mode: throughput (the shim's default), tpot, static, exclusive or chaos.
+    #[arg(long, conflicts_with = "observe", value_name = "POLICY")]
     pub policy: Option<String>,
     /// Write the census JSON (calls per API, launches per kernel) here at exit; `%p` = pid.
     #[arg(long, value_name = "FILE")]
@@ -74,14 +77,11 @@ pub fn prepend_preload(existing: Option<&OsStr>, lib: &Path) -> OsString {
 
 /// The execution plan: pure, so it is testable without starting anything.
 pub fn plan(args: &RunArgs, lib: &Path, existing_preload: Option<&OsStr>, cwd: &Path, pid: u32) -> Result<Plan> {
-    if !args.observe && !args.bind {
-        bail!(
-            "choose a mode: --observe (forwards every CUDA call unchanged and counts calls and launches) or \
-             --bind (experimental: late-binds launches to the Green Context pool): vitamin run --observe -- <command>"
-        );
+    if args.observe && (args.bind || args.policy.is_some()) {
+        bail!("--observe forwards every call unchanged: it takes neither --bind nor --policy");
     }
-    let (program, rest) = args.command.split_first().context("no command given: vitamin run --observe -- <command>")?;
-    let mode = if args.bind { "bind" } else { "observe" };
+    let (program, rest) = args.command.split_first().context("no command given: vitamin run -- <command>")?;
+    let mode = mode_of(args);
     let mut env = vec![
         ("LD_PRELOAD".to_string(), prepend_preload(existing_preload, lib)),
         ("VITAMIN_MODE".to_string(), OsString::from(mode)),
@@ -95,6 +95,15 @@ pub fn plan(args: &RunArgs, lib: &Path, existing_preload: Option<&OsStr>, cwd: &
         env.push(("VITAMIN_CENSUS".to_string(), cwd.join(census).into_os_string()));
     }
     Ok(Plan { program: program.clone(), args: rest.to_vec(), env })
+}
+
+/// The mode `vitamin run` sets: bind unless `--observe`.
+pub fn mode_of(args: &RunArgs) -> &'static str {
+    if args.observe {
+        "observe"
+    } else {
+        "bind"
+    }
 }
 
 /// Where to look for the shim, in order.
@@ -143,7 +152,7 @@ pub fn run(args: RunArgs) -> Result<()> {
             }
         }
     }
-    tracing::info!(shim = %lib.display(), program = ?plan.program, "vitamin run: observe mode");
+    tracing::info!(shim = %lib.display(), program = ?plan.program, mode = mode_of(&args), "vitamin run");
     exec(plan)
 }
 
@@ -228,12 +237,22 @@ mod tests {
     }
 
     #[test]
-    fn no_mode_is_refused_with_a_way_out() {
-        let err = plan(&args(false, None, &["true"]), Path::new("/l/libvitamin_cuda.so"), None, Path::new("/"), 1)
-            .unwrap_err()
-            .to_string();
-        assert!(err.contains("choose a mode"), "{err}");
-        assert!(err.contains("--observe"), "{err}");
+    fn bind_is_the_default_mode() {
+        let lib = Path::new("/l/libvitamin_cuda.so");
+        let p = plan(&args(false, None, &["true"]), lib, None, Path::new("/"), 1).expect("plan");
+        let get = |k: &str| p.env.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone());
+        assert_eq!(get("VITAMIN_MODE").unwrap(), "bind");
+        assert_eq!(get("VITAMIN_POLICY"), None, "the shim's default policy");
+        // A policy without --bind is bind mode with that policy.
+        let mut a = args(false, None, &["true"]);
+        a.policy = Some("static".into());
+        let p = plan(&a, lib, None, Path::new("/"), 1).expect("plan");
+        assert!(p.env.contains(&("VITAMIN_MODE".to_string(), OsString::from("bind"))));
+        assert!(p.env.contains(&("VITAMIN_POLICY".to_string(), OsString::from("static"))));
+        // --observe takes no policy.
+        a.observe = true;
+        let err = plan(&a, lib, None, Path::new("/"), 1).unwrap_err().to_string();
+        assert!(err.contains("--observe") && err.contains("--policy"), "{err}");
     }
 
     #[test]

@@ -1,5 +1,5 @@
 //! `vitamin run` end to end: the environment it sets up, exec (same pid, exit status passed
-//! through), bind-mode refusal and the missing-library message. The shim here is a placeholder
+//! through), bind mode as the default and the missing-library message. The shim here is a placeholder
 //! file (the dynamic loader reports it cannot preload it and carries on); the real library is
 //! exercised by shim-cuda's own tests and the GPU check.
 
@@ -44,13 +44,26 @@ fn observe_sets_up_the_environment_and_execs() {
 }
 
 #[test]
-fn without_a_mode_the_command_is_refused() {
+fn without_a_mode_the_command_runs_in_bind_mode() {
     let dir = tmp("vitamin-run-bind");
     std::fs::write(dir.join("libvitamin_cuda.so"), b"").unwrap();
-    let out = vitamin().env("VITAMIN_LIB_DIR", &dir).args(["run", "--", "true"]).output().unwrap();
-    assert!(!out.status.success());
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("choose a mode"), "{err}");
+    let out = vitamin()
+        .env("VITAMIN_LIB_DIR", &dir)
+        .env("VITAMIN_MODE", "observe") // inherited: the flags decide, not the environment
+        .args(["run", "--", "sh", "-c", r#"echo "$VITAMIN_MODE|${VITAMIN_POLICY:-unset}""#])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "bind|unset");
+    let out = vitamin()
+        .env("VITAMIN_LIB_DIR", &dir)
+        .args(["run", "--policy", "chaos", "--", "sh", "-c", r#"echo "$VITAMIN_MODE|$VITAMIN_POLICY""#])
+        .output()
+        .unwrap();
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "bind|chaos");
+    let out =
+        vitamin().env("VITAMIN_LIB_DIR", &dir).args(["run", "--observe", "--bind", "--", "true"]).output().unwrap();
+    assert!(!out.status.success(), "--observe and --bind conflict");
 }
 
 #[test]

@@ -6,14 +6,23 @@
 //! each leaf's physical set has the leaf's size, leaves are pairwise disjoint, and every node runs
 //! on exactly the union of its leaves' physical sets.
 //!
+//! The **graph census** ([`check_graph_nodes`]) asks the same of graph launches: a graph captured
+//! in the primary context (census kernels, sequential and on parallel branches) launched as one op
+//! (`OpDesc::Graph`) on a partition's green-context stream; which SMs do its kernels use? Each
+//! node's answer is compared with a plain census launch on that node, and the same graph launched
+//! on the primary context is the control (it should cover the device).
+//!
 //! `%smid` is virtualized under MPS; run the census without MPS.
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use serde::Serialize;
-use vitamin_hal::{Backend, Dim3, HalError, KernelArgs, KernelLaunch, LaunchAttributes, OpDesc, PhysicalPartition};
+use vitamin_hal::{
+    Backend, Dim3, GraphLaunch, HalError, KernelArgs, KernelLaunch, LaunchAttributes, OpDesc, PhysicalPartition,
+};
 
+use crate::graph::CapturedGraph;
 use crate::{CudaBackend, CudaPartition};
 
 /// Nanoseconds each census block spins so that blocks spread over every SM.
@@ -113,5 +122,122 @@ pub fn check_nodes(backend: &CudaBackend, parts: &[&CudaPartition]) -> Result<Ce
         leaves_disjoint_and_sized: ok,
         all_exact: nodes.iter().all(|n| n.exact),
         nodes,
+    })
+}
+
+// ---- graphs -----------------------------------------------------------------------------------
+
+/// Census kernels in the census graph: one, then two on parallel branches.
+pub const GRAPH_KERNELS: usize = 3;
+
+/// The physical SMs each kernel of a census graph used, when the graph (captured in the primary
+/// context: one census kernel, then two on parallel branches, each writing its own slice) is
+/// launched as **one op**, `OpDesc::Graph`, on `part`'s lane 0. `on` = `None` launches it on the
+/// primary context instead (the control: all SMs).
+pub fn graph_physical_sms(backend: &CudaBackend, on: Option<&CudaPartition>) -> Result<Vec<BTreeSet<u32>>, HalError> {
+    let blocks = backend.topology().unit_count() as u32 * BLOCKS_PER_DEVICE_SM;
+    let slice = blocks as usize * 4;
+    let out = backend.alloc(slice * GRAPH_KERNELS)?;
+    let result = (|| {
+        backend.write(out, &vec![0xff; slice * GRAPH_KERNELS])?;
+        let f = backend.kernel("smid_census")?;
+        let launch = |k: usize| {
+            let dst = out + (k * slice) as u64;
+            KernelLaunch::new(
+                f.clone(),
+                Dim3::x(blocks),
+                Dim3::x(32),
+                0,
+                KernelArgs::pack(&[&dst.to_le_bytes(), &SPIN_NS.to_le_bytes()]),
+                LaunchAttributes::none(),
+            )
+        };
+        let graph = CapturedGraph::capture(backend, &[vec![launch(0)], vec![launch(1), launch(2)]])?;
+        match on {
+            Some(part) => {
+                let op = Arc::new(OpDesc::Graph(GraphLaunch::new(graph.exec_handle(), "smid census graph")));
+                let fence = part.submit(0, &op)?;
+                part.wait_for(fence)?;
+            }
+            None => graph.launch_on_primary()?,
+        }
+        let bytes = backend.read(out, slice * GRAPH_KERNELS)?;
+        let ids: Vec<u32> = bytes.chunks_exact(4).map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect();
+        if let Some(b) = ids.iter().position(|&v| v == u32::MAX) {
+            return Err(HalError::Async(format!(
+                "graph census kernel {} block {} wrote nothing",
+                b / blocks as usize,
+                b % blocks as usize
+            )));
+        }
+        Ok(ids.chunks(blocks as usize).map(|k| k.iter().copied().collect()).collect())
+    })();
+    backend.free(out)?;
+    result
+}
+
+/// One node's graph census.
+#[derive(Debug, Clone, Serialize)]
+pub struct GraphNodeCensus {
+    /// The node's logical units.
+    pub units: String,
+    /// Logical size.
+    pub size: usize,
+    /// Physical SMs a plain kernel launch on this node used (the reference).
+    pub kernel_physical: Vec<u32>,
+    /// Physical SMs each kernel of the graph used when the graph was launched on this node.
+    pub graph_kernels_physical: Vec<Vec<u32>>,
+    /// Whether every kernel of the graph stayed within `kernel_physical`.
+    pub within: bool,
+    /// Whether every kernel of the graph used exactly `kernel_physical`.
+    pub exact: bool,
+}
+
+/// The graph census of some nodes, with the control launch on the primary context.
+#[derive(Debug, Clone, Serialize)]
+pub struct GraphCensusReport {
+    /// Every node tried.
+    pub nodes: Vec<GraphNodeCensus>,
+    /// Distinct physical SMs the graph's kernels used when launched on the primary context.
+    pub primary_context_sms: usize,
+    /// SMs of the device.
+    pub device_sms: usize,
+    /// Whether every node's graph kernels stayed within its SMs.
+    pub all_within: bool,
+    /// Whether every node's graph kernels used exactly its SMs.
+    pub all_exact: bool,
+}
+
+impl GraphCensusReport {
+    /// Pretty JSON (for results files).
+    pub fn to_json(&self) -> String {
+        serde_json::to_string_pretty(self).unwrap_or_default()
+    }
+}
+
+/// Launches the census graph as one op on each of `parts` and compares the SMs its kernels used
+/// with a plain census launch on the same partition; then once on the primary context.
+pub fn check_graph_nodes(backend: &CudaBackend, parts: &[&CudaPartition]) -> Result<GraphCensusReport, HalError> {
+    let kind = backend.topology().unit_kind();
+    let mut nodes = Vec::new();
+    for p in parts {
+        let reference = physical_sms(backend, p)?;
+        let kernels = graph_physical_sms(backend, Some(p))?;
+        nodes.push(GraphNodeCensus {
+            units: p.units().display(kind).to_string(),
+            size: p.units().len(),
+            within: kernels.iter().all(|k| k.is_subset(&reference)),
+            exact: kernels.iter().all(|k| *k == reference),
+            graph_kernels_physical: kernels.into_iter().map(|k| k.into_iter().collect()).collect(),
+            kernel_physical: reference.into_iter().collect(),
+        });
+    }
+    let primary: BTreeSet<u32> = graph_physical_sms(backend, None)?.into_iter().flatten().collect();
+    Ok(GraphCensusReport {
+        all_within: nodes.iter().all(|n| n.within),
+        all_exact: nodes.iter().all(|n| n.exact),
+        nodes,
+        primary_context_sms: primary.len(),
+        device_sms: backend.topology().unit_count(),
     })
 }

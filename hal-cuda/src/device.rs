@@ -257,6 +257,11 @@ impl CudaBackend {
         &self.shared.caps
     }
 
+    /// The state partitions share (primary context, split, pools).
+    pub(crate) fn shared(&self) -> &Arc<Shared> {
+        &self.shared
+    }
+
     /// Allocates `bytes` of device memory in the primary context (freed by [`CudaBackend::free`]
     /// or when the backend and its partitions are gone).
     pub fn alloc(&self, bytes: usize) -> Result<u64, HalError> {

@@ -17,8 +17,8 @@ use cudarc::driver::sys;
 use vitamin_hal::HalError;
 
 pub(crate) use sys::{
-    CUcontext, CUdevResource, CUdevice, CUdeviceptr, CUevent, CUfunction, CUgreenCtx, CUkernel, CUlibrary, CUresult,
-    CUstream,
+    CUcontext, CUdevResource, CUdevice, CUdeviceptr, CUevent, CUfunction, CUgraph, CUgraphExec, CUgreenCtx, CUkernel,
+    CUlibrary, CUresult, CUstream,
 };
 
 /// Backend name in errors.
@@ -65,6 +65,13 @@ pub const REQUIRED_SYMBOLS: &[&str] = &[
     "cuLaunchKernelEx",
     "cuLaunchHostFunc",
     "cuGraphLaunch",
+    "cuStreamCreate",
+    "cuStreamWaitEvent",
+    "cuStreamBeginCapture_v2",
+    "cuStreamEndCapture",
+    "cuGraphInstantiateWithFlags",
+    "cuGraphExecDestroy",
+    "cuGraphDestroy",
     "cuOccupancyMaxActiveBlocksPerMultiprocessor",
     "cuOccupancyMaxActiveClusters",
     "cuDeviceGetDevResource",
@@ -706,6 +713,78 @@ pub(crate) mod launch {
     pub(crate) unsafe fn graph(exec: u64, s: CUstream) -> Result<(), HalError> {
         // SAFETY: the caller guarantees it.
         check("cuGraphLaunch", unsafe { sys::cuGraphLaunch(exec as sys::CUgraphExec, s) })
+    }
+}
+
+/// Stream capture and executable graphs in the primary context (the graph census builds graphs
+/// the way applications do).
+pub(crate) mod capture {
+    use super::*;
+
+    /// A non-blocking stream of the current context.
+    pub(crate) fn stream_create() -> Result<CUstream, HalError> {
+        let mut s = std::ptr::null_mut();
+        // SAFETY: out-pointer is a live local; NON_BLOCKING is a valid flag.
+        check("cuStreamCreate", unsafe {
+            sys::cuStreamCreate(&mut s, sys::CUstream_flags::CU_STREAM_NON_BLOCKING as u32)
+        })?;
+        Ok(s)
+    }
+
+    /// Makes `s` wait for the work before event `e` (joins a capture's branches).
+    ///
+    /// # Safety
+    /// `s` and `e` must be live.
+    pub(crate) unsafe fn wait_event(s: CUstream, e: CUevent) -> Result<(), HalError> {
+        // SAFETY: the caller guarantees both handles.
+        check("cuStreamWaitEvent", unsafe { sys::cuStreamWaitEvent(s, e, 0) })
+    }
+
+    /// Starts capturing `s` (thread-local mode: other threads' calls are unaffected).
+    ///
+    /// # Safety
+    /// `s` must be live and not capturing.
+    pub(crate) unsafe fn begin(s: CUstream) -> Result<(), HalError> {
+        // SAFETY: the caller guarantees `s`.
+        check("cuStreamBeginCapture_v2", unsafe {
+            sys::cuStreamBeginCapture_v2(s, sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)
+        })
+    }
+
+    /// Ends the capture of `s` and returns the captured graph.
+    ///
+    /// # Safety
+    /// `s` must be live and capturing.
+    pub(crate) unsafe fn end(s: CUstream) -> Result<CUgraph, HalError> {
+        let mut g = std::ptr::null_mut();
+        // SAFETY: the caller guarantees `s`; the out-pointer is a live local.
+        check("cuStreamEndCapture", unsafe { sys::cuStreamEndCapture(s, &mut g) })?;
+        Ok(g)
+    }
+
+    /// Instantiates `g` into an executable graph.
+    ///
+    /// # Safety
+    /// `g` must be live.
+    pub(crate) unsafe fn instantiate(g: CUgraph) -> Result<CUgraphExec, HalError> {
+        let mut e = std::ptr::null_mut();
+        // SAFETY: the caller guarantees `g`; the out-pointer is a live local.
+        check("cuGraphInstantiateWithFlags", unsafe { sys::cuGraphInstantiateWithFlags(&mut e, g, 0) })?;
+        Ok(e)
+    }
+
+    /// # Safety
+    /// `e` must be live and not used afterwards (launches in flight finish).
+    pub(crate) unsafe fn destroy_exec(e: CUgraphExec) -> Result<(), HalError> {
+        // SAFETY: the caller guarantees it.
+        check("cuGraphExecDestroy", unsafe { sys::cuGraphExecDestroy(e) })
+    }
+
+    /// # Safety
+    /// `g` must be live and not used afterwards.
+    pub(crate) unsafe fn destroy_graph(g: CUgraph) -> Result<(), HalError> {
+        // SAFETY: the caller guarantees it.
+        check("cuGraphDestroy", unsafe { sys::cuGraphDestroy(g) })
     }
 }
 

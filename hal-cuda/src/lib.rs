@@ -16,7 +16,8 @@
 //! - [`PhysicalPartition::can_execute`](vitamin_hal::PhysicalPartition::can_execute) refuses
 //!   cooperative launches whose blocks cannot all be co-resident on the partition (occupancy x
 //!   SMs) and cluster launches whose shape the partition's SMs cannot hold.
-//! - [`census`] reads which physical SMs a partition's launches use; [`determinism`] is the
+//! - [`census`] reads which physical SMs a partition's launches use (plain launches, and the
+//!   kernels of a graph launched as one op: [`graph`] captures such graphs); [`determinism`] is the
 //!   fixed-structure vs reshaped determinism suite behind `vitamin determinism`.
 //!
 //! ## Contract
@@ -32,6 +33,7 @@ pub mod census;
 pub mod determinism;
 mod device;
 pub mod driver;
+pub mod graph;
 pub mod nvrtc;
 mod partition;
 pub mod probe;

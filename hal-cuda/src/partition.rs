@@ -264,56 +264,10 @@ impl CudaPartition {
         Ok(n)
     }
 
-    fn launch_kernel(&self, s: CUstream, k: &KernelLaunch) -> Result<(), HalError> {
-        let args = k.args();
-        let base = args.bytes().as_ptr();
-        let mut params: SmallVec<[*mut c_void; 16]> = args
-            .params()
-            .iter()
-            // The driver only reads through these pointers; `from_layout` checked the bounds.
-            .map(|p| base.wrapping_add(p.offset as usize).cast_mut().cast::<c_void>())
-            .collect();
-        let a = k.attributes();
-        let mut attrs: SmallVec<[launch::RawLaunchAttribute; 4]> = SmallVec::new();
-        if a.cooperative() {
-            attrs.push(launch::RawLaunchAttribute::new(2, &1i32.to_le_bytes()));
-        }
-        if let Some(c) = a.cluster() {
-            attrs.push(launch::RawLaunchAttribute::new(4, &cluster_bytes(c)));
-        }
-        if let Some(p) = a.priority() {
-            attrs.push(launch::RawLaunchAttribute::new(8, &p.to_le_bytes()));
-        }
-        for r in a.raw() {
-            attrs.push(launch::RawLaunchAttribute::new(r.id, &r.value));
-        }
-        let (g, b) = (k.grid(), k.block());
-        let params_ptr = if params.is_empty() { std::ptr::null_mut() } else { params.as_mut_ptr() };
-        if attrs.is_empty() {
-            // SAFETY: as below; without attributes `cuLaunchKernel` is the same launch.
-            return unsafe {
-                launch::kernel(
-                    k.function().handle() as driver::CUfunction,
-                    [g.x, g.y, g.z],
-                    [b.x, b.y, b.z],
-                    k.shared_mem_bytes(),
-                    s,
-                    params_ptr,
-                )
-            };
-        }
-        let cfg = launch::config([g.x, g.y, g.z], [b.x, b.y, b.z], k.shared_mem_bytes(), s, &mut attrs);
-        // SAFETY: the function handle is a live CUfunction or CUkernel (the descriptor's), `s` is a
-        // live stream of this partition, `params` holds one pointer per parameter into the
-        // descriptor's argument bytes (alive for the call; the driver copies them at launch), and
-        // `attrs` outlives the call.
-        unsafe { launch::kernel_ex(&cfg, k.function().handle() as driver::CUfunction, params_ptr) }
-    }
-
     fn submit_locked(&self, lane: &mut Lane, op: &OpDesc) -> Result<(), HalError> {
         let s = lane.stream;
         match op {
-            OpDesc::Kernel(k) => self.launch_kernel(s, k),
+            OpDesc::Kernel(k) => launch_kernel(s, k),
             OpDesc::Copy(c) => {
                 let addr = |e: &Endpoint| match e {
                     Endpoint::Device(a) | Endpoint::Host(a) => *a,
@@ -379,6 +333,55 @@ impl CudaPartition {
             _ => Ok(None),
         }
     }
+}
+
+/// Launches `k` unchanged on stream `s` with `cuLaunchKernelEx` (its function, grid, block, dynamic
+/// shared memory, attributes; one parameter pointer per parameter into its argument bytes), or with
+/// `cuLaunchKernel` when it has no attributes.
+pub(crate) fn launch_kernel(s: CUstream, k: &KernelLaunch) -> Result<(), HalError> {
+    let args = k.args();
+    let base = args.bytes().as_ptr();
+    let mut params: SmallVec<[*mut c_void; 16]> = args
+        .params()
+        .iter()
+        // The driver only reads through these pointers; `from_layout` checked the bounds.
+        .map(|p| base.wrapping_add(p.offset as usize).cast_mut().cast::<c_void>())
+        .collect();
+    let a = k.attributes();
+    let mut attrs: SmallVec<[launch::RawLaunchAttribute; 4]> = SmallVec::new();
+    if a.cooperative() {
+        attrs.push(launch::RawLaunchAttribute::new(2, &1i32.to_le_bytes()));
+    }
+    if let Some(c) = a.cluster() {
+        attrs.push(launch::RawLaunchAttribute::new(4, &cluster_bytes(c)));
+    }
+    if let Some(p) = a.priority() {
+        attrs.push(launch::RawLaunchAttribute::new(8, &p.to_le_bytes()));
+    }
+    for r in a.raw() {
+        attrs.push(launch::RawLaunchAttribute::new(r.id, &r.value));
+    }
+    let (g, b) = (k.grid(), k.block());
+    let params_ptr = if params.is_empty() { std::ptr::null_mut() } else { params.as_mut_ptr() };
+    if attrs.is_empty() {
+        // SAFETY: as below; without attributes `cuLaunchKernel` is the same launch.
+        return unsafe {
+            launch::kernel(
+                k.function().handle() as driver::CUfunction,
+                [g.x, g.y, g.z],
+                [b.x, b.y, b.z],
+                k.shared_mem_bytes(),
+                s,
+                params_ptr,
+            )
+        };
+    }
+    let cfg = launch::config([g.x, g.y, g.z], [b.x, b.y, b.z], k.shared_mem_bytes(), s, &mut attrs);
+    // SAFETY: the function handle is a live CUfunction or CUkernel (the descriptor's), `s` is a
+    // live stream of this partition, `params` holds one pointer per parameter into the
+    // descriptor's argument bytes (alive for the call; the driver copies them at launch), and
+    // `attrs` outlives the call.
+    unsafe { launch::kernel_ex(&cfg, k.function().handle() as driver::CUfunction, params_ptr) }
 }
 
 fn cluster_bytes(c: vitamin_hal::Dim3) -> [u8; 12] {

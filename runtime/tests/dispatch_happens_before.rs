@@ -2,8 +2,8 @@
 //! continuation (issue 5, check 1).
 //!
 //! Random programs of several clients (one vCtx each) record kernels (the simulated `busy`
-//! kernel with random grids, block shapes and costs, some cooperative), device and host copies,
-//! fills and host functions on the legacy default stream and on blocking, non-blocking and
+//! kernel with random grids, block shapes and costs, some cooperative), graph launches (bound to
+//! one node through `Policy::select_graph`), device and host copies, fills and host functions on the legacy default stream and on blocking, non-blocking and
 //! per-thread default streams, with event records and cross-stream waits, interleaved with
 //! dispatcher rounds and virtual-time steps (so ops are recorded while earlier ones run) and
 //! with deadline advice (so TPOT-First reserves and reclaims). Everything runs on the simulated
@@ -44,9 +44,9 @@ use std::time::Duration;
 use proptest::prelude::*;
 use vitamin_hal::sim::{SimBackend, HOST_FN_NS};
 use vitamin_hal::{
-    Backend, Copy, Dim3, Endpoint, Fill, HostFunction, KernelArgs, KernelLaunch, LaunchAttributes, OpDesc,
+    Backend, Copy, Dim3, Endpoint, Fill, GraphLaunch, HostFunction, KernelArgs, KernelLaunch, LaunchAttributes, OpDesc,
 };
-use vitamin_runtime::dispatch::{DispatchConfig, DispatchStats, Dispatcher, Span};
+use vitamin_runtime::dispatch::{DispatchConfig, DispatchStats, Dispatcher, Span, SERVICE_NODE};
 use vitamin_runtime::policy::{ClientClass, PolicyKind};
 use vitamin_runtime::profile::Profiles;
 use vitamin_runtime::{EventId, HolderId, OpId, StreamId, StreamKind, VctxId, VirtualContext};
@@ -70,10 +70,22 @@ struct ClientSpec {
 
 #[derive(Debug, Clone)]
 enum Work {
-    Kernel { grid: u32, threads: u32, block_ns: u32, cooperative: bool },
-    Copy { bytes: u32, to_host: bool },
-    Fill { count: u32 },
+    Kernel {
+        grid: u32,
+        threads: u32,
+        block_ns: u32,
+        cooperative: bool,
+    },
+    Copy {
+        bytes: u32,
+        to_host: bool,
+    },
+    Fill {
+        count: u32,
+    },
     Host,
+    /// A graph launch (one op on one node; the simulated device runs it as a fixed 20 us).
+    Graph,
 }
 
 /// Indices are reduced modulo the actual counts when executed, so shrinking keeps steps valid.
@@ -137,6 +149,7 @@ fn work() -> impl Strategy<Value = Work> {
         1 => (1u32..=(1 << 19), any::<bool>()).prop_map(|(bytes, to_host)| Work::Copy { bytes, to_host }),
         1 => (1u32..=4096).prop_map(|count| Work::Fill { count }),
         1 => Just(Work::Host),
+        1 => Just(Work::Graph),
     ]
 }
 
@@ -367,6 +380,9 @@ fn run_case(case: &Case, policy: PolicyKind) -> Result<Outcome, String> {
                         Arc::new(OpDesc::Fill(Fill::new(c.buffer, x as u32, 4, u64::from(count)).expect("valid"))),
                         "fill",
                     ),
+                    Work::Graph => {
+                        (Arc::new(OpDesc::Graph(GraphLaunch::new(0x6000 + x as u64, format!("graph{x}")))), "graph")
+                    }
                     Work::Host => {
                         let (log, clock) = (host_log.clone(), sim.clone());
                         let f = HostFunction::new(format!("host{x}"), move || {
@@ -476,6 +492,18 @@ fn check(case: &Case, out: &Outcome) -> Result<(), String> {
     }
     if out.stats.completed != out.ops.len() as u64 || out.stats.failed != 0 {
         return Err(format!("{} ops recorded, dispatcher stats {:?}", out.ops.len(), out.stats));
+    }
+    // Graph launches occupy units: each ran on a pool node (bound through `select_graph` or by lane
+    // continuation), never on the service partition.
+    let graphs = out.ops.iter().filter(|o| o.label == "graph").count() as u64;
+    if out.stats.graphs > graphs {
+        return Err(format!("{graphs} graph launches recorded, {} bound as graphs: {:?}", out.stats.graphs, out.stats));
+    }
+    for (x, o) in out.ops.iter().enumerate() {
+        let s = &out.spans[span_of[x].expect("checked")];
+        if o.label == "graph" && s.node == SERVICE_NODE {
+            return Err(format!("graph launch op {x} ran on the service partition: {s:?}"));
+        }
     }
 
     // Physical start: the lane rule over each (node, lane) in completion (= FIFO) order.

@@ -391,3 +391,49 @@ fn per_thread_default_stream_of_an_exited_thread_is_released() {
     assert_eq!(l.preds.as_slice(), &[a.op], "and still orders the legacy stream");
     assert_ne!(c.per_thread_default_stream(9), t, "a new thread with the same key gets a new stream");
 }
+
+/// `wait_submitted` (what `cuGraphExecDestroy` after a deferred `cuGraphLaunch` waits for): it
+/// returns once every op was handed to a backend lane, without waiting for completion; retired,
+/// failed and unknown ops count as submitted.
+#[test]
+fn waiting_for_submission_wakes_on_submission_not_completion() {
+    let c = Arc::new(ctx());
+    let s = c.create_stream(StreamKind::NonBlocking, 0);
+    let a = c.record_op(s, op()).unwrap().op;
+    let b = c.record_op(s, op()).unwrap().op;
+    assert!(!c.is_submitted(a) && !c.is_submitted(b));
+    assert!(c.is_submitted(OpId(999)), "an unknown op counts as submitted");
+    assert!(!c.wait_submitted_timeout(&[a, b], Duration::from_millis(20)), "nothing was submitted");
+
+    let done = Arc::new(AtomicBool::new(false));
+    let waiter = {
+        let (c, done) = (c.clone(), done.clone());
+        thread::spawn(move || {
+            c.wait_submitted(&[a, b]);
+            done.store(true, Ordering::SeqCst);
+        })
+    };
+    c.mark_submitted(a);
+    thread::sleep(Duration::from_millis(30));
+    assert!(!done.load(Ordering::SeqCst), "returned before b was submitted");
+    // b is submitted early (lane continuation) while a still runs: enough, although neither completed.
+    c.mark_submitted(b);
+    waiter.join().unwrap();
+    assert!(done.load(Ordering::SeqCst));
+    assert!(c.is_submitted(b) && !c.is_complete(b), "submitted, still running");
+    assert!(c.wait_submitted_timeout(&[a, b], Duration::ZERO));
+
+    // An op that fails without ever being submitted (rejected at intake) retires: no hang.
+    let x = c.record_op(s, op()).unwrap().op;
+    let waiter = {
+        let c = c.clone();
+        thread::spawn(move || c.wait_submitted(&[x]))
+    };
+    thread::sleep(Duration::from_millis(10));
+    c.satisfy(a);
+    c.satisfy(b);
+    c.fail(x, "no node can run it".into());
+    waiter.join().unwrap();
+    assert!(c.is_submitted(x) && c.is_complete(x));
+    assert_eq!(c.blocked_threads(), 0);
+}

@@ -2,7 +2,7 @@
 //!
 //! | variable | meaning |
 //! | --- | --- |
-//! | `VITAMIN_MODE` | `observe` (default): forward every call unchanged and count. `passthrough`: forward without counting (to measure the bare interposition cost). `bind`: late-bind asynchronous work to the green-context pool (see `crate::bind`), counting like observe mode. |
+//! | `VITAMIN_MODE` | `bind` (default): late-bind asynchronous work to the green-context pool (see `crate::bind`), counting like observe mode. `observe`: forward every call unchanged and count. `passthrough`: forward without counting (to measure the bare interposition cost). Case-insensitive; an unknown value runs observe mode (the one that changes nothing) and says so. |
 //! | `VITAMIN_POLICY` | bind mode's policy: `throughput` (default), `tpot`, `static`, `exclusive` or `chaos`. |
 //! | `VITAMIN_SEED` | seed of the Chaos policy (default 0x5eed). |
 //! | `VITAMIN_LANE_CONTINUATION` | `1` (default) or `0` (strict readiness: every op waits for its predecessors' observed completion). |
@@ -109,10 +109,10 @@ impl Config {
     /// Reads the configuration through `get` (the environment in the shim, a map in tests).
     pub fn from_lookup(get: impl Fn(&str) -> Option<String>) -> Config {
         let mut notes = Vec::new();
-        let mode = match get("VITAMIN_MODE").as_deref().map(str::trim) {
-            None | Some("") | Some("observe") => Mode::Observe,
+        let mode = match get("VITAMIN_MODE").map(|m| m.trim().to_ascii_lowercase()).as_deref() {
+            None | Some("") | Some("bind") => Mode::Bind,
+            Some("observe") => Mode::Observe,
             Some("passthrough") | Some("off") => Mode::Passthrough,
-            Some("bind") => Mode::Bind,
             Some(other) => {
                 notes.push(format!(
                     "unknown VITAMIN_MODE={other:?} (expected observe, bind or passthrough); running in observe mode"
@@ -192,9 +192,11 @@ mod tests {
     }
 
     #[test]
-    fn defaults_are_silent_observe_without_census() {
+    fn defaults_are_silent_bind_without_census() {
         let c = config(&[]);
-        assert_eq!(c.mode, Mode::Observe);
+        assert_eq!(c.mode, Mode::Bind);
+        assert_eq!(config(&[("VITAMIN_MODE", "")]).mode, Mode::Bind);
+        assert_eq!(config(&[("VITAMIN_MODE", "  ")]).mode, Mode::Bind);
         assert_eq!(c.mode_note, None);
         assert_eq!(c.census, None);
         assert_eq!(c.log, LogLevel::Off);
@@ -204,13 +206,18 @@ mod tests {
     #[test]
     fn modes() {
         assert_eq!(config(&[("VITAMIN_MODE", "observe")]).mode, Mode::Observe);
+        assert_eq!(config(&[("VITAMIN_MODE", "Observe ")]).mode, Mode::Observe);
         assert_eq!(config(&[("VITAMIN_MODE", "passthrough")]).mode, Mode::Passthrough);
+        assert_eq!(config(&[("VITAMIN_MODE", "off")]).mode, Mode::Passthrough);
+        assert_eq!(config(&[("VITAMIN_MODE", "BIND")]).mode, Mode::Bind);
         let bind = config(&[("VITAMIN_MODE", "bind")]);
         assert_eq!(bind.mode, Mode::Bind);
         assert_eq!(bind.mode_note, None);
+        // An unknown value changes nothing: observe mode, with a note saying so.
         let odd = config(&[("VITAMIN_MODE", "turbo")]);
         assert_eq!(odd.mode, Mode::Observe);
-        assert!(odd.mode_note.unwrap().contains("turbo"));
+        let note = odd.mode_note.unwrap();
+        assert!(note.contains("turbo") && note.contains("observe"), "{note}");
     }
 
     #[test]

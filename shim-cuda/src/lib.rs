@@ -1,12 +1,15 @@
 //! # libvitamin_cuda.so: the CUDA interposer
 //!
 //! Loaded with `LD_PRELOAD` (by `vitamin run`), the library sits between an unmodified CUDA
-//! application and the driver. **Observe mode** (the default): every intercepted call is forwarded
-//! unchanged (same function the application would have called, same arguments, same result), and
-//! the shim counts calls per API and launches per kernel configuration, writing a census JSON at
-//! exit when `VITAMIN_CENSUS` asks for one (see [`config`]). **Bind mode** (`VITAMIN_MODE=bind`,
-//! [`bind`]): asynchronous work becomes ops of a virtual context, late-bound by an in-process
-//! coordinator to the green-context pool, while the application sees native semantics.
+//! application and the driver. **Bind mode** (the default, [`bind`]): asynchronous work (kernel
+//! launches, cooperative and cluster ones included, graph launches, copies, fills, host functions)
+//! becomes ops of a virtual context, late-bound by an in-process coordinator to the green-context
+//! pool, while the application sees native semantics; if bind mode cannot start (no green
+//! contexts, not the primary context), the process runs in observe mode and the census says why.
+//! **Observe mode** (`VITAMIN_MODE=observe`): every intercepted call is forwarded unchanged (same
+//! function the application would have called, same arguments, same result). Both count calls per
+//! API and launches per kernel configuration, writing a census JSON at exit when `VITAMIN_CENSUS`
+//! asks for one (see [`config`]).
 //!
 //! ## Routes to the driver, all intercepted
 //! 1. Direct linking: the library exports every hooked driver symbol (`cuLaunchKernel`,

@@ -31,7 +31,7 @@ pub enum Family {
     Event,
     /// Copies, fills, frees.
     Memory,
-    /// Graph launch and upload.
+    /// Graph launch and upload, and the calls that change or destroy an executable graph.
     Graph,
     /// Context synchronization.
     Ctx,
@@ -248,6 +248,24 @@ macro_rules! for_each_hook {
             [Graph graph cuGraphLaunch_ptsz "cuGraphLaunch" 10000 Ptsz]
             [Graph graph cuGraphUpload "cuGraphUpload" 11010 Legacy]
             [Graph graph cuGraphUpload_ptsz "cuGraphUpload" 11010 Ptsz]
+            // ---- graph: calls that change or destroy an executable graph (they wait for the
+            // submission of its deferred launches in bind mode)
+            [Graph graph cuGraphExecDestroy "cuGraphExecDestroy" 10000 Legacy]
+            [Graph graph cuGraphExecUpdate "cuGraphExecUpdate" 10020 Legacy]
+            [Graph graph cuGraphExecUpdate_v2 "cuGraphExecUpdate" 12000 Legacy]
+            [Graph graph cuGraphExecKernelNodeSetParams "cuGraphExecKernelNodeSetParams" 10010 Legacy]
+            [Graph graph cuGraphExecKernelNodeSetParams_v2 "cuGraphExecKernelNodeSetParams" 12000 Legacy]
+            [Graph graph cuGraphExecMemcpyNodeSetParams "cuGraphExecMemcpyNodeSetParams" 10020 Legacy]
+            [Graph graph cuGraphExecMemsetNodeSetParams "cuGraphExecMemsetNodeSetParams" 10020 Legacy]
+            [Graph graph cuGraphExecHostNodeSetParams "cuGraphExecHostNodeSetParams" 10020 Legacy]
+            [Graph graph cuGraphExecChildGraphNodeSetParams "cuGraphExecChildGraphNodeSetParams" 11010 Legacy]
+            [Graph graph cuGraphExecEventRecordNodeSetEvent "cuGraphExecEventRecordNodeSetEvent" 11010 Legacy]
+            [Graph graph cuGraphExecEventWaitNodeSetEvent "cuGraphExecEventWaitNodeSetEvent" 11010 Legacy]
+            [Graph graph cuGraphExecExternalSemaphoresSignalNodeSetParams "cuGraphExecExternalSemaphoresSignalNodeSetParams" 11020 Legacy]
+            [Graph graph cuGraphExecExternalSemaphoresWaitNodeSetParams "cuGraphExecExternalSemaphoresWaitNodeSetParams" 11020 Legacy]
+            [Graph graph cuGraphExecBatchMemOpNodeSetParams "cuGraphExecBatchMemOpNodeSetParams" 11070 Legacy]
+            [Graph graph cuGraphExecNodeSetParams "cuGraphExecNodeSetParams" 12020 Legacy]
+            [Graph graph cuGraphNodeSetEnabled "cuGraphNodeSetEnabled" 11060 Legacy]
             // ---- ctx
             [Ctx ctx cuCtxSynchronize "cuCtxSynchronize" 2000 Legacy]
             [Ctx ctx cuCtxSynchronize_v2 "cuCtxSynchronize" 13000 Legacy]
@@ -499,6 +517,10 @@ mod tests {
             "cuStreamEndCapture",
             "cuStreamIsCapturing",
             "cuGraphLaunch",
+            "cuGraphUpload",
+            "cuGraphExecDestroy",
+            "cuGraphExecUpdate",
+            "cuGraphExecKernelNodeSetParams",
             "cuMemFree",
             "cuMemFreeAsync",
             "cuGetProcAddress",

@@ -9,23 +9,22 @@
 //! shows every valid launch submitted **unchanged** (function, grid, block, shared memory, argument
 //! values, attributes) and, under bind mode, on green-context streams only; the fake driver's
 //! execution log respects every happens-before edge of the program; the census reports what bind
-//! mode did. Chaos must spread the launches over several partitions. The one cluster launch runs
-//! natively (bind mode does not bind cooperative or cluster launches yet).
+//! mode did. Chaos must spread the launches over several partitions. Cooperative and cluster
+//! launches are bound too, only to partitions that hold them (the fake driver fails them
+//! elsewhere, like the real one); those that not even the whole device holds fail synchronously
+//! with the driver's own error (`CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE`, an invalid cluster).
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
 use std::sync::OnceLock;
-use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
 mod support;
-use support::{build_fake_driver, compile, shim_path};
+use support::{build_fake_driver, check_exec_order, compile, run_async_app, shim_path, AppRun};
 
 struct Fixture {
     dir: PathBuf,
-    shim: PathBuf,
     app: PathBuf,
 }
 
@@ -46,65 +45,22 @@ fn fixture() -> &'static Fixture {
             &format!("-L{}", dir.display()),
             "-lcuda",
         ]);
-        Fixture { dir, shim: shim_path(), app }
+        shim_path(); // built before the first run
+        Fixture { dir, app }
     })
 }
 
-/// One run's output and the fake driver's two logs.
-struct Run {
-    out: Output,
-    calls: String,
-    exec: String,
-    census: Option<Value>,
-}
+type Run = AppRun;
 
 /// Runs the program with the asynchronous fake driver; `bind` adds the shim in bind mode with
-/// these extra variables. Fails the test if the program does not finish within a minute.
+/// these extra variables.
 fn run(name: &str, bind: Option<&[(&str, &str)]>, extra_env: &[(&str, &str)]) -> Run {
     let f = fixture();
-    let calls = f.dir.join(format!("{name}.calls"));
-    let exec = f.dir.join(format!("{name}.exec"));
-    let census = f.dir.join(format!("{name}.census.json"));
-    for p in [&calls, &exec, &census] {
-        let _ = std::fs::remove_file(p);
-    }
-    let mut cmd = Command::new(&f.app);
-    for (k, _) in std::env::vars() {
-        if k.starts_with("VITAMIN_") || k.starts_with("FAKE_CUDA") || k == "LD_PRELOAD" {
-            cmd.env_remove(k);
-        }
-    }
-    cmd.env("LD_LIBRARY_PATH", &f.dir)
-        .env("FAKE_CUDA_LOG", &calls)
-        .env("FAKE_CUDA_EXEC_LOG", &exec)
-        .env("FAKE_CUDA_DELAY_US", "2000");
-    if let Some(vars) = bind {
-        cmd.env("LD_PRELOAD", &f.shim).env("VITAMIN_MODE", "bind").env("VITAMIN_CENSUS", &census);
-        for (k, v) in vars {
-            cmd.env(k, v);
-        }
-    }
-    for (k, v) in extra_env {
-        cmd.env(k, v);
-    }
-    let mut child = cmd.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("run bind_app");
-    let start = Instant::now();
-    while child.try_wait().expect("wait").is_none() {
-        if start.elapsed() > Duration::from_secs(60) {
-            let _ = child.kill();
-            let out = child.wait_with_output().unwrap();
-            panic!("{name}: bind_app did not finish within 60 s (hang?)\n{}", String::from_utf8_lossy(&out.stdout));
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let out = child.wait_with_output().unwrap();
-    let read = |p: &Path| std::fs::read_to_string(p).unwrap_or_default();
-    let census = std::fs::read_to_string(&census).ok().map(|t| serde_json::from_str(&t).expect("census JSON"));
-    Run { out, calls: read(&calls), exec: read(&exec), census }
+    run_async_app(&f.app, &f.dir, name, bind, extra_env)
 }
 
 fn stdout(r: &Run) -> String {
-    String::from_utf8_lossy(&r.out.stdout).into_owned()
+    r.stdout()
 }
 
 fn native() -> &'static Run {
@@ -123,11 +79,11 @@ fn launches(calls: &str) -> (BTreeMap<String, usize>, Vec<String>, BTreeMap<Stri
     let mut valid = BTreeMap::new();
     let mut contexts = Vec::new();
     let mut invalid = BTreeMap::new();
-    for line in calls.lines().filter(|l| l.starts_with("cuLaunchKernel")) {
+    for line in calls.lines().filter(|l| l.starts_with("cuLaunch") && !l.starts_with("cuLaunchHostFunc")) {
         let mut words = line.split_whitespace();
         let _entry = words.next();
         let rest: Vec<&str> = words.collect();
-        if line.ends_with("-> INVALID") {
+        if line.contains(" -> ") {
             *invalid.entry(rest.join(" ")).or_default() += 1;
             continue;
         }
@@ -166,26 +122,16 @@ const EDGES: &[(&str, &str)] = &[
     ("mark after event sync e2", "begin k10"),
     ("end k5", "begin k10"),
     ("end k10", "mark after ctx sync"),
+    ("end k9", "begin k11"),
+    ("end k10", "begin k12"),
+    ("end copy host<-A1+0 16384", "begin k13"),
+    ("end k11", "mark after ctx sync"),
+    ("end k12", "mark after ctx sync"),
+    ("end k13", "mark after ctx sync"),
 ];
 
-/// Position of each line of the execution log, by its text without the ` ctx=.. stream=..` tail.
-fn positions(exec: &str) -> HashMap<String, usize> {
-    let mut pos = HashMap::new();
-    for (i, line) in exec.lines().enumerate() {
-        let key = line.split(" ctx=").next().unwrap().to_string();
-        assert!(pos.insert(key.clone(), i).is_none(), "`{key}` appears twice in the execution log:\n{exec}");
-    }
-    pos
-}
-
 fn check_order(name: &str, exec: &str) {
-    let pos = positions(exec);
-    for (a, b) in EDGES {
-        let (Some(pa), Some(pb)) = (pos.get(*a), pos.get(*b)) else {
-            panic!("{name}: `{a}` or `{b}` missing from the execution log:\n{exec}");
-        };
-        assert!(pa < pb, "{name}: `{b}` (line {pb}) did not wait for `{a}` (line {pa}):\n{exec}");
-    }
+    check_exec_order(name, exec, EDGES);
 }
 
 /// Context (`p` or `g<n>`) each kernel ran on, from the execution log.
@@ -207,19 +153,43 @@ fn check_bind_run(name: &str, r: &Run) {
     assert_eq!(stdout(r), stdout(n), "{name}: the program's output differs from the native run");
     let (native_valid, native_ctx, native_invalid) = launches(&n.calls);
     let (valid, ctx, invalid) = launches(&r.calls);
-    assert_eq!(native_valid.values().sum::<usize>(), 11, "the program makes 11 valid launches");
+    assert_eq!(native_valid.values().sum::<usize>(), 14, "the program makes 14 valid launches");
+    assert_eq!(native_invalid.values().sum::<usize>(), 6, "and 6 invalid ones: {native_invalid:?}");
     assert_eq!(valid, native_valid, "{name}: launches were not submitted unchanged");
-    assert_eq!(invalid, native_invalid, "{name}: the invalid launches must reach the driver as made");
+    assert_eq!(
+        invalid, native_invalid,
+        "{name}: the invalid launches must reach the driver as made, and only they fail"
+    );
     assert!(native_ctx.iter().all(|c| c == "p"));
     check_order(name, &r.exec);
-    // Every kernel ran on a green context, except the cluster launch k10, which bind mode runs
-    // natively for now (on the application's stream, after draining it).
+    // Every kernel ran on a green context, cooperative and cluster launches included.
     let kernels = kernel_contexts(&r.exec);
-    assert_eq!(kernels.len(), 11);
+    assert_eq!(kernels.len(), 14);
     for (k, c) in &kernels {
-        assert_eq!(c.starts_with('g'), k != "k10", "{name}: {k} ran on {c}: {kernels:?}");
+        assert!(c.starts_with('g'), "{name}: {k} ran on {c}: {kernels:?}");
     }
-    assert_eq!(ctx.iter().filter(|c| c.starts_with('g')).count(), 10, "{name}: {ctx:?}");
+    assert_eq!(ctx.iter().filter(|c| c.starts_with('g')).count(), 14, "{name}: {ctx:?}");
+    // Constrained launches ran only on partitions that hold them: 100 and 40 co-resident blocks at 8
+    // per SM need 13 and 5 SMs; clusters of 8 blocks need 8 SMs (the fake would fail them otherwise).
+    let sms = green_sms(&r.calls);
+    for (k, need) in [("k11", 13), ("k12", 5), ("k13", 8)] {
+        let g = &kernels[k];
+        assert!(sms[g] >= need, "{name}: {k} ran on {g} with {} SMs, needs {need}", sms[g]);
+    }
+}
+
+/// SMs of each green context (`g<n>`), from the fake driver's `cuGreenCtxCreate` lines.
+fn green_sms(calls: &str) -> BTreeMap<String, u32> {
+    calls
+        .lines()
+        .filter_map(|l| l.strip_prefix("cuGreenCtxCreate "))
+        .map(|rest| {
+            let mut w = rest.split_whitespace();
+            let g = w.next().unwrap().to_string();
+            let sms = w.find_map(|x| x.strip_prefix("sms=")).unwrap().parse().unwrap();
+            (g, sms)
+        })
+        .collect()
 }
 
 fn bind_census(r: &Run) -> &Value {
@@ -246,9 +216,10 @@ fn chaos_binds_every_launch_unchanged_to_green_contexts_in_happens_before_order(
     // 36 SMs split by 8: four leaves of 8 and a remainder of 4, so 4*5 - 5 = 15 nodes.
     assert_eq!(b["nodes"].as_array().unwrap().len(), 15, "{b:#}");
     let ops = &b["ops"];
-    assert_eq!(ops["kernels"], 10, "{ops}");
-    assert_eq!(ops["native_cooperative_or_cluster"], 1);
-    assert_eq!(ops["invalid_launches"], 4);
+    assert_eq!(ops["kernels"], 14, "{ops}");
+    assert_eq!(ops["cooperative_or_cluster"], 4, "{ops}");
+    assert_eq!(ops["native_cooperative_or_cluster"], 0);
+    assert_eq!(ops["invalid_launches"], 6);
     assert_eq!(ops["staged_copies"], 1);
     assert_eq!(ops["staged_bytes"], 16384);
     assert_eq!(ops["copies"], 2, "staged H2D and pinned D2H; the pageable D2H took the native path");
@@ -256,13 +227,13 @@ fn chaos_binds_every_launch_unchanged_to_green_contexts_in_happens_before_order(
     assert_eq!(ops["host_functions"], 1);
     let per_node: Vec<u64> =
         b["dispatcher"]["per_node"].as_array().expect("dispatcher stats").iter().map(|v| v.as_u64().unwrap()).collect();
-    assert_eq!(per_node.iter().sum::<u64>(), 10, "every kernel ran on some pool node: {per_node:?}");
+    assert_eq!(per_node.iter().sum::<u64>(), 14, "every kernel ran on some pool node: {per_node:?}");
     // At least five launches are bound afresh (their predecessors are copies, fills or finished
-    // work, or sit on different lanes), each to a random eligible node of 15; how many of the rest
+    // work, or sit on different lanes), each to a random eligible node of up to 15; how many of the rest
     // continue on a predecessor's lane depends on timing. Two distinct nodes is what cannot fail by
     // chance (all five on one node: about 2e-5).
     let used = per_node.iter().filter(|&&n| n > 0).count();
-    assert!(used >= 2, "chaos should spread 10 launches over several nodes, used {used}: {per_node:?}");
+    assert!(used >= 2, "chaos should spread 14 launches over several nodes, used {used}: {per_node:?}");
     let distinct: std::collections::BTreeSet<_> =
         kernel_contexts(&r.exec).into_values().filter(|c| c.starts_with('g')).collect();
     assert_eq!(distinct.len(), used, "green contexts in the execution log vs nodes in the census");
@@ -303,5 +274,22 @@ fn without_green_contexts_bind_mode_falls_back_to_observe() {
     let reason = b["reason"].as_str().unwrap();
     assert!(reason.contains("unavailable") && reason.contains("green"), "{reason}");
     // Counting goes on as in observe mode.
-    assert_eq!(r.census.as_ref().unwrap()["totals"]["kernel_launches"], 11);
+    assert_eq!(r.census.as_ref().unwrap()["totals"]["kernel_launches"], 14);
+}
+
+/// Bind mode is the default: preloading the shim without `VITAMIN_MODE` binds every launch, as
+/// `VITAMIN_MODE=bind` does.
+#[test]
+fn bind_is_the_default_mode() {
+    let f = fixture();
+    let census = f.dir.join("default.census.json");
+    let _ = std::fs::remove_file(&census);
+    let shim = shim_path();
+    let r =
+        run("default", None, &[("LD_PRELOAD", shim.to_str().unwrap()), ("VITAMIN_CENSUS", census.to_str().unwrap())]);
+    check_bind_run("default", &r);
+    let c: Value = serde_json::from_str(&std::fs::read_to_string(&census).expect("census")).expect("JSON");
+    assert_eq!(c["mode"], "bind");
+    assert_eq!(c["bind"]["active"], true, "{:#}", c["bind"]);
+    assert_eq!(c["bind"]["policy"], "throughput", "the default policy");
 }

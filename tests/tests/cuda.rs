@@ -143,6 +143,40 @@ fn smid_census_matches_the_leaves() {
     }
 }
 
+/// Which SMs a graph's kernels use when the graph, captured in the primary context, is launched as
+/// one op (`OpDesc::Graph`, `cuGraphLaunch` on the node's green-context stream) on nodes of
+/// different sizes (issue 8: the measurement). Prints the census as JSON (and writes it to
+/// `$VITAMIN_GRAPH_CENSUS_OUT` if set), then asserts that every kernel of the graph stayed within
+/// the SMs a plain launch on the same node uses, and that the control (the same graph launched on
+/// the primary context) spread over more SMs than any node has.
+#[test]
+fn graph_launch_census_stays_within_the_node() {
+    let Some(d) = cuda_or_skip() else { return };
+    let top = d.topology().clone();
+    let parts: Vec<CudaPartition> =
+        sample_partitions(&top).iter().map(|u| d.create_partition(u, 1).expect("partition")).collect();
+    let report = census::check_graph_nodes(&d.0, &parts.iter().collect::<Vec<_>>())
+        .unwrap_or_else(|e| panic!("graph census failed (launching a graph on a green-context stream?): {e}"));
+    let json = report.to_json();
+    eprintln!("graph census: {json}");
+    if let Some(path) = std::env::var_os("VITAMIN_GRAPH_CENSUS_OUT") {
+        std::fs::write(&path, &json).expect("write the graph census");
+    }
+    for n in &report.nodes {
+        assert_eq!(n.graph_kernels_physical.len(), census::GRAPH_KERNELS);
+        assert_eq!(n.kernel_physical.len(), n.size, "{}: a plain launch used {:?}", n.units, n.kernel_physical);
+        assert!(n.within, "{}: the graph's kernels ran outside the node: {:?}", n.units, n.graph_kernels_physical);
+    }
+    let widest_node_below_device = report.nodes.iter().map(|n| n.size).filter(|&s| s < top.unit_count()).max();
+    if let Some(w) = widest_node_below_device {
+        assert!(
+            report.primary_context_sms > w,
+            "control: on the primary context the graph used {} SMs, no more than a {w}-SM node",
+            report.primary_context_sms
+        );
+    }
+}
+
 /// Copies (staged, device-to-device, to the host), fills and host functions on green streams.
 #[test]
 fn copies_fills_and_host_functions_take_effect_in_order() {

@@ -3,7 +3,8 @@
 //! One [`Dispatcher::pump`] round:
 //! 1. **Intake**: ready ops from every client's vCtx. Markers (event record/wait) complete at once;
 //!    unit-free ops (copies, fills, host functions) go to the client's lane of a service partition
-//!    (the whole device: they occupy no units, so they take no lease); kernels join the ready queue.
+//!    (the whole device: they occupy no units, so they take no lease); kernels and graph launches
+//!    join the ready queue.
 //! 2. **Lane continuation** (unless strict readiness is configured): an op whose only unsatisfied
 //!    predecessors are already submitted to one lane of a node leased by the same client, with its
 //!    gate open, is submitted on that lane at once (FIFO on one backend stream preserves H), if
@@ -14,6 +15,8 @@
 //!    (node still eligible for the client, descriptor executable unchanged there); the lease is
 //!    opened or reused, the **unchanged** `Arc<OpDesc>` is submitted on the node's least-loaded lane,
 //!    and the op is marked submitted. A rejected proposal or failed submission leaves the op ready.
+//!    Then every ready graph launch is offered to [`Policy::select_graph`] and bound the same way
+//!    (`dispatch/graph.rs`): one graph, one node, all of its kernels on that node's units.
 //! 5. **Completion**: fences are polled in batches on nodes with outstanding work; tokens are
 //!    satisfied, outstanding counts decremented, draining nodes finish, idle leases are released.
 //!
@@ -25,6 +28,7 @@
 //! through the vCtx at the application's next sync or query. [`Dispatcher::run_until_idle`]
 //! reports a policy that never binds ready ops as [`DispatchError::Stalled`].
 
+mod graph;
 mod timeline;
 
 use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
@@ -130,8 +134,10 @@ impl Default for DispatchConfig {
 /// Counters, stable JSON shape.
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct DispatchStats {
-    /// Kernels bound through Pick/Select.
+    /// Kernels bound through Pick/Select and graph launches bound through `select_graph`.
     pub bound: u64,
+    /// Of `bound`, graph launches.
+    pub graphs: u64,
     /// Ops bound by lane continuation.
     pub continued: u64,
     /// Unit-free ops placed on the service partition.
@@ -216,6 +222,7 @@ macro_rules! sched_state {
         }
     };
 }
+use sched_state;
 
 /// Where a submitted, unsatisfied op sits.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -754,35 +761,11 @@ impl<B: Backend, P: Policy> Dispatcher<B, P> {
             };
             tried[idx] = true;
             let Some(node) = node else { continue };
-            let entry = &self.ready[idx];
-            let holder = self.clients[entry.client].info.holder;
-            // Validate the proposal: eligible for this client, executable unchanged, gate open.
-            let valid = (node.0 as usize) < self.partitions.len()
-                && self.pool.is_eligible(node, holder)
-                && self.partitions[node.0 as usize].can_execute(&entry.desc).is_ok();
-            if !valid {
-                self.stats.rejected += 1;
-                tracing::debug!(%node, op = ?entry.op, "policy proposal rejected");
-                continue;
-            }
-            if !matches!(self.pool.state(node), NodeState::Leased { holder: h, .. } if *h == holder) {
-                if let Err(e) = self.pool.lease(node, holder) {
-                    self.stats.rejected += 1;
-                    tracing::debug!(%node, error = %e, "lease refused");
-                    continue;
-                }
-            }
-            if self.pool.begin_submit(node, holder).is_err() {
-                self.stats.rejected += 1;
-                continue;
-            }
-            let lane = least_loaded(&self.lane_load[node.0 as usize]);
-            let (client, op, desc) = (entry.client, entry.op, entry.desc.clone());
-            if self.submit_at(client, op, desc, Some(node), lane, false)? {
-                self.stats.bound += 1;
+            if self.bind_at(idx, node)? {
                 submitted.push(idx);
             }
         }
+        self.bind_graphs(now, &mut submitted)?;
         submitted.sort_unstable();
         let n = submitted.len();
         for idx in submitted.into_iter().rev() {
@@ -792,6 +775,43 @@ impl<B: Backend, P: Policy> Dispatcher<B, P> {
         // swap_remove reorders; keep the queue in arrival order for policies.
         self.ready.sort_by_key(|e| e.seq);
         Ok(n)
+    }
+
+    /// Binds ready entry `idx` to the policy's proposal `node`: validates it (eligible for the
+    /// client, descriptor executable unchanged there), opens or reuses the lease and submits the
+    /// **unchanged** descriptor on the node's least-loaded lane. A rejected proposal or a refused
+    /// submission leaves the op ready. Returns whether it was submitted (the caller removes it
+    /// from `ready`).
+    fn bind_at(&mut self, idx: usize, node: NodeId) -> Result<bool, DispatchError> {
+        let entry = &self.ready[idx];
+        let holder = self.clients[entry.client].info.holder;
+        // Validate the proposal: eligible for this client, executable unchanged, gate open.
+        let valid = (node.0 as usize) < self.partitions.len()
+            && self.pool.is_eligible(node, holder)
+            && self.partitions[node.0 as usize].can_execute(&entry.desc).is_ok();
+        if !valid {
+            self.stats.rejected += 1;
+            tracing::debug!(%node, op = ?entry.op, "policy proposal rejected");
+            return Ok(false);
+        }
+        if !matches!(self.pool.state(node), NodeState::Leased { holder: h, .. } if *h == holder) {
+            if let Err(e) = self.pool.lease(node, holder) {
+                self.stats.rejected += 1;
+                tracing::debug!(%node, error = %e, "lease refused");
+                return Ok(false);
+            }
+        }
+        if self.pool.begin_submit(node, holder).is_err() {
+            self.stats.rejected += 1;
+            return Ok(false);
+        }
+        let lane = least_loaded(&self.lane_load[node.0 as usize]);
+        let (client, op, desc) = (entry.client, entry.op, entry.desc.clone());
+        let submitted = self.submit_at(client, op, desc, Some(node), lane, false)?;
+        if submitted {
+            self.stats.bound += 1;
+        }
+        Ok(submitted)
     }
 
     /// Submits on (node or service, lane). On failure undoes the pool accounting and leaves the

@@ -1,10 +1,11 @@
-//! Chaos: a uniformly random eligible node for every op, from a seeded generator. The
+//! Chaos: a uniformly random eligible node for every op (kernels and graph launches), from a
+//! seeded generator. The
 //! determinism stress test: outputs must not depend on where anything ran.
 
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
-use super::{Policy, ReadyOpView, SchedState};
+use super::{Policy, ReadyGraphView, ReadyOpView, SchedState};
 use crate::pool::NodeId;
 
 /// The Chaos policy.
@@ -29,6 +30,15 @@ impl Policy for Chaos {
         (!queue.is_empty()).then(|| self.rng.gen_range(0..queue.len()))
     }
     fn select(&mut self, _op: &ReadyOpView<'_>, eligible: &[NodeId], _state: &SchedState<'_>) -> Option<NodeId> {
+        (!eligible.is_empty()).then(|| eligible[self.rng.gen_range(0..eligible.len())])
+    }
+    fn select_graph(
+        &mut self,
+        _op: &ReadyGraphView<'_>,
+        eligible: &[NodeId],
+        _state: &SchedState<'_>,
+    ) -> Option<NodeId> {
+        // Graph replays too land on random partitions, so determinism checks cover them.
         (!eligible.is_empty()).then(|| eligible[self.rng.gen_range(0..eligible.len())])
     }
     fn continue_on_lane(&mut self, op: &ReadyOpView<'_>, _node: NodeId, _state: &SchedState<'_>) -> bool {

@@ -1,7 +1,7 @@
-//! Exclusive: every kernel runs on the whole device (time-sharing baseline). Clients alternate as
+//! Exclusive: every kernel and graph launch runs on the whole device (time-sharing baseline). Clients alternate as
 //! leases drain: the oldest ready op goes first.
 
-use super::{Policy, ReadyOpView, SchedState};
+use super::{Policy, ReadyGraphView, ReadyOpView, SchedState};
 use crate::pool::NodeId;
 
 /// The Exclusive baseline policy.
@@ -16,6 +16,15 @@ impl Policy for Exclusive {
         super::oldest(queue)
     }
     fn select(&mut self, _op: &ReadyOpView<'_>, eligible: &[NodeId], state: &SchedState<'_>) -> Option<NodeId> {
+        let root = state.pool.root();
+        eligible.contains(&root).then_some(root)
+    }
+    fn select_graph(
+        &mut self,
+        _op: &ReadyGraphView<'_>,
+        eligible: &[NodeId],
+        state: &SchedState<'_>,
+    ) -> Option<NodeId> {
         let root = state.pool.root();
         eligible.contains(&root).then_some(root)
     }

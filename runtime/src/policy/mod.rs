@@ -9,14 +9,38 @@
 //! 2. [`Policy::begin_round`] with the ready queue, then repeatedly [`Policy::pick`] (an index
 //!    into the queue, or `None` to defer the rest of the round) and [`Policy::select`] (a node from
 //!    the eligible list, or `None` to defer that op).
-//! 3. [`Policy::on_complete`] for each completed kernel (measured times: feedback for deadlines).
+//! 3. After the kernels, [`Policy::select_graph`] for each ready **graph launch** (oldest first): a
+//!    node from the eligible list, or `None` to defer it.
+//! 4. [`Policy::on_complete`] for each completed kernel (measured times: feedback for deadlines).
 //!
 //! A policy sees read-only state ([`SchedState`]: the pool with its leases and reservations,
 //! profiles, the clients and the clock) and can neither mutate the pool nor touch a descriptor:
 //! every proposal is validated by the dispatcher (node still eligible, descriptor executable
-//! unchanged there, gate open), and a rejected proposal only leaves the op ready. Only kernels
-//! (ops that occupy units) reach policies; copies, fills, host functions and markers are placed by
-//! the dispatcher itself.
+//! unchanged there, gate open), and a rejected proposal only leaves the op ready. Only ops that
+//! occupy units reach policies: kernels through Pick/Select, graph launches through
+//! [`Policy::select_graph`]; copies, fills, host functions and markers are placed by the
+//! dispatcher itself.
+//!
+//! ## Graph launches
+//! A graph launch is **one op bound as a whole to one node**: every kernel of the graph runs on
+//! that node's units, in the order the graph itself defines. vitamin cannot see inside an
+//! executable graph (its kernels, their shapes, their dependencies), so a graph has no profile and
+//! no launch configuration; policies choose its node from the client and the pool alone. What each
+//! shipped policy does, and why:
+//! - **default** ([`Policy::select_graph`]'s provided body, used by Throughput-Oriented): the
+//!   widest eligible node. A graph usually replays a whole step of many kernels, and with no profile
+//!   to size it by, the most units available now is the choice that cannot make it slower.
+//!   Throughput-Oriented binds graphs after the round's kernels, so MinBind still gives every ready
+//!   kernel its minimum node first; a client whose graph finds no eligible node counts as waiting
+//!   (its fairness reclaim then frees a leaf for it).
+//! - **TPOT-First**: a latency-critical client's graph (a captured decode step) takes its prepared
+//!   wider node, else its standing reservation, else the widest eligible node; best-effort graphs
+//!   follow Throughput-Oriented.
+//! - **Exclusive**: the root (whole device), as for kernels.
+//! - **Static**: the client's own slice, as for kernels (graphs have no co-residency constraint, so
+//!   no fallback elsewhere is needed).
+//! - **Chaos**: a uniformly random eligible node, so the determinism checks bind graph replays to
+//!   many different partitions.
 
 mod chaos;
 mod curves;
@@ -29,7 +53,7 @@ use std::fmt;
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
-use vitamin_hal::{KernelLaunch, OpDesc, UnitSet};
+use vitamin_hal::{GraphLaunch, KernelLaunch, OpDesc, UnitSet};
 
 pub use chaos::Chaos;
 pub use curves::Curves;
@@ -76,6 +100,23 @@ pub struct ReadyOpView<'a> {
     pub op: OpId,
     /// The launch (read-only).
     pub kernel: &'a KernelLaunch,
+    /// When it became ready, ns (backend clock).
+    pub ready_since_ns: u64,
+    /// Global arrival order (smaller = older).
+    pub seq: u64,
+    /// Deadline of the step it belongs to, if any.
+    pub deadline_ns: Option<u64>,
+}
+
+/// One ready graph launch, as [`Policy::select_graph`] sees it.
+#[derive(Debug, Clone, Copy)]
+pub struct ReadyGraphView<'a> {
+    /// Client (lease holder).
+    pub client: HolderId,
+    /// Op id within the client's vCtx.
+    pub op: OpId,
+    /// The launch (read-only): the executable graph's handle and name.
+    pub graph: &'a GraphLaunch,
     /// When it became ready, ns (backend clock).
     pub ready_since_ns: u64,
     /// Global arrival order (smaller = older).
@@ -183,6 +224,18 @@ pub trait Policy: Send {
         true
     }
 
+    /// A node for the ready graph launch `op` among `eligible` (non-conflicting for its client), or
+    /// `None` to defer it to a later round. The whole graph runs on the chosen node (see the module
+    /// docs). Default: the widest eligible node.
+    fn select_graph(
+        &mut self,
+        _op: &ReadyGraphView<'_>,
+        eligible: &[NodeId],
+        state: &SchedState<'_>,
+    ) -> Option<NodeId> {
+        widest(eligible, state.pool)
+    }
+
     /// Feedback: a kernel completed.
     fn on_complete(&mut self, _c: &Completion<'_>, _state: &SchedState<'_>) {}
 }
@@ -195,6 +248,11 @@ pub fn oldest(queue: &[ReadyOpView<'_>]) -> Option<usize> {
 /// The smallest eligible node (ties: lowest id).
 pub fn smallest(eligible: &[NodeId], pool: &Pool) -> Option<NodeId> {
     eligible.iter().copied().min_by_key(|&n| (pool.node(n).size(), n))
+}
+
+/// The widest eligible node (ties: lowest id).
+pub fn widest(eligible: &[NodeId], pool: &Pool) -> Option<NodeId> {
+    eligible.iter().copied().max_by_key(|&n| (pool.node(n).size(), std::cmp::Reverse(n)))
 }
 
 /// The policies vitamin ships, selectable by name (`VITAMIN_POLICY`, `--policy`).
@@ -305,6 +363,9 @@ impl Policy for AnyPolicy {
     }
     fn continue_on_lane(&mut self, op: &ReadyOpView<'_>, node: NodeId, state: &SchedState<'_>) -> bool {
         each!(self, p => p.continue_on_lane(op, node, state))
+    }
+    fn select_graph(&mut self, op: &ReadyGraphView<'_>, eligible: &[NodeId], state: &SchedState<'_>) -> Option<NodeId> {
+        each!(self, p => p.select_graph(op, eligible, state))
     }
     fn on_complete(&mut self, c: &Completion<'_>, state: &SchedState<'_>) {
         each!(self, p => p.on_complete(c, state))

@@ -8,7 +8,7 @@
 
 use std::collections::HashMap;
 
-use super::{Policy, ReadyOpView, SchedState};
+use super::{Policy, ReadyGraphView, ReadyOpView, SchedState};
 use crate::pool::{HolderId, NodeId, NodeState};
 
 /// The Static baseline policy.
@@ -51,6 +51,20 @@ impl Static {
     }
 }
 
+impl Static {
+    /// The client's node (explicit assignment, else the default rule, remembered).
+    fn node_of(&mut self, client: HolderId, state: &SchedState<'_>) -> Option<NodeId> {
+        match self.assignment.get(&client) {
+            Some(&n) => Some(n),
+            None => {
+                let n = Self::default_node(state, client)?;
+                self.assignment.insert(client, n);
+                Some(n)
+            }
+        }
+    }
+}
+
 impl Policy for Static {
     fn name(&self) -> &'static str {
         "static"
@@ -59,14 +73,7 @@ impl Policy for Static {
         super::oldest(queue)
     }
     fn select(&mut self, op: &ReadyOpView<'_>, eligible: &[NodeId], state: &SchedState<'_>) -> Option<NodeId> {
-        let node = match self.assignment.get(&op.client) {
-            Some(&n) => n,
-            None => {
-                let n = Self::default_node(state, op.client)?;
-                self.assignment.insert(op.client, n);
-                n
-            }
-        };
+        let node = self.node_of(op.client, state)?;
         if eligible.contains(&node) {
             return Some(node);
         }
@@ -85,6 +92,12 @@ impl Policy for Static {
             return super::smallest(eligible, pool);
         }
         None
+    }
+    fn select_graph(&mut self, op: &ReadyGraphView<'_>, eligible: &[NodeId], state: &SchedState<'_>) -> Option<NodeId> {
+        // A graph has no co-residency constraint: its client's slice can always run it, so it
+        // waits for that slice like the client's kernels do.
+        let node = self.node_of(op.client, state)?;
+        eligible.contains(&node).then_some(node)
     }
 }
 

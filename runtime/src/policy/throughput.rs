@@ -17,7 +17,7 @@ use rustc_hash::FxHashMap as HashMap;
 
 use vitamin_hal::{KernelLaunch, UnitSet};
 
-use super::{Curves, Policy, Preparation, ReadyOpView, SchedState};
+use super::{Curves, Policy, Preparation, ReadyGraphView, ReadyOpView, SchedState};
 use crate::pool::{HolderId, NodeId, NodeState, Reservation};
 use crate::vctx::OpId;
 
@@ -362,6 +362,17 @@ impl Policy for ThroughputOriented {
                 Some(chosen)
             }
         }
+    }
+
+    fn select_graph(&mut self, op: &ReadyGraphView<'_>, eligible: &[NodeId], state: &SchedState<'_>) -> Option<NodeId> {
+        // No profile sizes a graph: the widest eligible node (the trait's default). A client whose
+        // graph finds nothing eligible waits, like one whose kernel does, so `maintain` reclaims a
+        // leaf for it.
+        let chosen = super::widest(eligible, state.pool);
+        if chosen.is_none() && !self.waiting.contains(&op.client) {
+            self.waiting.push(op.client);
+        }
+        chosen
     }
 
     fn continue_on_lane(&mut self, op: &ReadyOpView<'_>, node: NodeId, state: &SchedState<'_>) -> bool {

@@ -12,14 +12,15 @@
 //!   overlapping best-effort leases so they drain while the predecessor still runs).
 //! - **Pick**: latency-critical ops first, earliest deadline first; then Throughput-Oriented.
 //! - **Select**: the prepared wider node, else the standing node, else the eligible node with the
-//!   best prediction. Best-effort ops follow Throughput-Oriented.
+//!   best prediction. Best-effort ops follow Throughput-Oriented. Graph launches of a
+//!   latency-critical client: the prepared node, else the standing node, else the widest eligible.
 
 use std::collections::HashMap;
 
 use vitamin_hal::KernelLaunch;
 
 use super::throughput::ThroughputOriented;
-use super::{ClientClass, Completion, Hint, Policy, Preparation, ReadyOpView, SchedState};
+use super::{ClientClass, Completion, Hint, Policy, Preparation, ReadyGraphView, ReadyOpView, SchedState};
 use crate::pool::{HolderId, NodeId, NodeState, Reservation};
 
 /// Reservation tag of standing TPOT reservations.
@@ -223,6 +224,27 @@ impl Policy for TpotFirst {
             let tb = state.profiles.estimate_ns(op.kernel, pool.node(b).size());
             ta.total_cmp(&tb).then(pool.node(a).size().cmp(&pool.node(b).size()))
         })
+    }
+
+    fn select_graph(&mut self, op: &ReadyGraphView<'_>, eligible: &[NodeId], state: &SchedState<'_>) -> Option<NodeId> {
+        let h = op.client;
+        if target_of(state, h).is_none() {
+            return self.tput.select_graph(op, eligible, state);
+        }
+        // A latency-critical graph (a captured decode step): the prepared wider node, else the
+        // standing reservation, else the widest eligible node (no profile to size it by).
+        if let Some(&(n, _)) = self.widened.get(&h) {
+            if eligible.contains(&n) {
+                self.widened.remove(&h);
+                return Some(n);
+            }
+        }
+        if let Some(&n) = self.standing.get(&h) {
+            if eligible.contains(&n) {
+                return Some(n);
+            }
+        }
+        super::widest(eligible, state.pool)
     }
 
     fn continue_on_lane(&mut self, op: &ReadyOpView<'_>, node: NodeId, state: &SchedState<'_>) -> bool {

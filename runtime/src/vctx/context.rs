@@ -5,6 +5,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use smallvec::SmallVec;
 use vitamin_hal::OpDesc;
 
 use super::dag::{ContinuableOp, Dag, ReadyOp, Recorded};
@@ -344,6 +345,68 @@ impl VirtualContext {
                 return (g, tokens.is_empty());
             }
         }
+    }
+
+    /// Blocks until every op in `ops` was handed to a backend lane, retired or was never
+    /// recorded, or `block` says stop; returns whether all were. Parks like [`Self::wait_tokens`].
+    fn wait_submissions(&self, ops: &[OpId], block: Block) -> bool {
+        let mut g = self.state.lock();
+        let mut pending: SmallVec<[OpId; 4]> = ops.iter().copied().filter(|o| !g.dag.is_submitted(*o)).collect();
+        let deadline = match block {
+            Block::No => return pending.is_empty(),
+            Block::Until(deadline) => deadline,
+        };
+        #[cfg(not(loom))]
+        {
+            let spin_until = Instant::now() + SYNC_SPIN;
+            loop {
+                pending.retain(|o| !g.dag.is_submitted(*o));
+                if pending.is_empty() {
+                    return true;
+                }
+                let now = Instant::now();
+                if now >= spin_until || deadline.is_some_and(|d| now >= d) {
+                    break;
+                }
+                drop(g);
+                std::thread::yield_now();
+                g = self.state.lock();
+            }
+        }
+        loop {
+            pending.retain(|o| !g.dag.is_submitted(*o));
+            let Some(&watch) = pending.first() else { return true };
+            g.dag.watch_submission(watch);
+            g.blocked += 1;
+            let (g2, timed_out) = wait_opt(&self.completion, g, deadline);
+            g = g2;
+            g.blocked -= 1;
+            g.dag.unwatch_submission(watch);
+            if timed_out {
+                pending.retain(|o| !g.dag.is_submitted(*o));
+                return pending.is_empty();
+            }
+        }
+    }
+
+    /// Whether `op` was handed to a backend lane (it may still be running), retired, or was never
+    /// recorded.
+    pub fn is_submitted(&self, op: OpId) -> bool {
+        self.state.lock().dag.is_submitted(op)
+    }
+
+    /// Blocks until every op in `ops` was handed to a backend lane (or retired; unknown ids count
+    /// as retired). For a call that must not overtake the **submission** of earlier deferred work
+    /// but need not wait for its completion: once the backend holds a graph launch, destroying or
+    /// updating the executable graph is as safe as it is natively (the driver finishes launches in
+    /// flight with the graph as it was when they were launched).
+    pub fn wait_submitted(&self, ops: &[OpId]) {
+        self.wait_submissions(ops, Block::FOREVER);
+    }
+
+    /// [`wait_submitted`](Self::wait_submitted) for at most `timeout`; whether all were submitted.
+    pub fn wait_submitted_timeout(&self, ops: &[OpId], timeout: Duration) -> bool {
+        self.wait_submissions(ops, Block::after(timeout))
     }
 
     fn sync_stream(&self, s: StreamId, block: Block) -> Result<bool, VctxError> {

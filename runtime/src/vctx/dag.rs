@@ -92,7 +92,8 @@ struct Node {
 /// What a mutation did that the owner must act on (wake-ups), accumulated until taken.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Effects {
-    /// A watched op retired: host threads blocked in a synchronize call must re-check.
+    /// A watched op retired (or, watched for submission, was submitted): blocked host threads
+    /// must re-check.
     pub(crate) woke_watched: bool,
     /// The ready or continuable queue received an entry.
     pub(crate) new_work: bool,
@@ -107,6 +108,8 @@ pub(crate) struct Dag {
     continuable: VecDeque<OpId>,
     /// Ops some blocked host thread waits on, with the number of such waiters.
     watched: IdMap<OpId, u32>,
+    /// Ops some blocked host thread waits to see submitted, with the number of such waiters.
+    watched_submission: IdMap<OpId, u32>,
     effects: Effects,
     scratch: Vec<OpId>,
 }
@@ -122,6 +125,7 @@ impl Default for Dag {
             ready: VecDeque::new(),
             continuable: VecDeque::new(),
             watched: IdMap::default(),
+            watched_submission: IdMap::default(),
             effects: Effects::default(),
             scratch: Vec::new(),
         }
@@ -210,6 +214,9 @@ impl Dag {
             return;
         }
         n.submitted = true;
+        if !self.watched_submission.is_empty() && self.watched_submission.contains_key(&op) {
+            self.effects.woke_watched = true;
+        }
         // Borrow the dependents out of the node (no allocation on this per-op path) and put
         // them back afterwards; a node is never its own dependent.
         let dependents = std::mem::take(&mut n.dependents);
@@ -251,7 +258,9 @@ impl Dag {
         stack.push(first);
         while let Some(id) = stack.pop() {
             let Some(n) = self.nodes.remove(id) else { continue };
-            if !self.watched.is_empty() && self.watched.contains_key(&id) {
+            if (!self.watched.is_empty() && self.watched.contains_key(&id))
+                || (!self.watched_submission.is_empty() && self.watched_submission.contains_key(&id))
+            {
                 self.effects.woke_watched = true;
             }
             for d in n.dependents {
@@ -320,6 +329,27 @@ impl Dag {
                 desc: Arc::clone(&n.desc),
                 pending_preds,
             });
+        }
+    }
+
+    /// Whether `op` was handed to a backend lane, retired, or was never recorded.
+    pub(crate) fn is_submitted(&self, op: OpId) -> bool {
+        self.nodes.get(op).is_none_or(|n| n.submitted)
+    }
+
+    /// Registers one blocked waiter for the submission of `op`: its submission or retirement sets
+    /// [`Effects::woke_watched`].
+    pub(crate) fn watch_submission(&mut self, op: OpId) {
+        *self.watched_submission.entry(op).or_insert(0) += 1;
+    }
+
+    /// Removes one waiter registered with [`Dag::watch_submission`].
+    pub(crate) fn unwatch_submission(&mut self, op: OpId) {
+        if let Some(c) = self.watched_submission.get_mut(&op) {
+            *c -= 1;
+            if *c == 0 {
+                self.watched_submission.remove(&op);
+            }
         }
     }
 
@@ -486,5 +516,34 @@ mod tests {
         assert!(d.take_effects().woke_watched);
         d.unwatch(b);
         assert!(d.watched.is_empty());
+    }
+
+    #[test]
+    fn watched_submission_is_reported_and_retirement_counts() {
+        let mut d = Dag::default();
+        let a = ins(&mut d, &[]).op;
+        let b = ins(&mut d, &[a]).op;
+        d.watch_submission(b);
+        d.watch(a);
+        d.take_effects();
+        // Submitting an op watched only for retirement wakes nobody (syncs pay no extra wake-ups).
+        d.mark_submitted(a);
+        assert!(!d.take_effects().woke_watched);
+        assert!(d.is_submitted(a) && !d.is_submitted(b));
+        d.mark_submitted(b);
+        assert!(d.take_effects().woke_watched, "b's submission wakes its waiter");
+        d.mark_submitted(b);
+        assert!(!d.take_effects().woke_watched, "idempotent");
+        d.unwatch_submission(b);
+        assert!(d.watched_submission.is_empty());
+        // An op that retires unsubmitted (failed at intake) wakes a submission waiter too.
+        let c = ins(&mut d, &[]).op;
+        d.watch_submission(c);
+        d.take_effects();
+        d.satisfy(c);
+        assert!(d.take_effects().woke_watched);
+        assert!(d.is_submitted(c), "retired counts as submitted");
+        d.unwatch_submission(c);
+        d.check_consistency();
     }
 }

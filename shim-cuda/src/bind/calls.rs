@@ -11,7 +11,9 @@ use std::ffi::{c_int, c_uchar, c_uint, c_ushort, c_void};
 use std::sync::Arc;
 
 use smallvec::SmallVec;
-use vitamin_hal::{Copy, Dim3, Endpoint, Fill, FunctionRef, HostFunction, KernelArgs, KernelLaunch, OpDesc};
+use vitamin_hal::{
+    Copy, Dim3, Endpoint, Fill, FunctionRef, GraphLaunch, HostFunction, KernelArgs, KernelLaunch, OpDesc,
+};
 use vitamin_runtime::StreamKind;
 
 use super::capture::{self, AttributeBytes, Decline, FunctionLimits, Geometry};
@@ -159,13 +161,39 @@ fn capture_launch(b: &Bind, c: &LaunchCall) -> Result<KernelLaunch, Decline> {
         }
     }
     let attributes = capture::decode_attributes(&attrs, c.cooperative)?;
-    if attributes.cooperative() || attributes.cluster().is_some() {
-        // Only some partitions can run these unchanged, and the dispatcher has no outcome yet for
-        // an op that fits none: it would stay ready forever. Until it does, they run natively.
-        b.counters.native_constrained.bump();
-        return Err(Decline::Unmodelled("cooperative and cluster launches are not bound yet".into()));
-    }
+    // Cooperative and cluster launches are bound, to nodes that can hold them (the dispatcher's
+    // `can_execute` filter). What the driver would refuse synchronously is refused here, against
+    // the whole device, so such a launch takes the native path and gets the driver's own error.
     let g = &c.geometry;
+    let threads = g.block.volume() as u32;
+    if attributes.cooperative() {
+        if !b.limits.cooperative_launch {
+            return Err(Decline::Invalid("the device does not support cooperative launches".into()));
+        }
+        let Some(per_sm) = b.blocks_per_sm(c.f as usize, threads, g.shared_mem_bytes) else {
+            b.counters.native_constrained.bump();
+            return Err(Decline::Unmodelled(
+                "the occupancy of this cooperative launch is unknown to the driver".into(),
+            ));
+        };
+        capture::check_cooperative(g.grid, per_sm, b.limits.sm_count)?;
+    }
+    match attributes.cluster() {
+        Some(cluster) => {
+            capture::check_cluster_shape(g.grid, cluster)?;
+            capture::check_cluster_occupancy(cluster, b.max_active_clusters(c.f as usize, g, cluster))?;
+        }
+        // Compiled-in cluster dimensions the descriptor does not carry: the dispatcher could not
+        // tell which nodes hold its clusters, so it runs natively.
+        None if info.required_cluster.is_some() => {
+            b.counters.native_constrained.bump();
+            return Err(Decline::Unmodelled("cluster dimensions compiled into the function".into()));
+        }
+        None => {}
+    }
+    if attributes.cooperative() || attributes.cluster().is_some() {
+        b.counters.cooperative_or_cluster.bump();
+    }
     Ok(KernelLaunch::new(
         FunctionRef::new(c.f as u64, info.kind, info.name.clone()),
         g.grid,
@@ -493,7 +521,6 @@ native_stream_calls! {
     memset_d2d16_async(dst: CUdeviceptr, pitch: usize, value: c_ushort, width: usize, height: usize) wait true;
     memset_d2d32_async(dst: CUdeviceptr, pitch: usize, value: c_uint, width: usize, height: usize) wait true;
     mem_free_async(ptr: CUdeviceptr) wait true;
-    graph_exec_on_stream(graph_exec: CUgraphExec) wait true;
 }
 
 /// Handlers of synchronous calls on the default stream (native path).
@@ -543,6 +570,164 @@ pub(crate) fn mem_free(_id: HookId, real: &dyn Fn() -> CUresult, _ptr: CUdevicep
 
 pub(crate) fn mem_free_host(_id: HookId, real: &dyn Fn() -> CUresult, _ptr: *mut c_void) -> CUresult {
     free_after_device_sync(real)
+}
+
+// ---- graphs --------------------------------------------------------------------------------
+
+/// `cuGraphLaunch`: one op on the logical stream (the dispatcher binds it, as a whole, to one pool
+/// node). It is ordered behind the previous launch of the same executable graph through the
+/// graph's logical ordering event, as the driver orders launches of one executable graph.
+pub(crate) fn graph_launch(id: HookId, real: &dyn Fn() -> CUresult, exec: CUgraphExec, stream: CUstream) -> CUresult {
+    let Some(b) = get() else { return real() };
+    let pt = per_thread(id);
+    let s = match b.target(stream, pt) {
+        Err(e) => return e,
+        Ok(Target::Forward) => return real(), // captured into the application's graph
+        Ok(Target::Native(s)) => {
+            // The driver orders this launch behind the graph's earlier launches only once it holds them.
+            b.wait_graph_launches_submitted(exec as usize);
+            return b.native(Some(s), stream, pt, true, real);
+        }
+        Ok(Target::Record(s)) => s,
+    };
+    if exec.is_null() {
+        return b.native(Some(s), stream, pt, true, real); // the driver reports the invalid handle
+    }
+    let mut registry = b.registry();
+    let entry = registry.graph_exec_or_insert(exec as usize, || b.vctx.create_event());
+    let desc = Arc::new(OpDesc::Graph(GraphLaunch::new(exec as u64, entry.name.clone())));
+    let recorded = b.vctx.wait_event(s, entry.order).and_then(|()| b.vctx.record_op(s, desc));
+    let op = match recorded {
+        Ok(r) => r.op,
+        Err(e) => return code(&e),
+    };
+    if let Err(e) = b.vctx.record_event(entry.order, s) {
+        return code(&e);
+    }
+    entry.note_launch(op, |o| b.vctx.is_submitted(o));
+    b.counters.graph_launches.bump();
+    CUDA_SUCCESS
+}
+
+impl Bind {
+    /// Blocks until every launch of `exec` recorded as an op was handed to the driver (on a pool
+    /// node's stream), so that a call on the executable graph cannot overtake them. Submission
+    /// suffices: the driver finishes launches it holds with the graph as it was when they were
+    /// launched, whatever is updated or destroyed afterwards, exactly as natively.
+    fn wait_graph_launches_submitted(&self, exec: usize) {
+        let pending = match self.registry().graph_exec(exec) {
+            Some(e) if !e.pending.is_empty() => e.pending.clone(),
+            _ => return,
+        };
+        if pending.iter().all(|&o| self.vctx.is_submitted(o)) {
+            return;
+        }
+        self.counters.graph_exec_waits.bump();
+        self.vctx.wait_submitted(&pending);
+    }
+}
+
+/// A call that changes or destroys executable graph `exec`: waits for the submission of its
+/// deferred launches, then passes through.
+fn graph_exec_changed(real: &dyn Fn() -> CUresult, exec: CUgraphExec) -> CUresult {
+    let Some(b) = get() else { return real() };
+    b.wait_graph_launches_submitted(exec as usize);
+    real()
+}
+
+pub(crate) fn graph_exec_destroy(_id: HookId, real: &dyn Fn() -> CUresult, exec: CUgraphExec) -> CUresult {
+    let r = graph_exec_changed(real, exec);
+    if r == CUDA_SUCCESS {
+        if let Some(b) = get() {
+            let removed = b.registry().remove_graph_exec(exec as usize);
+            if let Some(e) = removed {
+                let _ = b.vctx.destroy_event(e.order);
+            }
+        }
+    }
+    r
+}
+
+/// `cuGraphUpload`: waits for the submission of the graph's deferred launches (the driver orders an
+/// upload behind them), then passes through on the application's stream. An upload changes nothing
+/// the application can observe, so its stream's logical work is not drained.
+pub(crate) fn graph_upload(id: HookId, real: &dyn Fn() -> CUresult, exec: CUgraphExec, stream: CUstream) -> CUresult {
+    if get().is_some() && super::capturing(stream, per_thread(id)) {
+        return real();
+    }
+    graph_exec_changed(real, exec)
+}
+
+pub(crate) fn graph_exec_update_v1(
+    _id: HookId,
+    real: &dyn Fn() -> CUresult,
+    exec: CUgraphExec,
+    _graph: CUgraph,
+    _error_node_out: *mut CUgraphNode,
+    _result_out: *mut c_int,
+) -> CUresult {
+    graph_exec_changed(real, exec)
+}
+
+pub(crate) fn graph_exec_update(
+    _id: HookId,
+    real: &dyn Fn() -> CUresult,
+    exec: CUgraphExec,
+    _graph: CUgraph,
+    _result_info: *mut c_void,
+) -> CUresult {
+    graph_exec_changed(real, exec)
+}
+
+pub(crate) fn graph_exec_node_params(
+    _id: HookId,
+    real: &dyn Fn() -> CUresult,
+    exec: CUgraphExec,
+    _node: CUgraphNode,
+    _params: *const c_void,
+) -> CUresult {
+    graph_exec_changed(real, exec)
+}
+
+pub(crate) fn graph_exec_node_params_in_ctx(
+    _id: HookId,
+    real: &dyn Fn() -> CUresult,
+    exec: CUgraphExec,
+    _node: CUgraphNode,
+    _params: *const c_void,
+    _ctx: CUcontext,
+) -> CUresult {
+    graph_exec_changed(real, exec)
+}
+
+pub(crate) fn graph_exec_child_graph(
+    _id: HookId,
+    real: &dyn Fn() -> CUresult,
+    exec: CUgraphExec,
+    _node: CUgraphNode,
+    _child: CUgraph,
+) -> CUresult {
+    graph_exec_changed(real, exec)
+}
+
+pub(crate) fn graph_exec_node_event(
+    _id: HookId,
+    real: &dyn Fn() -> CUresult,
+    exec: CUgraphExec,
+    _node: CUgraphNode,
+    _event: CUevent,
+) -> CUresult {
+    graph_exec_changed(real, exec)
+}
+
+pub(crate) fn graph_exec_node_enabled(
+    _id: HookId,
+    real: &dyn Fn() -> CUresult,
+    exec: CUgraphExec,
+    _node: CUgraphNode,
+    _enabled: c_uint,
+) -> CUresult {
+    graph_exec_changed(real, exec)
 }
 
 // ---- streams -------------------------------------------------------------------------------

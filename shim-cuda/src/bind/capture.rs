@@ -20,6 +20,16 @@
 //!   code, synchronously; if the driver accepts it after all (vitamin stricter than the driver),
 //!   nothing is lost either.
 //!
+//! - **Cooperative and cluster launches** are bound like any launch; the dispatcher offers them only
+//!   the pool nodes that can run them unchanged (co-residency, cluster occupancy). What the driver
+//!   would refuse synchronously is found here, against the whole device (the largest partition):
+//!   a cooperative grid larger than the device's co-resident blocks ([`check_cooperative`]: the
+//!   driver answers `CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE`), a grid that is not a multiple of
+//!   the cluster shape ([`check_cluster_shape`]), a cluster shape the device cannot hold at all
+//!   ([`check_cluster_occupancy`]). Such a launch takes the native path, so the application gets the
+//!   driver's own error at the call, never a deferred failure; any launch that passes fits at least
+//!   the whole-device node.
+//!
 //! Every function returns [`Decline`] when vitamin cannot or should not model the call; the caller
 //! then takes the native path. Nothing here panics on application input.
 #![forbid(unsafe_code)]
@@ -113,6 +123,42 @@ pub fn validate(g: &Geometry, limits: &FunctionLimits) -> Result<(), Decline> {
         )));
     }
     Ok(())
+}
+
+/// A cooperative launch needs all its blocks co-resident: at most `blocks_per_sm` (the occupancy
+/// of this function and block shape) x `sm_count` (the whole device) blocks.
+pub fn check_cooperative(grid: Dim3, blocks_per_sm: u32, sm_count: u32) -> Result<(), Decline> {
+    let capacity = u64::from(blocks_per_sm) * u64::from(sm_count);
+    if grid.volume() > capacity {
+        return Err(Decline::Invalid(format!(
+            "cooperative grid {grid} ({} blocks) exceeds the {capacity} blocks the device holds at once \
+             ({blocks_per_sm} per SM x {sm_count} SMs)",
+            grid.volume()
+        )));
+    }
+    Ok(())
+}
+
+/// A cluster launch's grid must be a whole number of clusters in every dimension.
+pub fn check_cluster_shape(grid: Dim3, cluster: Dim3) -> Result<(), Decline> {
+    let (g, c) = ([grid.x, grid.y, grid.z], [cluster.x, cluster.y, cluster.z]);
+    if c.contains(&0) {
+        return Err(Decline::Invalid(format!("cluster {cluster} has a zero extent")));
+    }
+    if (0..3).any(|i| g[i] % c[i] != 0) {
+        return Err(Decline::Invalid(format!("grid {grid} is not a whole number of {cluster} clusters")));
+    }
+    Ok(())
+}
+
+/// The driver's answer to "how many clusters of this shape does the whole device hold at once"
+/// (`cuOccupancyMaxActiveClusters`): an error or zero means the driver will refuse the launch.
+pub fn check_cluster_occupancy(cluster: Dim3, max_active: Result<u32, i32>) -> Result<(), Decline> {
+    match max_active {
+        Ok(0) => Err(Decline::Invalid(format!("the device cannot hold one {cluster} cluster of this launch"))),
+        Ok(_) => Ok(()),
+        Err(code) => Err(Decline::Invalid(format!("the driver rejects cluster {cluster} for this launch ({code})"))),
+    }
 }
 
 /// Bytes needed to hold every parameter of `layout`.
@@ -328,6 +374,39 @@ mod tests {
             for i in 0..values.len() {
                 prop_assert_eq!(via_buffer.param(i), args.param(i));
             }
+        }
+    }
+
+    #[test]
+    fn cooperative_and_cluster_examples() {
+        assert!(check_cooperative(Dim3::x(288), 8, 36).is_ok(), "exactly the device");
+        assert!(matches!(check_cooperative(Dim3::x(289), 8, 36), Err(Decline::Invalid(_))));
+        assert!(check_cooperative(Dim3::new(16, 16, 1), 2, 132).is_ok());
+        assert!(check_cooperative(Dim3::x(1), 0, 132).is_err(), "a function that fits nowhere");
+        assert!(check_cluster_shape(Dim3::new(8, 4, 1), Dim3::new(2, 2, 1)).is_ok());
+        assert!(check_cluster_shape(Dim3::new(9, 4, 1), Dim3::new(2, 2, 1)).is_err());
+        assert!(check_cluster_shape(Dim3::new(8, 4, 1), Dim3::new(2, 0, 1)).is_err());
+        assert!(check_cluster_occupancy(Dim3::x(8), Ok(16)).is_ok());
+        assert!(matches!(check_cluster_occupancy(Dim3::x(16), Ok(0)), Err(Decline::Invalid(_))));
+        assert!(matches!(check_cluster_occupancy(Dim3::x(32), Err(912)), Err(Decline::Invalid(_))));
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(1000))]
+        /// Against the rules written per dimension: accepted iff every extent is a positive
+        /// multiple of a positive cluster extent; cooperative iff blocks <= per-SM x SMs.
+        #[test]
+        fn constraint_checks_match_the_model(
+            grid in proptest::array::uniform3(1u32..200),
+            cluster in proptest::array::uniform3(0u32..9),
+            per_sm in 0u32..33,
+            sms in 1u32..200,
+        ) {
+            let (g, c) = (Dim3::new(grid[0], grid[1], grid[2]), Dim3::new(cluster[0], cluster[1], cluster[2]));
+            let whole = (0..3).all(|i| cluster[i] > 0 && grid[i] % cluster[i] == 0);
+            prop_assert_eq!(check_cluster_shape(g, c).is_ok(), whole);
+            let blocks = u64::from(grid[0]) * u64::from(grid[1]) * u64::from(grid[2]);
+            prop_assert_eq!(check_cooperative(g, per_sm, sms).is_ok(), blocks <= u64::from(per_sm) * u64::from(sms));
         }
     }
 

@@ -9,7 +9,7 @@
 use std::ffi::{c_int, c_void};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use crate::ffi::{CUcontext, CUevent, CUresult, CUstream, CUstreamCaptureStatus, CUDA_SUCCESS};
+use crate::ffi::{CUcontext, CUevent, CUlaunchConfig, CUresult, CUstream, CUstreamCaptureStatus, CUDA_SUCCESS};
 use crate::real;
 use crate::table::HookId;
 
@@ -21,6 +21,14 @@ pub const FUNC_MAX_THREADS_PER_BLOCK: c_int = 0;
 pub const FUNC_MAX_DYNAMIC_SHARED_SIZE_BYTES: c_int = 8;
 /// `CU_POINTER_ATTRIBUTE_MEMORY_TYPE`.
 const POINTER_MEMORY_TYPE: c_int = 2;
+/// `CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_WIDTH` (then `_HEIGHT` = 12, `_DEPTH` = 13).
+pub const FUNC_REQUIRED_CLUSTER_WIDTH: c_int = 11;
+/// `CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT`.
+const DEVICE_MULTIPROCESSOR_COUNT: c_int = 16;
+/// `CU_DEVICE_ATTRIBUTE_COOPERATIVE_LAUNCH`.
+const DEVICE_COOPERATIVE_LAUNCH: c_int = 95;
+/// `CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION`.
+const LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION: u32 = 4;
 
 /// One lazily resolved driver function.
 struct Sym {
@@ -94,6 +102,14 @@ driver_fns! {
     /// `cuKernelGetAttribute`.
     fn kernel_get_attribute = Sym::unhooked("cuKernelGetAttribute");
         (v: *mut c_int, attr: c_int, k: *mut c_void, dev: c_int);
+    /// `cuDeviceGetAttribute`.
+    fn device_get_attribute = Sym::unhooked("cuDeviceGetAttribute"); (v: *mut c_int, attr: c_int, dev: c_int);
+    /// `cuOccupancyMaxActiveBlocksPerMultiprocessor`.
+    fn occupancy_blocks_per_sm = Sym::unhooked("cuOccupancyMaxActiveBlocksPerMultiprocessor");
+        (n: *mut c_int, f: *mut c_void, threads: c_int, smem: usize);
+    /// `cuOccupancyMaxActiveClusters`.
+    fn occupancy_max_active_clusters = Sym::unhooked("cuOccupancyMaxActiveClusters");
+        (n: *mut c_int, f: *mut c_void, config: *const CUlaunchConfig);
     /// `cuPointerGetAttribute`.
     fn pointer_get_attribute = Sym::unhooked("cuPointerGetAttribute"); (data: *mut c_void, attr: c_int, ptr: u64);
     /// `cuStreamGetFlags`.
@@ -209,4 +225,76 @@ pub fn stream_flags_priority(stream: CUstream) -> Result<(u32, i32), CUresult> {
         return Err(r);
     }
     Ok((f, p))
+}
+
+/// What the device allows for launches with constraints, queried once.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DeviceLimits {
+    /// `CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT`.
+    pub sm_count: u32,
+    /// `CU_DEVICE_ATTRIBUTE_COOPERATIVE_LAUNCH`.
+    pub cooperative_launch: bool,
+}
+
+/// The limits of device `dev`.
+pub fn device_limits(dev: c_int) -> Result<DeviceLimits, CUresult> {
+    let attribute = |attr: c_int| {
+        let mut v: c_int = 0;
+        // SAFETY: a valid out pointer and a device the driver named.
+        match unsafe { device_get_attribute(&mut v, attr, dev) } {
+            CUDA_SUCCESS => Ok(v),
+            e => Err(e),
+        }
+    };
+    Ok(DeviceLimits {
+        sm_count: attribute(DEVICE_MULTIPROCESSOR_COUNT)?.max(0) as u32,
+        cooperative_launch: attribute(DEVICE_COOPERATIVE_LAUNCH)? != 0,
+    })
+}
+
+/// Blocks of function (or kernel) handle `f` with this shape that one SM holds at once, in the
+/// current context.
+pub fn blocks_per_sm(f: usize, threads: u32, smem: u32) -> Result<u32, CUresult> {
+    let mut n: c_int = 0;
+    // SAFETY: a handle the application launched with (a `CUkernel` may be passed cast to a
+    // `CUfunction`, cuda.h) and a valid out pointer.
+    match unsafe { occupancy_blocks_per_sm(&mut n, f as *mut c_void, threads as c_int, smem as usize) } {
+        CUDA_SUCCESS => Ok(n.max(0) as u32),
+        e => Err(e),
+    }
+}
+
+/// Clusters of shape `cluster` of handle `f` launched as `grid` x `block` with `smem` bytes that
+/// the whole device (the current context) holds at once.
+pub fn max_active_clusters(
+    f: usize,
+    grid: [u32; 3],
+    block: [u32; 3],
+    smem: u32,
+    cluster: [u32; 3],
+) -> Result<u32, CUresult> {
+    // One CUlaunchAttribute: a 4-byte id, 4 bytes of padding, a 64-byte value (8-byte aligned).
+    let mut attr = [0u64; 9];
+    attr[0] = u64::from(LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION);
+    attr[1] = u64::from(cluster[0]) | (u64::from(cluster[1]) << 32);
+    attr[2] = u64::from(cluster[2]);
+    let config = CUlaunchConfig {
+        grid_dim_x: grid[0],
+        grid_dim_y: grid[1],
+        grid_dim_z: grid[2],
+        block_dim_x: block[0],
+        block_dim_y: block[1],
+        block_dim_z: block[2],
+        shared_mem_bytes: smem,
+        h_stream: std::ptr::null_mut(),
+        attrs: attr.as_mut_ptr().cast(),
+        num_attrs: 1,
+    };
+    let mut n: c_int = 0;
+    // SAFETY: a handle the application launched with, a valid config whose one attribute lives
+    // for the call, and a valid out pointer; the null stream means the current (primary) context.
+    match unsafe { occupancy_max_active_clusters(&mut n, f as *mut c_void, &config) } {
+        CUDA_SUCCESS => Ok(n.max(0) as u32),
+        e => Err(e),
+    }
 }

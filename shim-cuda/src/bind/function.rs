@@ -9,6 +9,9 @@
 //! (a handle stays one function while its module is loaded; a module unloaded and a new one loaded
 //! at the same address would have to agree on the layout, which vitamin does not detect).
 //!
+//! Cluster dimensions compiled into the function are read once too (a launch of such a function is a
+//! cluster launch whatever its attributes say).
+//!
 //! The dynamic-shared-memory limit is not cached: `cuFuncSetAttribute` (not hooked) may raise it
 //! between launches, so it is read at each launch that asks for dynamic shared memory.
 
@@ -16,7 +19,7 @@ use std::collections::HashMap;
 use std::ffi::c_int;
 use std::sync::{Arc, RwLock};
 
-use vitamin_hal::{FunctionKind, ParamLayout};
+use vitamin_hal::{Dim3, FunctionKind, ParamLayout};
 
 use super::driver;
 use crate::ffi::{CUresult, CUDA_SUCCESS};
@@ -35,6 +38,10 @@ pub struct FunctionInfo {
     pub layout: Option<Arc<[ParamLayout]>>,
     /// `CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK`, `None` if unknown.
     pub max_threads_per_block: Option<u32>,
+    /// Cluster dimensions compiled into the function (`__cluster_dims__`,
+    /// `CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_WIDTH/HEIGHT/DEPTH`): its launches are cluster launches
+    /// even without a cluster attribute.
+    pub required_cluster: Option<Dim3>,
     /// The kernel's (mangled) name.
     pub name: Arc<str>,
 }
@@ -92,10 +99,14 @@ fn discover(f: usize, device: c_int) -> FunctionInfo {
         },
     };
     let max_threads = attribute(kind, f, device, driver::FUNC_MAX_THREADS_PER_BLOCK);
+    let cluster: Vec<u32> =
+        (0..3).map(|i| attribute(kind, f, device, driver::FUNC_REQUIRED_CLUSTER_WIDTH + i).unwrap_or(0)).collect();
+    let required_cluster = cluster.iter().all(|&c| c > 0).then(|| Dim3::new(cluster[0], cluster[1], cluster[2]));
     FunctionInfo {
         kind,
         layout: layout.map(Arc::from),
         max_threads_per_block: max_threads,
+        required_cluster,
         name: Arc::from(crate::state::kernel_name(f)),
     }
 }

@@ -16,6 +16,12 @@
 //! (recorded by the driver: timing and interprocess events after draining their stream, records
 //! on capturing streams, records with flags), in which case every use goes to the driver too.
 //!
+//! ## Executable graphs
+//! A [`GraphExecEntry`] per `CUgraphExec` launched in bind mode: a hidden logical event that
+//! orders every launch of that executable graph behind its previous launch (the driver does so
+//! natively, whatever the streams), and the launches recorded as ops that may not have been
+//! submitted yet, which a call changing or destroying the executable graph waits for.
+//!
 //! ## Copies
 //! [`plan_copy`] decides from what the driver says about both addresses: device or pinned memory
 //! on both ends becomes an asynchronous copy op; a pageable source is staged (copied at the call,
@@ -25,9 +31,11 @@
 #![forbid(unsafe_code)]
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
+use smallvec::SmallVec;
 use vitamin_hal::Endpoint;
-use vitamin_runtime::{EventId, StreamId};
+use vitamin_runtime::{EventId, OpId, StreamId};
 
 /// `CU_STREAM_LEGACY`.
 pub const CU_STREAM_LEGACY: usize = 0x1;
@@ -102,11 +110,37 @@ impl EventEntry {
     }
 }
 
-/// Application stream and event handles mapped to logical ones.
+/// What vitamin knows about one executable graph launched in bind mode.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GraphExecEntry {
+    /// Logical event recorded after each launch; the next launch, on any stream, waits on it.
+    pub order: EventId,
+    /// Name of its launch ops (timelines, logs).
+    pub name: Arc<str>,
+    /// Launches recorded as ops, not known to be submitted yet (oldest first).
+    pub pending: SmallVec<[OpId; 2]>,
+}
+
+impl GraphExecEntry {
+    /// A new entry ordering launches through the logical event `order`.
+    pub fn new(handle: usize, order: EventId) -> Self {
+        GraphExecEntry { order, name: Arc::from(format!("graph {handle:#x}")), pending: SmallVec::new() }
+    }
+
+    /// Notes a launch recorded as `op`, first forgetting the launches `submitted` says were handed to
+    /// the backend (so the list stays as short as the launches actually held back).
+    pub fn note_launch(&mut self, op: OpId, submitted: impl Fn(OpId) -> bool) {
+        self.pending.retain(|o| !submitted(*o));
+        self.pending.push(op);
+    }
+}
+
+/// Application stream, event and executable-graph handles mapped to logical ones.
 #[derive(Debug, Default)]
 pub struct Registry {
     streams: HashMap<usize, StreamId>,
     events: HashMap<usize, EventEntry>,
+    graph_execs: HashMap<usize, GraphExecEntry>,
 }
 
 impl Registry {
@@ -143,6 +177,23 @@ impl Registry {
     /// `(streams, events)` mapped now.
     pub fn counts(&self) -> (usize, usize) {
         (self.streams.len(), self.events.len())
+    }
+    /// The entry of an executable graph, if it was launched in bind mode.
+    pub fn graph_exec(&self, handle: usize) -> Option<&GraphExecEntry> {
+        self.graph_execs.get(&handle)
+    }
+    /// The entry of an executable graph, created (with the event `make_order` returns) at its first
+    /// launch.
+    pub fn graph_exec_or_insert(&mut self, handle: usize, make_order: impl FnOnce() -> EventId) -> &mut GraphExecEntry {
+        self.graph_execs.entry(handle).or_insert_with(|| GraphExecEntry::new(handle, make_order()))
+    }
+    /// Forgets a destroyed executable graph.
+    pub fn remove_graph_exec(&mut self, handle: usize) -> Option<GraphExecEntry> {
+        self.graph_execs.remove(&handle)
+    }
+    /// Executable graphs mapped now.
+    pub fn graph_exec_count(&self) -> usize {
+        self.graph_execs.len()
     }
 }
 
@@ -269,6 +320,30 @@ mod tests {
         assert_eq!(r.stream(0x10), None);
         assert!(r.remove_event(0x20).is_some());
         assert_eq!(r.counts(), (0, 0));
+    }
+
+    #[test]
+    fn graph_execs_keep_only_launches_not_yet_submitted() {
+        let mut r = Registry::default();
+        let mut made = 0;
+        let e = r.graph_exec_or_insert(0xe0, || {
+            made += 1;
+            EventId(5)
+        });
+        assert_eq!((e.order, &*e.name), (EventId(5), "graph 0xe0"));
+        e.note_launch(OpId(1), |_| false);
+        e.note_launch(OpId(2), |_| false);
+        assert_eq!(e.pending.as_slice(), &[OpId(1), OpId(2)]);
+        // Op 1 was submitted meanwhile: forgotten at the next launch.
+        e.note_launch(OpId(3), |o| o == OpId(1));
+        assert_eq!(e.pending.as_slice(), &[OpId(2), OpId(3)]);
+        // The second launch of the same handle reuses the entry and its ordering event.
+        let again = r.graph_exec_or_insert(0xe0, || unreachable!("created once"));
+        assert_eq!(again.order, EventId(5));
+        assert_eq!(made, 1);
+        assert_eq!(r.graph_exec_count(), 1);
+        assert_eq!(r.remove_graph_exec(0xe0).map(|e| e.pending.len()), Some(2));
+        assert!(r.graph_exec(0xe0).is_none());
     }
 
     fn any_memory() -> impl Strategy<Value = Memory> {

@@ -11,11 +11,27 @@
 //! - Kernel launches (`cuLaunchKernel`, `cuLaunchKernelEx`, `cuLaunchCooperativeKernel`, each with
 //!   its `_ptsz` variant): descriptor captured at the call ([`capture`], [`function`]): function,
 //!   grid, block, dynamic shared memory, argument bytes copied by the parameter layout, attributes
-//!   deep-copied.
+//!   deep-copied. Cooperative and cluster launches included: the dispatcher offers them only the
+//!   pool nodes whose SMs hold all their blocks at once (co-residency) or their clusters (cluster
+//!   occupancy); one that not even the whole device holds is refused at the call (the native path,
+//!   so the driver's own error, e.g. `CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE`, returns
+//!   synchronously), as is one whose grid is not a whole number of clusters.
 //! - `cuMemcpyAsync`, `cuMemcpyHtoDAsync`, `cuMemcpyDtoHAsync`, `cuMemcpyDtoDAsync`: copy ops
 //!   ([`handles::plan_copy`]); a pageable source is staged at the call.
 //! - `cuMemsetD8/16/32Async`: fill ops. `cuLaunchHostFunc`: a host-function op, ordered in its
 //!   stream like any other.
+//! - `cuGraphLaunch`: **one** graph-launch op, which the dispatcher binds as a whole to one pool
+//!   node (the policy's `select_graph`), so every kernel of the graph runs on that node's SMs. Each
+//!   launch of an executable graph is also ordered behind its previous launch (a hidden logical
+//!   event per `CUgraphExec`), as the driver orders launches of one executable graph whatever
+//!   their streams. Calls that change or destroy an executable graph (`cuGraphExecUpdate`,
+//!   `cuGraphExec*NodeSetParams`, `cuGraphExec*NodeSetEvent`, `cuGraphNodeSetEnabled`,
+//!   `cuGraphExecDestroy`) and `cuGraphUpload` first wait until that graph's deferred launches were
+//!   **submitted** (handed to the driver on a pool node's stream), then pass through. Submission,
+//!   not completion, is enough: the driver finishes launches it holds with the graph as it was
+//!   when they were launched and defers the destruction of an executable graph in flight, exactly
+//!   as natively; waiting for completion would add a synchronization the application never asked
+//!   for. Instantiation passes through untouched.
 //! - Event records and stream waits on events: logical generations (no device work).
 //!
 //! ## What is answered from logical state
@@ -31,10 +47,11 @@
 //! also carries the legacy-default-stream edges, waited for), and followed, for calls that enqueue
 //! work, by a wait for the application's native stream, so later logical ops follow it. This covers:
 //! launches that fail validation (the driver returns its own error, synchronously) or use forms
-//! vitamin does not model (including, for now, cooperative and cluster launches); device-to-pageable copies (they must be complete when the call returns);
-//! 2-D/3-D/peer/array copies and 2-D fills; synchronous copies and fills (on the default stream);
-//! `cuStreamAddCallback`; graph launches and uploads; `cuMemFreeAsync`; stream capture begins;
-//! timing and interprocess event records (so the driver's timestamps and IPC waits stay real).
+//! vitamin does not model (cluster dimensions compiled into the function, launch attributes that
+//! make the driver record events); device-to-pageable copies (they must be complete when the call
+//! returns); 2-D/3-D/peer/array copies and 2-D fills; synchronous copies and fills (on the default
+//! stream); `cuStreamAddCallback`; `cuMemFreeAsync`; stream capture begins; timing and
+//! interprocess event records (so the driver's timestamps and IPC waits stay real).
 //! Memory frees (`cuMemFree`, `cuMemFreeHost`) first synchronize the device logically (the
 //! driver's implicit synchronization).
 //!
@@ -53,10 +70,10 @@
 //! and the census says why. A forked child runs in observe mode (no dispatcher thread in it).
 //!
 //! ## Not yet done (see docs/shim.md)
-//! Graph launches are not ops yet (native path, synchronous); per-thread default streams of
-//! exited threads are not released; launches on contexts other than the primary one, and
-//! multi-device processes, are not supported; a submission the backend refuses is retried by the
-//! dispatcher rather than failed.
+//! Per-thread default streams of exited threads are not released; launches on contexts other than
+//! the primary one, and multi-device processes, are not supported. Event record and wait nodes
+//! inside a graph act on the driver's events only: a logically recorded event is not updated by a
+//! graph's event-record node.
 
 pub(crate) mod calls;
 pub mod capture;
@@ -70,8 +87,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
+use std::collections::HashMap;
+
 use serde_json::{json, Value};
-use vitamin_hal::{Marker, OpDesc};
+use vitamin_hal::{Dim3, Marker, OpDesc};
 use vitamin_runtime::{StreamId, VctxError, VctxId, VirtualContext};
 
 use self::coordinator::{Coordinator, Settings};
@@ -86,6 +105,9 @@ use crate::state::{self, vlog, ACTIVE_CAPTURES};
 pub const CUDA_ERROR_INVALID_HANDLE: CUresult = 400;
 /// `CUDA_ERROR_LAUNCH_FAILED`.
 pub const CUDA_ERROR_LAUNCH_FAILED: CUresult = 719;
+
+/// (function, grid, block, dynamic shared memory, cluster).
+type ClusterKey = (usize, [u32; 3], [u32; 3], u32, [u32; 3]);
 
 /// Set in a forked child and when bind mode could not start: every call then takes the observe
 /// path.
@@ -110,6 +132,11 @@ pub struct BindCounters {
     pub fills: Stat,
     /// Host functions recorded as ops.
     pub host_functions: Stat,
+    /// Graph launches recorded as ops.
+    pub graph_launches: Stat,
+    /// Calls on an executable graph (update, parameter changes, destroy, upload) that waited for
+    /// the submission of its deferred launches.
+    pub graph_exec_waits: Stat,
     /// Logical event records.
     pub event_records: Stat,
     /// Logical event waits.
@@ -124,8 +151,11 @@ pub struct BindCounters {
     pub invalid_launches: Stat,
     /// Calls on the native path because vitamin does not model them.
     pub native_unmodelled: Stat,
-    /// Of those, cooperative and cluster launches.
+    /// Of those, cooperative and cluster launches (compiled-in cluster dimensions, unknown
+    /// occupancy).
     pub native_constrained: Stat,
+    /// Cooperative and cluster launches recorded as ops (bound only to nodes that hold them).
+    pub cooperative_or_cluster: Stat,
     /// Barrier drains before native-path calls.
     pub drains: Stat,
 }
@@ -135,11 +165,13 @@ impl BindCounters {
         json!({
             "kernels": self.kernels.get(), "copies": self.copies.get(), "staged_copies": self.staged_copies.get(),
             "staged_bytes": self.staged_bytes.get(), "fills": self.fills.get(),
-            "host_functions": self.host_functions.get(), "event_records": self.event_records.get(),
+            "host_functions": self.host_functions.get(), "graph_launches": self.graph_launches.get(),
+            "graph_exec_waits": self.graph_exec_waits.get(), "event_records": self.event_records.get(),
             "event_waits": self.event_waits.get(), "syncs_answered": self.syncs.get(),
             "queries_answered": self.queries.get(), "forwarded_capturing": self.capturing.get(),
             "invalid_launches": self.invalid_launches.get(), "native_unmodelled": self.native_unmodelled.get(),
             "native_cooperative_or_cluster": self.native_constrained.get(),
+            "cooperative_or_cluster": self.cooperative_or_cluster.get(),
             "drains": self.drains.get(),
         })
     }
@@ -155,6 +187,12 @@ pub struct Bind {
     device: c_int,
     /// The device's primary context (the application's current context at start-up).
     context: usize,
+    limits: driver::DeviceLimits,
+    /// Co-resident blocks per SM by (function, threads per block, dynamic shared memory).
+    coresident: Mutex<HashMap<(usize, u32, u32), Option<u32>>>,
+    /// The driver's cluster occupancy on the whole device by (function, grid, block, dynamic shared
+    /// memory, cluster).
+    clusters: Mutex<HashMap<ClusterKey, Result<u32, CUresult>>>,
     settings: Settings,
     coordinator: Coordinator,
     /// What was done.
@@ -255,6 +293,7 @@ impl Bind {
                  the primary context (the CUDA runtime, PyTorch)"
             )));
         }
+        let limits = driver::device_limits(device).map_err(|e| unavailable("cuDeviceGetAttribute", e))?;
         let vctx = Arc::new(VirtualContext::new(VctxId(std::process::id())));
         let settings = settings();
         let coordinator = Coordinator::start(device, vctx.clone(), settings).map_err(StartError::Unavailable)?;
@@ -270,6 +309,9 @@ impl Bind {
             functions: Functions::default(),
             device,
             context: ctx,
+            limits,
+            coresident: Mutex::new(HashMap::new()),
+            clusters: Mutex::new(HashMap::new()),
             settings,
             coordinator,
             counters: BindCounters::default(),
@@ -287,6 +329,31 @@ impl Bind {
 
     fn registry(&self) -> std::sync::MutexGuard<'_, Registry> {
         self.registry.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Co-resident blocks per SM of handle `f` with this block shape (cached; `None` if the driver
+    /// cannot say).
+    fn blocks_per_sm(&self, f: usize, threads: u32, smem: u32) -> Option<u32> {
+        let key = (f, threads, smem);
+        if let Some(&n) = self.coresident.lock().unwrap_or_else(|e| e.into_inner()).get(&key) {
+            return n;
+        }
+        let n = driver::blocks_per_sm(f, threads, smem).ok();
+        self.coresident.lock().unwrap_or_else(|e| e.into_inner()).insert(key, n);
+        n
+    }
+
+    /// Clusters of `cluster`'s shape the whole device holds for this launch (cached), or the
+    /// driver's error.
+    fn max_active_clusters(&self, f: usize, g: &capture::Geometry, cluster: Dim3) -> Result<u32, CUresult> {
+        let dims = |d: Dim3| [d.x, d.y, d.z];
+        let key = (f, dims(g.grid), dims(g.block), g.shared_mem_bytes, dims(cluster));
+        if let Some(&n) = self.clusters.lock().unwrap_or_else(|e| e.into_inner()).get(&key) {
+            return n;
+        }
+        let n = driver::max_active_clusters(f, key.1, key.2, key.3, key.4);
+        self.clusters.lock().unwrap_or_else(|e| e.into_inner()).insert(key, n);
+        n
     }
 
     /// The logical stream of a known stream reference (default streams always are).
@@ -433,7 +500,11 @@ pub fn census() -> Option<Value> {
         None => json!({"active": false, "reason": "not started: no bind-mode call was made with a current context"}),
         Some(None) => json!({"active": false, "reason": UNAVAILABLE.get().cloned().unwrap_or_default()}),
         Some(Some(b)) => {
-            let (streams, events) = b.registry().counts();
+            let (streams, events, graph_execs) = {
+                let r = b.registry();
+                let (s, e) = r.counts();
+                (s, e, r.graph_exec_count())
+            };
             json!({
                 "active": !DISABLED.load(Ordering::Relaxed),
                 "device": b.coordinator.started.device,
@@ -442,6 +513,7 @@ pub fn census() -> Option<Value> {
                 "ops": b.counters.to_json(),
                 "streams_mapped": streams,
                 "events_mapped": events,
+                "graph_execs_mapped": graph_execs,
                 "dispatcher": b.coordinator.stats(),
             })
         }

@@ -15,8 +15,9 @@
  * implicit ordering with blocking streams, the extra-buffer argument form, a host function, D2H
  * to pageable memory (complete on return), the per-thread default stream (_ptsz), pinned D2H with
  * an event synchronize, a query while a long kernel runs, timing events, dynamic shared memory
- * raised with cuFuncSetAttribute, a cluster launch, invalid launches (same error as the driver),
- * context sync.
+ * raised with cuFuncSetAttribute, cluster and cooperative launches (bound only to partitions that
+ * hold them), invalid launches incl. a cooperative grid larger than the device and a partial
+ * cluster (same error as the driver, synchronously), context sync.
  *
  * Build: cc -o bind_app bind_app.c -L<dir> -lcuda
  */
@@ -74,6 +75,8 @@ CUresult cuLaunchKernel(CUfunction, unsigned, unsigned, unsigned, unsigned, unsi
 CUresult cuLaunchKernel_ptsz(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
                              CUstream, void **, void **);
 CUresult cuLaunchKernelEx(const CUlaunchConfig *, CUfunction, void **, void **);
+CUresult cuLaunchCooperativeKernel(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
+                                   CUstream, void **);
 void fake_mark(const char *);
 
 #define N 4096
@@ -200,7 +203,7 @@ int main(void) {
         void *params[] = {&w, &w, &n, &tag, &mul, &add};
         CHECK(cuLaunchKernel(STEP, N / 256, 1, 1, 256, 1, 1, 65536, s3, params, NULL));
     }
-    {   /* k10: a cluster launch (1x1x1 clusters) on s2; vitamin runs these natively for now */
+    {   /* k10: a cluster launch (1x1x1 clusters) on s2 */
         int n = N, tag = 10;
         float mul = 1.0f, add = 0.0f;
         void *params[] = {&y, &w, &n, &tag, &mul, &add};
@@ -211,6 +214,31 @@ int main(void) {
         memcpy(attr.value, dims, sizeof dims);
         CUlaunchConfig cfg = {N / 256, 1, 1, 256, 1, 1, 0, s2, &attr, 1};
         CHECK(cuLaunchKernelEx(&cfg, STEP, params, NULL));
+    }
+    {   /* cooperative and cluster launches: bound only to partitions that hold them (the fake holds 8
+         * blocks per SM and needs one SM per block of a cluster; its leaves have 8, 8, 8, 8, 4 SMs) */
+        int n = N, tag = 11;
+        float mul = 1.0f, add = 2.0f;
+        void *params[] = {&z, &z, &n, &tag, &mul, &add};
+        /* k11: 100 co-resident blocks need 13 SMs */
+        CHECK(cuLaunchCooperativeKernel(STEP, 100, 1, 1, 256, 1, 1, 0, s3, params));
+        int tag12 = 12;
+        void *params12[] = {&y, &y, &n, &tag12, &mul, &add};
+        CUlaunchAttribute coop;
+        memset(&coop, 0, sizeof coop);
+        coop.id = 2; /* CU_LAUNCH_ATTRIBUTE_COOPERATIVE */
+        coop.value[0] = 1;
+        CUlaunchConfig cfg = {40, 1, 1, 256, 1, 1, 0, s2, &coop, 1}; /* k12: 40 blocks need 5 SMs */
+        CHECK(cuLaunchKernelEx(&cfg, STEP, params12, NULL));
+        int tag13 = 13;
+        void *params13[] = {&x, &x, &n, &tag13, &mul, &add};
+        CUlaunchAttribute cl;
+        memset(&cl, 0, sizeof cl);
+        cl.id = 4; /* CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION: clusters of 8 blocks need 8 SMs */
+        unsigned dims[3] = {8, 1, 1};
+        memcpy(cl.value, dims, sizeof dims);
+        CUlaunchConfig ccfg = {16, 1, 1, 256, 1, 1, 0, s1, &cl, 1}; /* k13 */
+        CHECK(cuLaunchKernelEx(&ccfg, STEP, params13, NULL));
     }
     CHECK(cuCtxSynchronize());
     fake_mark("after ctx sync");
@@ -227,6 +255,15 @@ int main(void) {
         printf("invalid: zero grid %d\n", cuLaunchKernel(STEP, 0, 1, 1, 32, 1, 1, 0, s1, params, NULL));
         printf("invalid: 128 KiB shared %d\n", cuLaunchKernel(STEP, 1, 1, 1, 32, 1, 1, 131072, s1, params, NULL));
         printf("invalid: params and extra %d\n", cuLaunchKernel(STEP, 1, 1, 1, 32, 1, 1, 0, s1, params, extra));
+        /* more than the device's 36 SMs x 8 blocks co-resident: CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE */
+        printf("invalid: cooperative 300 blocks %d\n", cuLaunchCooperativeKernel(STEP, 300, 1, 1, 32, 1, 1, 0, s1, params));
+        CUlaunchAttribute cl;
+        memset(&cl, 0, sizeof cl);
+        cl.id = 4;
+        unsigned dims[3] = {4, 1, 1};
+        memcpy(cl.value, dims, sizeof dims);
+        CUlaunchConfig bad = {10, 1, 1, 32, 1, 1, 0, s2, &cl, 1}; /* 10 blocks are not whole clusters of 4 */
+        printf("invalid: partial cluster %d\n", cuLaunchKernelEx(&bad, STEP, params, NULL));
     }
 
     printf("final x %08x y %08x z %08x w %08x\n", checksum(dev(x)), checksum(dev(y)), checksum(dev(z)),

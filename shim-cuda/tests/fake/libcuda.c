@@ -10,7 +10,7 @@
  * Two execution modes:
  * - inline (default): every operation executes inside the call that submits it, as in part 1.
  * - asynchronous (FAKE_CUDA_DELAY_US=<n>): each stream is a FIFO executed by its own worker
- *   thread, every kernel takes at least n microseconds (a kernel with tag 99 takes 300 ms), events
+ *   thread, every kernel takes at least n microseconds (a kernel with tag 90-99 takes 300 ms), events
  *   complete when their stream reaches them, and the native semantics a real driver has are
  *   emulated: the legacy default stream waits for blocking streams and they wait for it, pageable
  *   host->device async copies are staged at the call, device->pageable copies complete before the
@@ -255,7 +255,7 @@ typedef struct cmd {
     /* wait */
     struct fstream *target;
     unsigned long seq;
-    int graph_launches, graph_index;
+    int graph_launches, graph_index, graph_seq, graph_version;
 } cmd;
 
 typedef struct fstream {
@@ -286,6 +286,12 @@ static const char *ctx_name(fstream *st, char *buf, size_t n) {
     return buf;
 }
 
+static unsigned GREEN_SMS[256];
+static unsigned sms_of(void *stream) {
+    fstream *st = stream_of(stream);
+    return st->ctx > 0 && st->ctx < 256 ? GREEN_SMS[st->ctx] : 36;
+}
+
 static void execute(fstream *st, cmd *c) {
     char ctx[16], a[48], b[48];
     ctx_name(st, ctx, sizeof ctx);
@@ -295,7 +301,7 @@ static void execute(fstream *st, cmd *c) {
         if (c->fi == 2) snprintf(label, sizeof label, "k%d", *(int *)(c->params + 20));
         else snprintf(label, sizeof label, "%s", FUNCS[c->fi].name);
         exec_log("begin %s ctx=%s stream=%d", label, ctx, st->index);
-        if (async_mode()) usleep(c->fi == 2 && *(int *)(c->params + 20) == 99 ? 300000 : (useconds_t)DELAY_US);
+        if (async_mode()) usleep(c->fi == 2 && *(int *)(c->params + 20) >= 90 ? 300000 : (useconds_t)DELAY_US);
         run_kernel(c->fi, c->threads, c->params);
         exec_log("end %s", label);
         break;
@@ -329,7 +335,10 @@ static void execute(fstream *st, cmd *c) {
         exec_log("end callback");
         break;
     case C_GRAPH:
-        exec_log("graph %d launches=%d ctx=%s stream=%d", c->graph_index, c->graph_launches, ctx, st->index);
+        exec_log("begin graph%d.%d v%d launches=%d ctx=%s stream=%d", c->graph_index, c->graph_seq, c->graph_version,
+                 c->graph_launches, ctx, st->index);
+        if (async_mode()) usleep((useconds_t)DELAY_US);
+        exec_log("end graph%d.%d", c->graph_index, c->graph_seq);
         break;
     default:
         break;
@@ -532,14 +541,32 @@ EXPORT CUresult cuKernelGetFunction(void) { return CUDA_ERROR_NOT_SUPPORTED; }
 EXPORT CUresult cuOccupancyMaxActiveBlocksPerMultiprocessor(int *n, void *f, int threads, size_t smem) {
     (void)f; (void)threads; (void)smem; *n = 8; return CUDA_SUCCESS;
 }
-EXPORT CUresult cuOccupancyMaxActiveClusters(int *n, void *f, const CUlaunchConfig *c) { (void)f; (void)c; *n = 1; return CUDA_SUCCESS; }
+/* Co-residency model: 8 blocks of any function per SM (above); a cluster needs one SM per block
+ * of the context the config's stream belongs to (NULL: the whole device of 36 SMs). */
+static unsigned sms_of(void *stream);
+static unsigned cluster_volume(const CUlaunchAttribute *attrs, unsigned n) {
+    for (unsigned k = 0; k < n; k++)
+        if (attrs[k].id == 4) {
+            unsigned d[3];
+            memcpy(d, attrs[k].value, sizeof d);
+            return d[0] * d[1] * d[2];
+        }
+    return 0;
+}
+EXPORT CUresult cuOccupancyMaxActiveClusters(int *n, void *f, const CUlaunchConfig *c) {
+    (void)f;
+    unsigned vol = cluster_volume(c->attrs, c->numAttrs);
+    if (vol == 0 || vol > 16) return 912; /* CUDA_ERROR_INVALID_CLUSTER_SIZE */
+    *n = (int)(sms_of(c->hStream) / vol);
+    return CUDA_SUCCESS;
+}
 
 /* ---------------------------------------------------------------- green contexts */
 #define FAKE_SMS 36
 #define FAKE_MIN_PARTITION 8
 typedef struct { int magic; int index; unsigned sms; unsigned mask; } fake_green;
 typedef struct { unsigned sms; unsigned mask; } fake_desc;
-static int NGREENS;
+static int NGREENS; /* GREEN_SMS (above) holds the SMs of green context n at index n */
 
 static void sm_resource(CUdevResource *r, unsigned count, unsigned mask) {
     memset(r, 0, sizeof *r);
@@ -585,6 +612,7 @@ EXPORT CUresult cuGreenCtxCreate(fake_green **g, fake_desc *desc, int dev, unsig
     x->index = ++NGREENS;
     x->sms = desc->sms;
     x->mask = desc->mask;
+    if (x->index < 256) GREEN_SMS[x->index] = x->sms;
     *g = x;
     logf_("cuGreenCtxCreate g%d sms=%u leaves=%x", x->index, x->sms, x->mask);
     return CUDA_SUCCESS;
@@ -732,31 +760,120 @@ EXPORT CUresult cuStreamBeginCapture_v2(CUstream s, int mode) {
     logf_("cuStreamBeginCapture_v2 stream=%d mode=%d", st->index, mode);
     return CUDA_SUCCESS;
 }
-typedef struct { int launches; int index; } fake_graph;
-static fake_graph GRAPHS[16];
+/* Graphs (from stream capture) and executable graphs (instantiated from a graph) share one type:
+ * `launches` = kernels captured into it. An executable graph has a version, raised by every update
+ * or parameter change; each launch runs with the version current when it was launched (native:
+ * changes only affect later launches). Launches of one executable graph are ordered behind its
+ * previous launch whatever the stream (native rule); launching a destroyed one fails. */
+typedef struct {
+    int launches, index, is_exec, destroyed, version, nlaunched;
+    fstream *last_stream;
+    unsigned long last_seq;
+} fake_graph;
+static fake_graph GRAPHS[64];
 static int NGRAPHS;
+static fake_graph *new_graph(int launches, int is_exec) {
+    if (NGRAPHS >= 64) return NULL;
+    fake_graph *g = &GRAPHS[NGRAPHS];
+    memset(g, 0, sizeof *g);
+    g->launches = launches;
+    g->index = ++NGRAPHS;
+    g->is_exec = is_exec;
+    return g;
+}
 EXPORT CUresult cuStreamEndCapture(CUstream s, CUgraph *g) {
     fstream *st = stream_of(s);
     if (!st->capturing) return CUDA_ERROR_INVALID_VALUE;
     st->capturing = 0;
-    GRAPHS[NGRAPHS].launches = st->captured;
-    GRAPHS[NGRAPHS].index = NGRAPHS + 1;
-    *g = &GRAPHS[NGRAPHS++];
+    fake_graph *graph = new_graph(st->captured, 0);
+    if (!graph) return CUDA_ERROR_INVALID_VALUE;
+    *g = graph;
     logf_("cuStreamEndCapture stream=%d launches=%d", st->index, st->captured);
     return CUDA_SUCCESS;
 }
 static CUresult is_capturing(CUstream s, int *status) { *status = stream_of(s)->capturing; return CUDA_SUCCESS; }
 EXPORT CUresult cuStreamIsCapturing(CUstream s, int *status) { return is_capturing(s, status); }
 EXPORT CUresult cuStreamIsCapturing_ptsz(CUstream s, int *status) { return is_capturing(s, status); }
-EXPORT CUresult cuGraphLaunch(CUgraphExec g, CUstream s) {
-    fstream *st = stream_of(s);
-    logf_("cuGraphLaunch graph=%d launches=%d stream=%d", ((fake_graph *)g)->index, ((fake_graph *)g)->launches, st->index);
-    cmd *c = new_cmd(C_GRAPH);
-    c->graph_index = ((fake_graph *)g)->index;
-    c->graph_launches = ((fake_graph *)g)->launches;
-    submit(st, c);
+EXPORT CUresult cuGraphInstantiateWithFlags(CUgraphExec *exec, CUgraph graph, unsigned long long flags) {
+    fake_graph *g = graph;
+    if (!g || !exec) return CUDA_ERROR_INVALID_VALUE;
+    fake_graph *e = new_graph(g->launches, 1);
+    if (!e) return CUDA_ERROR_INVALID_VALUE;
+    *exec = e;
+    logf_("cuGraphInstantiateWithFlags graph=%d flags=%llu -> exec=%d", g->index, flags, e->index);
     return CUDA_SUCCESS;
 }
+EXPORT CUresult cuGraphDestroy(CUgraph graph) {
+    logf_("cuGraphDestroy graph=%d", ((fake_graph *)graph)->index);
+    return CUDA_SUCCESS;
+}
+EXPORT CUresult cuGraphExecDestroy(CUgraphExec exec) {
+    fake_graph *e = exec;
+    if (!e || !e->is_exec || e->destroyed) return CUDA_ERROR_INVALID_VALUE;
+    e->destroyed = 1; /* launches in flight finish (they copied what they need) */
+    logf_("cuGraphExecDestroy exec=%d launched=%d", e->index, e->nlaunched);
+    exec_log("mark exec%d destroyed", e->index);
+    return CUDA_SUCCESS;
+}
+static CUresult exec_changed(const char *via, fake_graph *e, int launches) {
+    if (!e || !e->is_exec || e->destroyed) return CUDA_ERROR_INVALID_VALUE;
+    e->version++;
+    if (launches >= 0) e->launches = launches;
+    logf_("%s exec=%d launched=%d -> v%d", via, e->index, e->nlaunched, e->version);
+    return CUDA_SUCCESS;
+}
+EXPORT CUresult cuGraphExecUpdate_v2(CUgraphExec exec, CUgraph graph, void *result_info) {
+    (void)result_info;
+    return exec_changed("cuGraphExecUpdate_v2", exec, graph ? ((fake_graph *)graph)->launches : -1);
+}
+EXPORT CUresult cuGraphExecKernelNodeSetParams_v2(CUgraphExec exec, void *node, const void *params) {
+    (void)node; (void)params;
+    return exec_changed("cuGraphExecKernelNodeSetParams_v2", exec, -1);
+}
+static CUresult graph_upload(const char *via, CUgraphExec exec, CUstream s) {
+    fake_graph *e = exec;
+    if (!e || !e->is_exec || e->destroyed) return CUDA_ERROR_INVALID_VALUE;
+    logf_("%s exec=%d launched=%d stream=%d", via, e->index, e->nlaunched, stream_of(s)->index);
+    return CUDA_SUCCESS;
+}
+EXPORT CUresult cuGraphUpload(CUgraphExec exec, CUstream s) { return graph_upload("cuGraphUpload", exec, s); }
+EXPORT CUresult cuGraphUpload_ptsz(CUgraphExec exec, CUstream s) { return graph_upload("cuGraphUpload_ptsz", exec, s); }
+static CUresult graph_launch(const char *via, CUgraphExec exec, CUstream s) {
+    fake_graph *g = exec;
+    fstream *st = stream_of(s);
+    char ctx[16];
+    if (!g || g->destroyed) {
+        logf_("%s -> DESTROYED", via);
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    ctx_name(st, ctx, sizeof ctx);
+    if (st->capturing) { /* becomes a child-graph node of the capture */
+        st->captured += g->launches;
+        logf_("%s graph=%d launches=%d stream=%d captured ctx=%s", via, g->index, g->launches, st->index, ctx);
+        return CUDA_SUCCESS;
+    }
+    pthread_mutex_lock(&G);
+    int seq = ++g->nlaunched;
+    logf_("%s graph=%d.%d launches=%d v%d stream=%d ctx=%s", via, g->index, seq, g->launches, g->version, st->index, ctx);
+    legacy_edges_locked(st);
+    if (async_mode() && g->last_stream && g->last_stream != st && g->last_stream->completed < g->last_seq) {
+        cmd *w = new_cmd(C_WAIT); /* behind the previous launch of this executable graph */
+        w->target = g->last_stream;
+        w->seq = g->last_seq;
+        push_locked(st, w);
+    }
+    cmd *c = new_cmd(C_GRAPH);
+    c->graph_index = g->index;
+    c->graph_launches = g->launches;
+    c->graph_seq = seq;
+    c->graph_version = g->version;
+    g->last_seq = push_locked(st, c);
+    g->last_stream = st;
+    pthread_mutex_unlock(&G);
+    return CUDA_SUCCESS;
+}
+EXPORT CUresult cuGraphLaunch(CUgraphExec g, CUstream s) { return graph_launch("cuGraphLaunch", g, s); }
+EXPORT CUresult cuGraphLaunch_ptsz(CUgraphExec g, CUstream s) { return graph_launch("cuGraphLaunch_ptsz", g, s); }
 EXPORT CUresult cuLaunchHostFunc(CUstream s, CUhostFn fn, void *data) {
     fstream *st = stream_of(s);
     if (!fn) return CUDA_ERROR_INVALID_VALUE;
@@ -850,6 +967,25 @@ static CUresult launch(const char *via, void *f, unsigned gx, unsigned gy, unsig
         logf_("%s %s grid=%u,%u,%u block=%u,%u,%u -> INVALID", via, FUNCS[fi].name, gx, gy, gz, bx, by, bz);
         return CUDA_ERROR_INVALID_VALUE;
     }
+    fstream *target = stream_of(s);
+    unsigned long blocks = (unsigned long)gx * gy * gz;
+    int cooperative = 0;
+    for (unsigned k = 0; k < nattrs; k++)
+        if (attrs[k].id == 2 && attrs[k].value[0]) cooperative = 1;
+    unsigned cvol = cluster_volume(attrs, nattrs), sms = sms_of(target);
+    if (cooperative && blocks > 8ul * sms) { /* co-residency on this stream's context */
+        logf_("%s %s grid=%u,%u,%u block=%u,%u,%u sms=%u -> TOO_LARGE", via, FUNCS[fi].name, gx, gy, gz, bx, by, bz, sms);
+        return 720; /* CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE */
+    }
+    if (cvol) {
+        unsigned d[3];
+        for (unsigned k = 0; k < nattrs; k++) if (attrs[k].id == 4) memcpy(d, attrs[k].value, sizeof d);
+        if (!d[0] || !d[1] || !d[2] || gx % d[0] || gy % d[1] || gz % d[2] || cvol > 16 || cvol > sms) {
+            logf_("%s %s grid=%u,%u,%u block=%u,%u,%u sms=%u -> INVALID", via, FUNCS[fi].name, gx, gy, gz, bx, by, bz,
+                  sms);
+            return 912; /* CUDA_ERROR_INVALID_CLUSTER_SIZE */
+        }
+    }
     cmd *c = new_cmd(C_KERNEL);
     c->fi = fi;
     c->threads = (unsigned long)gx * gy * gz * bx * by * bz;
@@ -898,6 +1034,24 @@ EXPORT CUresult cuLaunchKernel_ptsz(void *f, unsigned gx, unsigned gy, unsigned 
 static CUresult launch_kernel_internal(void *f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
                                        unsigned bz, unsigned smem, CUstream s, void **params, void **extra) {
     return launch("cuLaunchKernel[internal]", f, gx, gy, gz, bx, by, bz, smem, s, params, extra, NULL, 0);
+}
+/* Cooperative launches: the same as cuLaunchKernelEx with CU_LAUNCH_ATTRIBUTE_COOPERATIVE = 1 (so
+ * their log lines compare equal to the shim's resubmission through cuLaunchKernelEx). */
+static CUresult launch_cooperative(const char *via, void *f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
+                                   unsigned by, unsigned bz, unsigned smem, CUstream s, void **params) {
+    CUlaunchAttribute coop;
+    memset(&coop, 0, sizeof coop);
+    coop.id = 2;
+    coop.value[0] = 1;
+    return launch(via, f, gx, gy, gz, bx, by, bz, smem, s, params, NULL, &coop, 1);
+}
+EXPORT CUresult cuLaunchCooperativeKernel(void *f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
+                                          unsigned bz, unsigned smem, CUstream s, void **params) {
+    return launch_cooperative("cuLaunchCooperativeKernel", f, gx, gy, gz, bx, by, bz, smem, s, params);
+}
+EXPORT CUresult cuLaunchCooperativeKernel_ptsz(void *f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
+                                               unsigned by, unsigned bz, unsigned smem, CUstream s, void **params) {
+    return launch_cooperative("cuLaunchCooperativeKernel_ptsz", f, gx, gy, gz, bx, by, bz, smem, s, params);
 }
 EXPORT CUresult cuLaunchKernelEx(const CUlaunchConfig *c, void *f, void **params, void **extra) {
     return launch("cuLaunchKernelEx", f, c->gridDimX, c->gridDimY, c->gridDimZ, c->blockDimX, c->blockDimY, c->blockDimZ,

@@ -53,3 +53,107 @@ pub fn shim_path() -> PathBuf {
     assert!(status.success(), "cargo build -p vitamin-shim-cuda failed");
     candidates.into_iter().find(|p| p.exists()).expect("libvitamin_cuda.so after cargo build")
 }
+
+/// One run of a program against the asynchronous fake driver: its output, the fake driver's call
+/// log (`FAKE_CUDA_LOG`) and execution log (`FAKE_CUDA_EXEC_LOG`), and the census if one was written.
+pub struct AppRun {
+    /// Exit status and captured stdout/stderr.
+    pub out: std::process::Output,
+    /// The call log.
+    pub calls: String,
+    /// The execution log.
+    pub exec: String,
+    /// The census (bind-mode runs).
+    pub census: Option<serde_json::Value>,
+}
+
+impl AppRun {
+    /// The program's stdout.
+    pub fn stdout(&self) -> String {
+        String::from_utf8_lossy(&self.out.stdout).into_owned()
+    }
+}
+
+/// Runs `app` (built in `dir`, next to the fake driver) with the fake driver in its asynchronous
+/// mode (2 ms per kernel); `bind` adds the shim in bind mode with these extra variables. Other
+/// `VITAMIN_*`, `FAKE_CUDA*` and `LD_PRELOAD` variables of the test's environment are removed.
+/// Fails the test if the program does not finish within a minute.
+pub fn run_async_app(
+    app: &std::path::Path,
+    dir: &std::path::Path,
+    name: &str,
+    bind: Option<&[(&str, &str)]>,
+    extra_env: &[(&str, &str)],
+) -> AppRun {
+    use std::time::{Duration, Instant};
+    let calls = dir.join(format!("{name}.calls"));
+    let exec = dir.join(format!("{name}.exec"));
+    let census = dir.join(format!("{name}.census.json"));
+    for p in [&calls, &exec, &census] {
+        let _ = std::fs::remove_file(p);
+    }
+    let mut cmd = Command::new(app);
+    for (k, _) in std::env::vars() {
+        if k.starts_with("VITAMIN_") || k.starts_with("FAKE_CUDA") || k == "LD_PRELOAD" {
+            cmd.env_remove(k);
+        }
+    }
+    cmd.env("LD_LIBRARY_PATH", dir)
+        .env("FAKE_CUDA_LOG", &calls)
+        .env("FAKE_CUDA_EXEC_LOG", &exec)
+        .env("FAKE_CUDA_DELAY_US", "2000");
+    if let Some(vars) = bind {
+        cmd.env("LD_PRELOAD", shim_path()).env("VITAMIN_MODE", "bind").env("VITAMIN_CENSUS", &census);
+        for (k, v) in vars {
+            cmd.env(k, v);
+        }
+    }
+    for (k, v) in extra_env {
+        cmd.env(k, v);
+    }
+    let mut child = cmd
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("run {}: {e}", app.display()));
+    let start = Instant::now();
+    while child.try_wait().expect("wait").is_none() {
+        if start.elapsed() > Duration::from_secs(60) {
+            let _ = child.kill();
+            let out = child.wait_with_output().unwrap();
+            panic!(
+                "{name}: {} did not finish within 60 s (hang?)\n{}",
+                app.display(),
+                String::from_utf8_lossy(&out.stdout)
+            );
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let out = child.wait_with_output().unwrap();
+    let read = |p: &std::path::Path| std::fs::read_to_string(p).unwrap_or_default();
+    let census = std::fs::read_to_string(&census).ok().map(|t| serde_json::from_str(&t).expect("census JSON"));
+    AppRun { out, calls: read(&calls), exec: read(&exec), census }
+}
+
+/// Line number of each line of an execution log, keyed by its text without the ` ctx=..` tail;
+/// fails the test if a key appears twice.
+pub fn exec_positions(exec: &str) -> std::collections::HashMap<String, usize> {
+    let mut pos = std::collections::HashMap::new();
+    for (i, line) in exec.lines().enumerate() {
+        let key = line.split(" ctx=").next().unwrap().to_string();
+        assert!(pos.insert(key.clone(), i).is_none(), "`{key}` appears twice in the execution log:\n{exec}");
+    }
+    pos
+}
+
+/// Checks that for each `(a, b)`, line `a` of the execution log comes before line `b` (keys as in
+/// [`exec_positions`]).
+pub fn check_exec_order(name: &str, exec: &str, edges: &[(&str, &str)]) {
+    let pos = exec_positions(exec);
+    for (a, b) in edges {
+        let (Some(pa), Some(pb)) = (pos.get(*a), pos.get(*b)) else {
+            panic!("{name}: `{a}` or `{b}` missing from the execution log:\n{exec}");
+        };
+        assert!(pa < pb, "{name}: `{b}` (line {pb}) did not wait for `{a}` (line {pa}):\n{exec}");
+    }
+}

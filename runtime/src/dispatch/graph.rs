@@ -1,0 +1,50 @@
+//! Binding graph launches: one executable graph, one pool node.
+//!
+//! A graph launch (`OpDesc::Graph`) occupies units like a kernel, but vitamin cannot see inside it
+//! (its kernels, shapes and internal dependencies belong to the driver), so it never reaches the
+//! kernel path's Pick/Select, profiles or widening. After the round's kernels, each ready graph
+//! launch, oldest first, is offered to [`Policy::select_graph`] with the nodes eligible for its
+//! client, and the chosen node goes through exactly the validation, lease and submission path of a
+//! kernel ([`Dispatcher::bind_at`]): the unchanged descriptor is submitted on one lane of that
+//! node, so all of the graph's kernels run on that node's units, after everything the graph's
+//! stream order requires. Lane continuation applies to graphs like to any op (a graph recorded
+//! behind a kernel can be bound to that kernel's lane at once, and a kernel behind a graph to the
+//! graph's lane).
+
+use vitamin_hal::{Backend, OpDesc};
+
+use super::{sched_state, DispatchError, Dispatcher};
+use crate::policy::{Policy, ReadyGraphView, SchedState};
+
+impl<B: Backend, P: Policy> Dispatcher<B, P> {
+    /// Offers every ready graph launch to the policy and binds the node it chooses. Appends the
+    /// `ready` indices of the ops submitted to `submitted`.
+    pub(super) fn bind_graphs(&mut self, now: u64, submitted: &mut Vec<usize>) -> Result<(), DispatchError> {
+        let mut eligible = Vec::new();
+        // `ready` is in arrival order, so graphs are offered oldest first.
+        for idx in 0..self.ready.len() {
+            let node = {
+                let entry = &self.ready[idx];
+                let OpDesc::Graph(graph) = &*entry.desc else { continue };
+                let client = &self.clients[entry.client].info;
+                let view = ReadyGraphView {
+                    client: client.holder,
+                    op: entry.op,
+                    graph,
+                    ready_since_ns: entry.ready_since,
+                    seq: entry.seq,
+                    deadline_ns: client.deadline_ns,
+                };
+                self.pool.eligible(view.client, 0, &mut eligible);
+                let state = sched_state!(self, now);
+                self.policy.select_graph(&view, &eligible, &state)
+            };
+            let Some(node) = node else { continue };
+            if self.bind_at(idx, node)? {
+                self.stats.graphs += 1;
+                submitted.push(idx);
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,177 @@
+//! Graph launches in bind mode, without a GPU: tests/fake/graph_app.c (graph launches between
+//! kernels, a launch on a second stream while the previous launch of the same executable graph is
+//! held back, an update and a parameter change after held launches, destroy right after a launch, an upload, a launch into a capturing stream) runs against
+//! the fake libcuda in its asynchronous mode, natively and under the shim in bind mode.
+//!
+//! Checked for every policy (and strict readiness): the program prints what it prints natively;
+//! each `cuGraphLaunch` is recorded as one op and reaches the driver on a green-context stream (a
+//! pool node's lane), except the launch into a capturing stream, which is forwarded natively and
+//! captured; the execution log respects stream order with the kernels before and after each launch
+//! and the driver's ordering of launches of one executable graph across streams; every launch ran
+//! with the version of the executable graph current when the application launched it (an update
+//! or parameter change never overtakes a held launch); destroying the executable graph right after
+//! launching it does not lose the launch; the executable-graph calls reach the driver in the same
+//! order relative to the launches as natively.
+
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+
+use serde_json::Value;
+
+mod support;
+use support::{build_fake_driver, check_exec_order, compile, run_async_app, shim_path, AppRun};
+
+struct Fixture {
+    dir: PathBuf,
+    app: PathBuf,
+}
+
+fn fixture() -> &'static Fixture {
+    static F: OnceLock<Fixture> = OnceLock::new();
+    F.get_or_init(|| {
+        let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("shim-bind-graph");
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        build_fake_driver(&dir);
+        let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fake/graph_app.c");
+        let app = dir.join("graph_app");
+        let lib = format!("-L{}", dir.display());
+        compile(&["-O1", "-o", app.to_str().unwrap(), src.to_str().unwrap(), &lib, "-lcuda"]);
+        shim_path();
+        Fixture { dir, app }
+    })
+}
+
+fn run(name: &str, bind: Option<&[(&str, &str)]>) -> AppRun {
+    let f = fixture();
+    run_async_app(&f.app, &f.dir, name, bind, &[])
+}
+
+fn native() -> &'static AppRun {
+    static N: OnceLock<AppRun> = OnceLock::new();
+    N.get_or_init(|| {
+        let r = run("native", None);
+        assert!(r.out.status.success(), "native run failed:\n{}", r.stdout());
+        assert!(r.stdout().ends_with("done\n"), "{}", r.stdout());
+        r
+    })
+}
+
+/// Happens-before of the program (execution-log keys: the text before ` ctx=`). A graph launch's
+/// key carries the version it ran with: `begin graph2.2 v0` means the second launch of executable
+/// graph 2 ran with version 0, i.e. the update issued after it did not overtake it.
+const EDGES: &[(&str, &str)] = &[
+    ("mark start", "begin k1"),
+    ("end k1", "begin graph2.1 v0 launches=1"),
+    ("end graph2.1", "begin k2"),
+    ("end k2", "begin k91"),
+    ("end k91", "begin graph2.2 v0 launches=1"),
+    ("end graph2.2", "begin graph2.3 v0 launches=1"), // launches of one executable graph, across streams
+    ("end graph2.3", "begin graph2.4 v1 launches=1"),
+    ("end graph2.4", "begin graph2.5 v2 launches=1"),
+    ("end graph2.5", "begin k3"),
+    ("end k3", "mark after sync s2"),
+    ("mark after sync s2", "begin k92"),
+    ("end k92", "begin graph2.6 v2 launches=1"),
+    ("end graph2.6", "begin k4"),
+    ("end k4", "mark after ctx sync"),
+];
+
+/// The call-log lines of the executable-graph calls (instantiate, upload, update, parameter
+/// change, destroy) and of the graph launches, in order, without stream and context words (stream
+/// indices differ under the shim, which creates the pool's streams).
+fn graph_calls(calls: &str) -> Vec<String> {
+    calls
+        .lines()
+        .filter(|l| l.starts_with("cuGraph") || l.starts_with("cuStreamEndCapture"))
+        .map(|l| {
+            l.split_whitespace()
+                .filter(|w| !w.starts_with("stream=") && !w.starts_with("ctx="))
+                .collect::<Vec<_>>()
+                .join(" ")
+        })
+        .collect()
+}
+
+fn launch_contexts(calls: &str) -> Vec<(String, String)> {
+    calls
+        .lines()
+        .filter(|l| l.starts_with("cuGraphLaunch "))
+        .map(|l| {
+            let graph = l.split_whitespace().find_map(|w| w.strip_prefix("graph=")).unwrap().to_string();
+            let ctx = l.split_whitespace().find_map(|w| w.strip_prefix("ctx=")).unwrap().to_string();
+            (graph, ctx)
+        })
+        .collect()
+}
+
+fn check_bind_run(name: &str, r: &AppRun) -> Value {
+    let n = native();
+    assert!(r.out.status.success(), "{name} failed:\n{}\n{}", r.stdout(), String::from_utf8_lossy(&r.out.stderr));
+    assert_eq!(r.stdout(), n.stdout(), "{name}: the program's output differs from the native run");
+    assert!(!r.calls.contains("DESTROYED"), "{name}: a launch reached the driver after its graph was destroyed");
+    check_exec_order(name, &r.exec, EDGES);
+    assert!(!r.exec.contains("begin k50"), "{name}: the captured kernel must not run");
+    // Same executable-graph calls, launches in between, same launch counts at each call.
+    assert_eq!(graph_calls(&r.calls), graph_calls(&n.calls), "{name}: graph calls differ from the native order");
+    // Native: every launch on the application's streams. Bind: the six launches on pool nodes'
+    // green-context streams, the launch into the capture natively (captured).
+    let native_ctx = launch_contexts(&n.calls);
+    assert!(native_ctx.iter().all(|(_, c)| c == "p"), "{native_ctx:?}");
+    let ctx = launch_contexts(&r.calls);
+    assert_eq!(ctx.len(), 7, "{name}: {ctx:?}");
+    for (g, c) in &ctx {
+        assert_eq!(c.starts_with('g'), g.starts_with("2."), "{name}: graph launch {g} went to {c}: {ctx:?}");
+    }
+    assert!(r.calls.lines().any(|l| l.starts_with("cuGraphLaunch graph=3 ") && l.contains(" captured ")));
+    // Every kernel ran on a green context.
+    for line in r.exec.lines().filter(|l| l.starts_with("begin k")) {
+        assert!(line.contains(" ctx=g"), "{name}: {line}");
+    }
+    let c = r.census.as_ref().expect("bind-mode census");
+    assert_eq!(c["mode"], "bind");
+    let b = c["bind"].clone();
+    assert_eq!(b["active"], true, "{b:#}");
+    assert_eq!(b["ops"]["graph_launches"], 6, "{name}: {b:#}");
+    assert_eq!(b["ops"]["kernels"], 6, "{name}: {b:#}");
+    let per_node: u64 = b["dispatcher"]["per_node"].as_array().unwrap().iter().map(|v| v.as_u64().unwrap()).sum();
+    assert_eq!(per_node, 12, "{name}: six kernels and six graph launches ran on pool nodes: {b:#}");
+    assert_eq!(b["graph_execs_mapped"], 0, "{name}: the launched executable graph was destroyed: {b:#}");
+    b
+}
+
+#[test]
+fn the_native_run_respects_the_program_order() {
+    check_exec_order("native", &native().exec, EDGES);
+    assert!(!native().calls.contains("DESTROYED"));
+}
+
+#[test]
+fn graph_launches_are_bound_ops_under_every_policy() {
+    for (name, vars) in [
+        ("chaos", vec![("VITAMIN_POLICY", "chaos"), ("VITAMIN_SEED", "3")]),
+        ("throughput", vec![("VITAMIN_POLICY", "throughput")]),
+        ("tpot", vec![("VITAMIN_POLICY", "tpot")]),
+        ("static", vec![("VITAMIN_POLICY", "static")]),
+        ("exclusive", vec![("VITAMIN_POLICY", "exclusive")]),
+    ] {
+        let r = run(name, Some(&vars));
+        let b = check_bind_run(name, &r);
+        let d = &b["dispatcher"];
+        let graphs_bound = d["graphs"].as_u64().unwrap();
+        assert!(graphs_bound <= 6, "{name}: {d}");
+    }
+}
+
+/// Under strict readiness nothing is bound before its predecessors completed, so the launches held
+/// behind the 300 ms kernels are not submitted when the application updates and destroys the
+/// executable graph: both calls must wait for them (and they did, or the versions and the destroy
+/// check above would fail). Every launch is then bound through `select_graph`.
+#[test]
+fn strict_readiness_makes_graph_calls_wait_for_held_launches() {
+    let r = run("chaos-strict", Some(&[("VITAMIN_POLICY", "chaos"), ("VITAMIN_LANE_CONTINUATION", "0")]));
+    let b = check_bind_run("chaos-strict", &r);
+    assert!(b["ops"]["graph_exec_waits"].as_u64().unwrap() >= 2, "update and destroy waited: {b:#}");
+    assert_eq!(b["dispatcher"]["graphs"], 6, "{b:#}");
+    assert_eq!(b["dispatcher"]["continued"], 0, "{b:#}");
+}
