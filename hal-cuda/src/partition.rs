@@ -404,6 +404,17 @@ impl PhysicalPartition for CudaPartition {
     fn can_execute(&self, op: &OpDesc) -> Result<(), Incompatibility> {
         match op {
             OpDesc::Kernel(k) => self.check_kernel(k),
+            // Measured on the H200 (docs/results/shim-bind-suite.md, graph census): a graph
+            // instantiated in the primary context and launched on a green-context stream runs its
+            // kernels on all 132 SMs, not the green context's. Only the whole device accounts for
+            // that truthfully, so a graph is bound to a node holding every SM.
+            OpDesc::Graph(_) if self.units.len() < self.shared.caps.sm_count as usize => {
+                Err(Incompatibility::WholeDevice {
+                    what: "a CUDA graph launch".into(),
+                    units: self.units.len(),
+                    device: self.shared.caps.sm_count as usize,
+                })
+            }
             _ => Ok(()),
         }
     }

@@ -29,6 +29,18 @@ pub enum Incompatibility {
     /// The launch is invalid on any partition (the native API would reject it too).
     #[error("invalid launch: {0}")]
     InvalidLaunch(String),
+    /// The op's work does not stay inside a partition smaller than the whole device (e.g. a CUDA
+    /// graph's kernels run on every SM whatever stream launches it), so only a partition holding
+    /// every unit accounts for it truthfully.
+    #[error("{what} uses the whole device; this partition has {units} of {device} units")]
+    WholeDevice {
+        /// What the op is.
+        what: String,
+        /// Units in the partition.
+        units: usize,
+        /// Units in the device.
+        device: usize,
+    },
 }
 
 /// Errors from a backend.

@@ -6,12 +6,14 @@
 //! launch, oldest first, is offered to [`Policy::select_graph`] with the nodes eligible for its
 //! client, and the chosen node goes through exactly the validation, lease and submission path of a
 //! kernel ([`Dispatcher::bind_at`]): the unchanged descriptor is submitted on one lane of that
-//! node, so all of the graph's kernels run on that node's units, after everything the graph's
-//! stream order requires. Lane continuation applies to graphs like to any op (a graph recorded
+//! node, after everything the graph's stream order requires. Only nodes whose partition
+//! `can_execute` the graph are offered: on the simulated device any node (a graph's work stays on
+//! the node's units there), on CUDA only the whole device, because the H200 measurement showed a
+//! graph's kernels running on all SMs even when launched on a green-context stream. Lane continuation applies to graphs like to any op (a graph recorded
 //! behind a kernel can be bound to that kernel's lane at once, and a kernel behind a graph to the
 //! graph's lane).
 
-use vitamin_hal::{Backend, OpDesc};
+use vitamin_hal::{Backend, OpDesc, PhysicalPartition};
 
 use super::{sched_state, DispatchError, Dispatcher};
 use crate::policy::{Policy, ReadyGraphView, SchedState};
@@ -36,6 +38,9 @@ impl<B: Backend, P: Policy> Dispatcher<B, P> {
                     deadline_ns: client.deadline_ns,
                 };
                 self.pool.eligible(view.client, 0, &mut eligible);
+                // Offer only nodes that can run it as bound (on CUDA: the whole device, because a
+                // graph's kernels use every SM whatever stream launches it).
+                eligible.retain(|&n| self.partitions[n.0 as usize].can_execute(&entry.desc).is_ok());
                 let state = sched_state!(self, now);
                 self.policy.select_graph(&view, &eligible, &state)
             };
