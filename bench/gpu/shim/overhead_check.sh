@@ -120,5 +120,25 @@ else:
     print("training runs missing:", runs)
 PY
 fi
+if [ -x "$HERE/gpu_tests" ] && [ -n "${GPU_TESTS_ARGS:-}" ]; then
+    step "GPU tests: $GPU_TESTS_ARGS"
+    # shellcheck disable=SC2086
+    timeout 120 "$HERE/gpu_tests" $GPU_TESTS_ARGS 2>&1 | tail -30
+fi
+if [ -f "$HERE/torch_check.py" ] && [ -n "${TORCH_SEEDS:-}" ]; then
+    step "PyTorch script under Chaos (seeds $TORCH_SEEDS) vs native"
+    export CUBLAS_WORKSPACE_CONFIG=:4096:8
+    same() { python3 -c 'import json,sys; a,b=(json.load(open(p))["results"] for p in sys.argv[1:]); print("yes" if a==b else "NO")' "$@"; }
+    timeout 120 python3 "$HERE/torch_check.py" "$W/torch_native.json" "$W/torch_native_trace.json" > /dev/null 2> "$W/torch_native.err"
+    echo "native exit $?"
+    for seed in $TORCH_SEEDS; do
+        POLICY=chaos VITAMIN_SEED=$seed bind "torch_$seed" -- timeout 120 python3 "$HERE/torch_check.py" "$W/torch_$seed.json" \
+            "$W/torch_${seed}_trace.json" > /dev/null 2> "$W/torch_$seed.err"
+        echo "chaos seed $seed exit $? results identical to native: $(same "$W/torch_native.json" "$W/torch_$seed.json")"
+        python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); b=d.get("bind",d); print(" census:", json.dumps({k: v for k, v in (b.get("counters") or {}).items() if "graph" in k}))' \
+            "$W/census_torch_$seed.json" 2>/dev/null || true
+    done
+    rm -f "$W"/torch_*_trace.json "$W"/torch_native_trace.json
+fi
 tar czf "$OUT/overhead_runs.tar.gz" -C "$W" . 2>/dev/null
 step done
