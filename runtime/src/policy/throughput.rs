@@ -48,7 +48,22 @@ pub struct ThroughputOriented {
     scratch_keys: Vec<(u32, u32, usize)>,
     scratch_fresh: Vec<(usize, NodeId)>,
     scratch_reused: Vec<(usize, NodeId)>,
+    /// `continue_on_lane` answers while the client is alone on the device (nothing else active
+    /// or pending): then they depend only on the launch shape and the node, and a dependent chain
+    /// asks the same question for every op.
+    continue_memo: HashMap<(ShapeKey, NodeId), bool>,
 }
+
+/// A launch shape: function handle, grid, block, dynamic shared memory.
+type ShapeKey = (u64, [u32; 3], [u32; 3], u32);
+
+fn shape_key(k: &KernelLaunch) -> ShapeKey {
+    let (g, b) = (k.grid(), k.block());
+    (k.function().handle(), [g.x, g.y, g.z], [b.x, b.y, b.z], k.shared_mem_bytes())
+}
+
+/// Most memoized `continue_on_lane` answers kept (the memo is cleared beyond).
+const CONTINUE_MEMO_MAX: usize = 4096;
 
 impl ThroughputOriented {
     fn time(&mut self, k: &KernelLaunch, m: usize, state: &SchedState<'_>) -> f64 {
@@ -379,12 +394,40 @@ impl Policy for ThroughputOriented {
         if !self.waiting.iter().all(|&h| h == op.client) {
             return false;
         }
+        let pool = state.pool;
+        let others_active = pool.active_units().difference(&pool.node(node).units);
+        let alone = others_active.is_empty() && pool.pending().is_empty();
+        let key = (shape_key(op.kernel), node);
+        if alone {
+            if let Some(&answer) = self.continue_memo.get(&key) {
+                return answer;
+            }
+        }
         // Continue only on a right-sized node: not much wider than the op can use (else rebind
         // narrower and free units), and no available wider node would be clearly faster.
+        let answer = self.decide_continue(op, node, state, &others_active);
+        if alone {
+            if self.continue_memo.len() >= CONTINUE_MEMO_MAX {
+                self.continue_memo.clear();
+            }
+            self.continue_memo.insert(key, answer);
+        }
+        answer
+    }
+}
+
+impl ThroughputOriented {
+    /// The `continue_on_lane` decision itself (see there).
+    fn decide_continue(
+        &mut self,
+        op: &ReadyOpView<'_>,
+        node: NodeId,
+        state: &SchedState<'_>,
+        others_active: &UnitSet,
+    ) -> bool {
         let pool = state.pool;
         let current = pool.node(node);
         let m = current.size();
-        let others_active = pool.active_units().difference(&current.units);
         let curve = self.curves.curve(op.kernel, pool, state.profiles);
         let sizes: Vec<usize> = self.curves.sizes(pool).to_vec();
         let index = |sz: usize| sizes.binary_search(&sz).unwrap_or(0);
