@@ -446,7 +446,7 @@ impl ThroughputOriented {
             for &n in pool.nodes_by_size() {
                 let cand = pool.node(n);
                 let reachable = n == node
-                    || (cand.units.is_disjoint(&others_active)
+                    || (cand.units.is_disjoint(others_active)
                         && matches!(pool.state(n), NodeState::Idle | NodeState::Leased { .. })
                         && pool.pending().iter().all(|(t, _)| pool.node(*t).units.is_disjoint(&cand.units)));
                 if reachable {
