@@ -48,6 +48,8 @@ pub struct VirtualContext {
     waiters: AtomicUsize,
     /// How long a blocking sync spins before it parks, ns ([`VirtualContext::set_sync_spin`]).
     sync_spin_ns: AtomicU64,
+    /// Whether a spinning sync yields the CPU between checks ([`VirtualContext::set_sync_yield`]).
+    sync_yield: AtomicBool,
     /// Called by spinning waiters (without the lock), see [`VirtualContext::set_wait_assist`].
     assist: std::sync::OnceLock<WaitAssist>,
 }
@@ -101,6 +103,7 @@ impl VirtualContext {
             work_hint: AtomicBool::new(false),
             waiters: AtomicUsize::new(0),
             sync_spin_ns: AtomicU64::new(SYNC_SPIN.as_nanos() as u64),
+            sync_yield: AtomicBool::new(true),
             assist: std::sync::OnceLock::new(),
         }
     }
@@ -110,6 +113,12 @@ impl VirtualContext {
     /// here (CUDA spins by default and parks only under blocking synchronization).
     pub fn set_sync_spin(&self, spin: Duration) {
         self.sync_spin_ns.store(spin.as_nanos().min(u128::from(u64::MAX)) as u64, Ordering::Relaxed);
+    }
+
+    /// Whether a spinning sync yields the CPU (`sched_yield`) between checks (default) or only
+    /// spins on the CPU (no system calls; for a dedicated core).
+    pub fn set_sync_yield(&self, yield_between_checks: bool) {
+        self.sync_yield.store(yield_between_checks, Ordering::Relaxed);
     }
 
     /// Installs work that a spinning waiter runs on each turn, outside the lock: typically
@@ -294,6 +303,7 @@ impl VirtualContext {
         {
             let spin_until = Instant::now() + Duration::from_nanos(self.sync_spin_ns.load(Ordering::Relaxed));
             let assist = self.assist.get();
+            let yields = self.sync_yield.load(Ordering::Relaxed);
             self.waiters.fetch_add(1, Ordering::AcqRel);
             let mut seen = self.retirements.load(Ordering::Acquire);
             loop {
@@ -316,9 +326,14 @@ impl VirtualContext {
                     }
                     match assist {
                         Some(f) => f(),
-                        None => {
+                        None if yields => {
                             std::hint::spin_loop();
                             std::thread::yield_now();
+                        }
+                        None => {
+                            for _ in 0..64 {
+                                std::hint::spin_loop();
+                            }
                         }
                     }
                 };

@@ -300,6 +300,8 @@ impl Bind {
         // Synchronize calls wait like the application asked: CUDA spins (polling) unless it chose
         // blocking synchronization; a spinning waiter polls completions itself.
         vctx.set_sync_spin(if driver::blocking_sync(device) { vitamin_runtime::SYNC_SPIN } else { SPIN_WAIT });
+        // Tuning knob for measurements: `VITAMIN_SYNC_YIELD=0` spins without `sched_yield`.
+        vctx.set_sync_yield(std::env::var("VITAMIN_SYNC_YIELD").map_or(true, |v| v.trim() != "0"));
         if settings.inline {
             vctx.set_wait_assist(Box::new(wait_assist));
         }
