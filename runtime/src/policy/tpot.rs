@@ -49,6 +49,18 @@ fn target_of(state: &SchedState<'_>, h: HolderId) -> Option<u64> {
 }
 
 impl TpotFirst {
+    /// The node prepared for latency-critical client `h`, if eligible: the wider node reclaimed
+    /// for it (used once), else its standing reservation.
+    fn prepared_node(&mut self, h: HolderId, eligible: &[NodeId]) -> Option<NodeId> {
+        if let Some(&(n, _)) = self.widened.get(&h) {
+            if eligible.contains(&n) {
+                self.widened.remove(&h);
+                return Some(n);
+            }
+        }
+        self.standing.get(&h).copied().filter(|n| eligible.contains(n))
+    }
+
     fn deadline(&self, state: &SchedState<'_>, h: HolderId, advised: Option<u64>) -> Option<u64> {
         advised.or_else(|| Some(self.last_done.get(&h)? + target_of(state, h)?))
     }
@@ -207,16 +219,8 @@ impl Policy for TpotFirst {
             return self.tput.select(op, eligible, state);
         }
         self.decode.entry(h).or_insert_with(|| op.kernel.clone());
-        if let Some(&(n, _)) = self.widened.get(&h) {
-            if eligible.contains(&n) {
-                self.widened.remove(&h);
-                return Some(n);
-            }
-        }
-        if let Some(&n) = self.standing.get(&h) {
-            if eligible.contains(&n) {
-                return Some(n);
-            }
+        if let Some(n) = self.prepared_node(h, eligible) {
+            return Some(n);
         }
         let pool = state.pool;
         eligible.iter().copied().min_by(|&a, &b| {
@@ -233,16 +237,8 @@ impl Policy for TpotFirst {
         }
         // A latency-critical graph (a captured decode step): the prepared wider node, else the
         // standing reservation, else the widest eligible node (no profile to size it by).
-        if let Some(&(n, _)) = self.widened.get(&h) {
-            if eligible.contains(&n) {
-                self.widened.remove(&h);
-                return Some(n);
-            }
-        }
-        if let Some(&n) = self.standing.get(&h) {
-            if eligible.contains(&n) {
-                return Some(n);
-            }
+        if let Some(n) = self.prepared_node(h, eligible) {
+            return Some(n);
         }
         super::widest(eligible, state.pool)
     }
