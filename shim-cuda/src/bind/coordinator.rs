@@ -222,6 +222,10 @@ fn run(
     let nodes = d.pool().nodes().iter().map(|n| n.units.display(kind).to_string()).collect();
     let realize_ms = t0.elapsed().as_secs_f64() * 1e3;
     let poll_interval = Duration::from_nanos(d.config().min_poll_interval_ns);
+    let idle_spin = std::env::var("VITAMIN_IDLE_SPIN_US")
+        .ok()
+        .and_then(|v| v.trim().parse::<u64>().ok())
+        .map_or(IDLE_SPIN, Duration::from_micros);
     *slot.lock() = Some(d);
     let _ = ready.send(Ok(Started { device, nodes, realize_ms }));
     let mut errors = 0u64;
@@ -258,7 +262,7 @@ fn run(
         if idle {
             // Spin briefly (yielding) before parking: the next op of a launch-sync loop usually
             // arrives within microseconds, and a futex wake-up costs more than that.
-            let spin_until = Instant::now() + IDLE_SPIN;
+            let spin_until = Instant::now() + idle_spin;
             let mut woke = false;
             while Instant::now() < spin_until {
                 // Lock-free checks: spinning on the vCtx lock would contend with the recording
@@ -299,7 +303,9 @@ fn run(
     std::mem::forget(d);
 }
 
-/// How long the idle dispatcher thread spins (yielding) before it parks.
+/// How long the idle dispatcher thread spins (yielding) before it parks (`VITAMIN_IDLE_SPIN_US`
+/// overrides it for measurements). A parked thread takes tens of microseconds to wake on this
+/// VM, which the next op would wait for.
 const IDLE_SPIN: Duration = Duration::from_micros(100);
 
 /// Most ops lane continuation queues on one lane ahead of observed completions.
