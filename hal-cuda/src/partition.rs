@@ -9,11 +9,12 @@
 //!
 //! ## Fences
 //! Submitting records **no** event: a lane's ops complete in order, so one event recorded after
-//! the newest op fences everything before it. [`PhysicalPartition::poll`] records at most one event
-//! per lane per call (from a shared pool, only when the lane has unfenced ops), then queries the
-//! lane's newest event (and, if that one is pending, its oldest), and reports every sequence number
-//! up to the newest completed event. Submission therefore costs one driver call, and polling costs
-//! one record plus one or two queries per busy lane, whatever the number of ops.
+//! the newest op fences everything before it. A lane has at most one fence event in flight (each
+//! event is a command the GPU runs between the lane's kernels): [`PhysicalPartition::poll`] records
+//! one (from a shared pool) when the lane has unfenced ops and none in flight, queries it, and when
+//! it completed reports every sequence number it covers and fences the ops submitted since.
+//! Submission therefore costs one driver call, and polling one query per busy lane (plus a record
+//! when a fence completed), whatever the number of ops.
 //!
 //! ## Teardown
 //! Dropping a partition synchronizes every lane (drain), destroys the streams, returns the events
@@ -33,8 +34,6 @@ use vitamin_hal::{
 use crate::device::Shared;
 use crate::driver::{self, event, green, launch, mem, occupancy, resource, stream, CUevent, CUgreenCtx, CUstream};
 
-/// Most events one lane keeps in flight; a poll records no new one beyond this.
-const MAX_EVENTS_PER_LANE: usize = 16;
 /// How long [`CudaPartition::wait_for`] waits before reporting a hang.
 pub const WAIT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(120);
 /// Largest block the hardware runs (threads).
@@ -302,9 +301,12 @@ impl CudaPartition {
         }
     }
 
-    /// Records an event after the lane's newest op when it has unfenced ops (bounded).
+    /// Records an event after the lane's newest op when it has unfenced ops and no event in
+    /// flight. One fence event per lane at a time: every event recorded between two dependent
+    /// kernels is a command the GPU executes between them, so recording one per poll while a
+    /// chain is being continued would slow the chain itself.
     fn fence_lane(&self, lane: &mut Lane) -> Result<(), HalError> {
-        if lane.submitted > lane.fenced && lane.events.len() < MAX_EVENTS_PER_LANE {
+        if lane.submitted > lane.fenced && lane.events.is_empty() {
             let e = self.shared.take_event()?;
             // SAFETY: `e` is an idle pooled event and the stream is live.
             if let Err(err) = unsafe { event::record(e, lane.stream) } {
@@ -317,21 +319,12 @@ impl CudaPartition {
         Ok(())
     }
 
-    /// The newest sequence number whose event completed, if any newer than `completed`.
-    ///
-    /// At most two queries (each about 1.3 us on the H200, FACTS.md): the newest event, and if it
-    /// has not completed, the oldest. Events in between are found complete by later polls.
+    /// The sequence number the lane's fence event covers, if that event completed (one query,
+    /// about 1.3 us on the H200, FACTS.md).
     fn completed_upto(lane: &Lane) -> Result<Option<u64>, HalError> {
-        let Some(&(newest, e)) = lane.events.back() else { return Ok(None) };
+        let Some(&(upto, e)) = lane.events.back() else { return Ok(None) };
         // SAFETY: events in the lane's queue are live.
-        if unsafe { event::query(e) }? {
-            return Ok(Some(newest));
-        }
-        match lane.events.front() {
-            // SAFETY: as above.
-            Some(&(oldest, e)) if oldest < newest && unsafe { event::query(e) }? => Ok(Some(oldest)),
-            _ => Ok(None),
-        }
+        Ok(unsafe { event::query(e) }?.then_some(upto))
     }
 }
 
@@ -455,6 +448,8 @@ impl PhysicalPartition for CudaPartition {
             while st.keepalive.front().is_some_and(|(seq, _)| *seq <= upto) {
                 st.keepalive.pop_front();
             }
+            // Fence what was submitted since, so the next poll can see it complete.
+            self.fence_lane(&mut st)?;
         }
         self.shared.outstanding.fetch_sub(n, Ordering::AcqRel);
         Ok(n as usize)
