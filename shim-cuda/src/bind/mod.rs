@@ -299,7 +299,13 @@ impl Bind {
         let coordinator = Coordinator::start(device, vctx.clone(), settings).map_err(StartError::Unavailable)?;
         // Synchronize calls wait like the application asked: CUDA spins (polling) unless it chose
         // blocking synchronization; a spinning waiter polls completions itself.
-        vctx.set_sync_spin(if driver::blocking_sync(device) { vitamin_runtime::SYNC_SPIN } else { SPIN_WAIT });
+        let spin = if driver::blocking_sync(device) { vitamin_runtime::SYNC_SPIN } else { SPIN_WAIT };
+        // Tuning knob for measurements: `VITAMIN_SYNC_SPIN_US` overrides how long syncs spin.
+        let spin = std::env::var("VITAMIN_SYNC_SPIN_US")
+            .ok()
+            .and_then(|v| v.trim().parse::<u64>().ok())
+            .map_or(spin, Duration::from_micros);
+        vctx.set_sync_spin(spin);
         // Tuning knob for measurements: `VITAMIN_SYNC_YIELD=0` spins without `sched_yield`.
         vctx.set_sync_yield(std::env::var("VITAMIN_SYNC_YIELD").map_or(true, |v| v.trim() != "0"));
         if settings.inline {
