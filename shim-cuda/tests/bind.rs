@@ -247,6 +247,8 @@ fn every_policy_and_strict_readiness_keep_the_program_s_semantics() {
         ("static", vec![("VITAMIN_POLICY", "static")]),
         ("exclusive", vec![("VITAMIN_POLICY", "exclusive")]),
         ("chaos-strict", vec![("VITAMIN_POLICY", "chaos"), ("VITAMIN_SEED", "99"), ("VITAMIN_LANE_CONTINUATION", "0")]),
+        // The experimental inline submission and waiter-side polling (off by default).
+        ("chaos-inline", vec![("VITAMIN_POLICY", "chaos"), ("VITAMIN_SEED", "5"), ("VITAMIN_INLINE", "1")]),
     ] {
         let r = run(name, Some(&vars), &[]);
         check_bind_run(name, &r);

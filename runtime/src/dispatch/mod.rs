@@ -15,10 +15,17 @@
 //!    (node still eligible for the client, descriptor executable unchanged there); the lease is
 //!    opened or reused, the **unchanged** `Arc<OpDesc>` is submitted on the node's least-loaded lane,
 //!    and the op is marked submitted. A rejected proposal or failed submission leaves the op ready.
-//!    Then every ready graph launch is offered to [`Policy::select_graph`] and bound the same way
-//!    (`dispatch/graph.rs`): one graph, one node, all of its kernels on that node's units.
-//! 5. **Completion**: fences are polled in batches on nodes with outstanding work; tokens are
-//!    satisfied, outstanding counts decremented, draining nodes finish, idle leases are released.
+//!    Then every ready graph launch is offered to [`Policy::select_graph`], among the nodes whose
+//!    partition can run it, and bound the same way (`dispatch/graph.rs`): one graph, one node (on
+//!    CUDA the whole device, since a graph's kernels use every SM).
+//! 5. **Completion** (first in the round): fences are polled in batches on nodes with outstanding
+//!    work, at most every [`DispatchConfig::min_poll_interval_ns`] while work keeps being submitted
+//!    unless progress waits on completions ([`Dispatcher::needs_completions`]); tokens are
+//!    satisfied in one vCtx call per client, outstanding counts decremented, draining nodes finish,
+//!    idle leases are released.
+//!
+//! [`Dispatcher::pump_submit`] is the submitting half of a round (intake and binding) for a thread
+//! that just recorded work.
 //!
 //! The dispatcher only ever holds `Arc<OpDesc>`: it has no way to alter a descriptor.
 //!

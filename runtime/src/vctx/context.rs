@@ -522,9 +522,7 @@ impl VirtualContext {
     pub fn take_ready(&self, out: &mut Vec<ReadyOp>) {
         let mut g = self.state.lock();
         g.dag.take_ready(out);
-        if !g.dag.has_work() {
-            self.work_hint.store(false, Ordering::Release);
-        }
+        self.clear_hint_if_drained(&g);
     }
 
     /// Notes that `op` was handed to a backend lane (not yet complete). Idempotent.
@@ -539,6 +537,11 @@ impl VirtualContext {
     pub fn take_continuable(&self, out: &mut Vec<ContinuableOp>) {
         let mut g = self.state.lock();
         g.dag.take_continuable(out);
+        self.clear_hint_if_drained(&g);
+    }
+
+    /// Clears the work hint once both queues are empty (called with the lock held).
+    fn clear_hint_if_drained(&self, g: &State) {
         if !g.dag.has_work() {
             self.work_hint.store(false, Ordering::Release);
         }

@@ -1,7 +1,8 @@
 //! The in-process coordinator: the policy runs inside the shim.
 //!
-//! One thread (`vitamin-dispatch`) owns a [`Dispatcher`] over a [`CudaBackend`] on the device of
-//! the application's primary context. It is started by the first bind-mode call that needs it: the
+//! One thread (`vitamin-dispatch`) runs a [`Dispatcher`] over a [`CudaBackend`] on the device of
+//! the application's primary context (behind a lock it holds one round at a time, so that with
+//! [`Tuning::inline`] application threads can submit in between). It is started by the first bind-mode call that needs it: the
 //! thread creates the backend (one SM split) and realizes every pool node as a green context with
 //! its lanes (the H200's 59 nodes: about 100 ms, FACTS.md), reports the outcome to the starting
 //! call, and from then on pumps: intake of ready ops from the application's virtual context,
@@ -12,8 +13,10 @@
 //! backend's launches, copies, fences, which go through the shim's exported symbols or through
 //! `dlsym`) is forwarded untouched instead of being taken for an application call.
 //!
-//! Waiting: with work in flight the thread yields between polls (completion latency over CPU
-//! time); with nothing to do it parks in [`VirtualContext::wait_for_work`], which new ops wake.
+//! Waiting: with work in flight the thread spins (yielding, on lock-free hints) until new work
+//! arrives, a thread starts waiting in a synchronize call, or the poll interval passes; it polls
+//! every round while progress waits on completions. With nothing to do it spins briefly, then
+//! parks in [`VirtualContext::wait_for_work`], which new ops and newly waiting threads wake.
 //!
 //! Shutdown ([`Coordinator::stop`], at process exit): the thread publishes its statistics and exits
 //! without tearing the pool down (the process is ending; the driver reclaims the green contexts).
@@ -43,9 +46,51 @@ pub struct Settings {
     pub seed: u64,
     /// Lane continuation (default) or strict readiness.
     pub lane_continuation: bool,
-    /// Application threads submit the ready ops they record when the dispatcher is free, and
-    /// poll while they wait (`VITAMIN_INLINE=1`; off by default).
+    /// Measurement knobs (environment, read once at start).
+    pub tuning: Tuning,
+}
+
+/// Tuning knobs for measurements, not part of the stable interface (docs/shim.md lists them).
+/// Every field is the default unless its variable is set.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Tuning {
+    /// `VITAMIN_CONTINUATION_DEPTH`: ops lane continuation may queue on one lane.
+    pub continuation_depth: u32,
+    /// `VITAMIN_CONTINUATION_US`: bound on a lane's predicted backlog for continuation, ns.
+    pub continuation_ns: u64,
+    /// `VITAMIN_POLL_INTERVAL_US`: least time between completion polls while nothing waits, ns.
+    pub poll_interval_ns: u64,
+    /// `VITAMIN_PROFILE_DISPATCH=1`: per-phase dispatcher times in the census.
+    pub profile_phases: bool,
+    /// `VITAMIN_INLINE=1`: application threads submit the ready ops they record when the
+    /// dispatcher is free, and poll while they wait (experimental; off).
     pub inline: bool,
+    /// `VITAMIN_IDLE_SPIN_US`: how long the idle dispatcher thread spins before it parks.
+    pub idle_spin: Duration,
+    /// `VITAMIN_SYNC_SPIN_US`: how long synchronize calls spin before they park (`None`: by the
+    /// application's scheduling flags).
+    pub sync_spin: Option<Duration>,
+    /// `VITAMIN_SYNC_YIELD=0`: synchronize calls spin without `sched_yield`.
+    pub sync_yield: bool,
+}
+
+impl Tuning {
+    /// Reads the knobs through `get` (the environment in the shim).
+    pub fn from_lookup(get: impl Fn(&str) -> Option<String>) -> Tuning {
+        let num = |k: &str| get(k).and_then(|v| v.trim().parse::<u64>().ok());
+        let flag = |k: &str, value: &str| get(k).is_some_and(|v| v.trim() == value);
+        Tuning {
+            continuation_depth: num("VITAMIN_CONTINUATION_DEPTH")
+                .map_or(CONTINUATION_DEPTH, |d| d.clamp(1, u64::from(u32::MAX)) as u32),
+            continuation_ns: num("VITAMIN_CONTINUATION_US").map_or(CONTINUATION_NS, |us| us.saturating_mul(1000)),
+            poll_interval_ns: num("VITAMIN_POLL_INTERVAL_US").map_or(POLL_INTERVAL_NS, |us| us.saturating_mul(1000)),
+            profile_phases: flag("VITAMIN_PROFILE_DISPATCH", "1"),
+            inline: flag("VITAMIN_INLINE", "1"),
+            idle_spin: num("VITAMIN_IDLE_SPIN_US").map_or(IDLE_SPIN, Duration::from_micros),
+            sync_spin: num("VITAMIN_SYNC_SPIN_US").map(Duration::from_micros),
+            sync_yield: !flag("VITAMIN_SYNC_YIELD", "0"),
+        }
+    }
 }
 
 /// What the started coordinator reports.
@@ -120,7 +165,7 @@ impl Coordinator {
                 stopped: Mutex::new(Some(done_rx)),
                 stats,
                 dispatcher,
-                inline: settings.inline,
+                inline: settings.tuning.inline,
                 inline_errors: std::sync::atomic::AtomicU64::new(0),
                 inline_submits,
             }),
@@ -209,7 +254,7 @@ fn run(
     };
     let kind = backend.topology().unit_kind();
     let device = backend.topology().device_name().to_owned();
-    let config = dispatch_config(settings, |k| std::env::var(k).ok());
+    let config = dispatch_config(settings);
     let policy = settings.policy.build(settings.seed);
     let mut d = match Dispatcher::new(backend, policy, Profiles::new(device.clone()), config) {
         Ok(d) => d,
@@ -222,10 +267,7 @@ fn run(
     let nodes = d.pool().nodes().iter().map(|n| n.units.display(kind).to_string()).collect();
     let realize_ms = t0.elapsed().as_secs_f64() * 1e3;
     let poll_interval = Duration::from_nanos(d.config().min_poll_interval_ns);
-    let idle_spin = std::env::var("VITAMIN_IDLE_SPIN_US")
-        .ok()
-        .and_then(|v| v.trim().parse::<u64>().ok())
-        .map_or(IDLE_SPIN, Duration::from_micros);
+    let idle_spin = settings.tuning.idle_spin;
     *slot.lock() = Some(d);
     let _ = ready.send(Ok(Started { device, nodes, realize_ms }));
     let mut errors = 0u64;
@@ -303,7 +345,7 @@ fn run(
     std::mem::forget(d);
 }
 
-/// How long the idle dispatcher thread spins (yielding) before it parks (`VITAMIN_IDLE_SPIN_US`
+/// How long the idle dispatcher thread spins (yielding) before it parks ([`Tuning::idle_spin`]
 /// overrides it for measurements). A parked thread takes tens of microseconds to wake on this
 /// VM, which the next op would wait for.
 const IDLE_SPIN: Duration = Duration::from_micros(100);
@@ -328,18 +370,15 @@ pub const POLL_INTERVAL_NS: u64 = 50_000;
 ///   observed (a launch takes 3.3-3.6 us of driver time; waiting for completions made the
 ///   dispatcher the bottleneck, docs/results/shim-bind-overhead.md).
 ///
-/// Tuning knobs for measurements (not part of the stable interface): `VITAMIN_CONTINUATION_DEPTH`,
-/// `VITAMIN_CONTINUATION_US`, `VITAMIN_POLL_INTERVAL_US`, and `VITAMIN_PROFILE_DISPATCH=1` (time per
-/// dispatcher phase in the census's statistics).
-fn dispatch_config(settings: Settings, get: impl Fn(&str) -> Option<String>) -> DispatchConfig {
-    let num = |k: &str| get(k).and_then(|v| v.trim().parse::<u64>().ok());
+/// [`Tuning`] overrides these for measurements.
+fn dispatch_config(settings: Settings) -> DispatchConfig {
+    let t = settings.tuning;
     DispatchConfig {
         lane_continuation: settings.lane_continuation,
-        min_poll_interval_ns: num("VITAMIN_POLL_INTERVAL_US").map_or(POLL_INTERVAL_NS, |us| us * 1000),
-        max_continuation_depth: num("VITAMIN_CONTINUATION_DEPTH")
-            .map_or(CONTINUATION_DEPTH, |d| d.clamp(1, u64::from(u32::MAX)) as u32),
-        max_continuation_ns: num("VITAMIN_CONTINUATION_US").map_or(CONTINUATION_NS, |us| us.saturating_mul(1000)),
-        profile_phases: get("VITAMIN_PROFILE_DISPATCH").is_some_and(|v| v.trim() == "1"),
+        min_poll_interval_ns: t.poll_interval_ns,
+        max_continuation_depth: t.continuation_depth,
+        max_continuation_ns: t.continuation_ns,
+        profile_phases: t.profile_phases,
         ..DispatchConfig::default()
     }
 }

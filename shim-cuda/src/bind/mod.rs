@@ -93,7 +93,7 @@ use serde_json::{json, Value};
 use vitamin_hal::{Dim3, Marker, OpDesc};
 use vitamin_runtime::{StreamId, VctxError, VctxId, VirtualContext};
 
-use self::coordinator::{Coordinator, Settings};
+use self::coordinator::{Coordinator, Settings, Tuning};
 use self::function::Functions;
 use self::handles::{classify_stream, Registry, StreamRef, CU_STREAM_NON_BLOCKING};
 use crate::census::Stat;
@@ -259,10 +259,7 @@ fn settings() -> Settings {
         policy: c.policy,
         seed: c.seed,
         lane_continuation: c.lane_continuation,
-        // Experimental, off by default: `VITAMIN_INLINE=1` lets application threads submit ready
-        // ops themselves and poll while they wait. On the H200 it did not beat the spinning
-        // dispatcher thread (docs/results/shim-bind-overhead.md).
-        inline: std::env::var("VITAMIN_INLINE").is_ok_and(|v| v.trim() == "1"),
+        tuning: Tuning::from_lookup(|k| std::env::var(k).ok()),
     }
 }
 
@@ -299,16 +296,15 @@ impl Bind {
         let coordinator = Coordinator::start(device, vctx.clone(), settings).map_err(StartError::Unavailable)?;
         // Synchronize calls wait like the application asked: CUDA spins (polling) unless it chose
         // blocking synchronization; a spinning waiter polls completions itself.
-        let spin = if driver::blocking_sync(device) { vitamin_runtime::SYNC_SPIN } else { SPIN_WAIT };
-        // Tuning knob for measurements: `VITAMIN_SYNC_SPIN_US` overrides how long syncs spin.
-        let spin = std::env::var("VITAMIN_SYNC_SPIN_US")
-            .ok()
-            .and_then(|v| v.trim().parse::<u64>().ok())
-            .map_or(spin, Duration::from_micros);
-        vctx.set_sync_spin(spin);
-        // Tuning knob for measurements: `VITAMIN_SYNC_YIELD=0` spins without `sched_yield`.
-        vctx.set_sync_yield(std::env::var("VITAMIN_SYNC_YIELD").map_or(true, |v| v.trim() != "0"));
-        if settings.inline {
+        let t = settings.tuning;
+        vctx.set_sync_spin(t.sync_spin.unwrap_or(if driver::blocking_sync(device) {
+            vitamin_runtime::SYNC_SPIN
+        } else {
+            SPIN_WAIT
+        }));
+        vctx.set_sync_yield(t.sync_yield);
+        // Experimental (off): on the H200 it did not beat the spinning dispatcher thread.
+        if t.inline {
             vctx.set_wait_assist(Box::new(wait_assist));
         }
         Ok(Bind {
