@@ -32,3 +32,4 @@ pub mod dispatch;
 pub mod policy;
 pub mod profile;
 pub mod scenario;
+pub mod trace;

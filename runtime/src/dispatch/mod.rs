@@ -837,7 +837,9 @@ impl<B: Backend, P: Policy> Dispatcher<B, P> {
             None => &self.service,
         };
         let clock = self.config.profile_phases.then(std::time::Instant::now);
+        crate::trace::mark(crate::trace::Tag::SubmitBegin, op.0);
         let submitted = part.submit(lane, &desc);
+        crate::trace::mark(crate::trace::Tag::SubmitEnd, op.0);
         if let Some(t) = clock {
             let p = self.stats.phases.get_or_insert_with(PhaseTimes::default);
             p.backend_submit_ns += t.elapsed().as_nanos() as u64;
@@ -894,6 +896,7 @@ impl<B: Backend, P: Policy> Dispatcher<B, P> {
     }
 
     fn poll(&mut self) -> Result<usize, DispatchError> {
+        crate::trace::mark(crate::trace::Tag::PollBegin, 0);
         let mut n = 0;
         self.stats.polls += 1;
         self.now = self.backend.now_ns();
@@ -923,6 +926,7 @@ impl<B: Backend, P: Policy> Dispatcher<B, P> {
         self.polling.retain(|&nd| self.lane_load[nd.0 as usize].iter().any(|&l| l > 0));
         self.scratch_fences = fences;
         self.flush_satisfied();
+        crate::trace::mark(crate::trace::Tag::PollEnd, n as u64);
         Ok(n)
     }
 

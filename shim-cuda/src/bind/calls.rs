@@ -14,6 +14,7 @@ use smallvec::SmallVec;
 use vitamin_hal::{
     Copy, Dim3, Endpoint, Fill, FunctionRef, GraphLaunch, HostFunction, KernelArgs, KernelLaunch, OpDesc,
 };
+use vitamin_runtime::trace::{self, Tag};
 use vitamin_runtime::StreamKind;
 
 use super::capture::{self, AttributeBytes, Decline, FunctionLimits, Geometry};
@@ -42,7 +43,8 @@ fn per_thread(id: HookId) -> bool {
 
 fn record(b: &Bind, s: vitamin_runtime::StreamId, desc: OpDesc) -> CUresult {
     match b.vctx.record_op(s, Arc::new(desc)) {
-        Ok(_) => {
+        Ok(r) => {
+            trace::mark(Tag::LaunchExit, r.op.0);
             b.submit_inline();
             CUDA_SUCCESS
         }
@@ -66,6 +68,7 @@ struct LaunchCall {
 
 fn launch(id: HookId, real: &dyn Fn() -> CUresult, c: LaunchCall) -> CUresult {
     let Some(b) = get() else { return real() };
+    trace::mark(Tag::LaunchEnter, 0);
     let pt = per_thread(id);
     let s = match b.target(c.stream, pt) {
         Err(e) => return e,
@@ -784,10 +787,13 @@ fn stream_wait(id: HookId, real: &dyn Fn() -> CUresult, stream: CUstream, block:
     };
     if block {
         b.counters.syncs.bump();
-        match b.vctx.stream_synchronize(s) {
+        trace::mark(Tag::SyncEnter, u64::from(s.0));
+        let r = match b.vctx.stream_synchronize(s) {
             Ok(()) => CUDA_SUCCESS,
             Err(e) => code(&e),
-        }
+        };
+        trace::mark(Tag::SyncExit, u64::from(s.0));
+        r
     } else {
         b.counters.queries.bump();
         match b.vctx.stream_query(s) {

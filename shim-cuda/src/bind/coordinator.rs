@@ -72,6 +72,9 @@ pub struct Tuning {
     pub sync_spin: Option<Duration>,
     /// `VITAMIN_SYNC_YIELD=0`: synchronize calls spin without `sched_yield`.
     pub sync_yield: bool,
+    /// `VITAMIN_DISPATCH_CPU`: the CPU the dispatcher thread pins itself to (placement
+    /// experiments; unpinned by default).
+    pub dispatch_cpu: Option<usize>,
 }
 
 impl Tuning {
@@ -89,6 +92,7 @@ impl Tuning {
             idle_spin: num("VITAMIN_IDLE_SPIN_US").map_or(IDLE_SPIN, Duration::from_micros),
             sync_spin: num("VITAMIN_SYNC_SPIN_US").map(Duration::from_micros),
             sync_yield: !flag("VITAMIN_SYNC_YIELD", "0"),
+            dispatch_cpu: num("VITAMIN_DISPATCH_CPU").and_then(|c| usize::try_from(c).ok()),
         }
     }
 }
@@ -245,6 +249,12 @@ fn run(
 ) {
     let ThreadShared { stop, stats, slot, inline_submits } = shared;
     let t0 = Instant::now();
+    if let Some(cpu) = settings.tuning.dispatch_cpu {
+        match pin_to_cpu(cpu) {
+            Ok(()) => vlog!(LogLevel::Info, "dispatcher thread pinned to CPU {cpu}"),
+            Err(e) => vlog!(LogLevel::Error, "could not pin the dispatcher thread to CPU {cpu}: {e}"),
+        }
+    }
     let backend = match CudaBackend::with_ordinal(ordinal) {
         Ok(b) => b,
         Err(e) => {
@@ -343,6 +353,16 @@ fn run(
     // The process is exiting: leave the green contexts to the driver instead of draining and
     // destroying every pool node here.
     std::mem::forget(d);
+}
+
+/// Pins the calling thread to `cpu` (`VITAMIN_DISPATCH_CPU`).
+fn pin_to_cpu(cpu: usize) -> std::io::Result<()> {
+    let mut set = rustix::thread::CpuSet::new();
+    if cpu >= rustix::thread::CpuSet::MAX_CPU {
+        return Err(std::io::Error::new(std::io::ErrorKind::InvalidInput, "CPU number out of range"));
+    }
+    set.set(cpu);
+    rustix::thread::sched_setaffinity(None, &set).map_err(std::io::Error::from)
 }
 
 /// How long the idle dispatcher thread spins (yielding) before it parks ([`Tuning::idle_spin`]

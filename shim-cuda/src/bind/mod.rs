@@ -293,6 +293,9 @@ impl Bind {
         let limits = driver::device_limits(device).map_err(|e| unavailable("cuDeviceGetAttribute", e))?;
         let vctx = Arc::new(VirtualContext::new(VctxId(std::process::id())));
         let settings = settings();
+        if trace_path().is_some() {
+            vitamin_runtime::trace::start(TRACE_MARKS);
+        }
         let coordinator = Coordinator::start(device, vctx.clone(), settings).map_err(StartError::Unavailable)?;
         // Synchronize calls wait like the application asked: CUDA spins (polling) unless it chose
         // blocking synchronization; a spinning waiter polls completions itself.
@@ -536,6 +539,28 @@ pub(crate) fn after_fork_in_child() {
     DISABLED.store(true, Ordering::Relaxed);
 }
 
+/// Marks the op timeline trace keeps (`VITAMIN_TRACE`; 24 bytes each).
+const TRACE_MARKS: usize = 2_000_000;
+
+/// `VITAMIN_TRACE`: where to write the op timeline trace at exit (`%p`: the process id).
+fn trace_path() -> Option<std::path::PathBuf> {
+    let t = std::env::var("VITAMIN_TRACE").ok().filter(|t| !t.is_empty())?;
+    Some(t.replace("%p", &std::process::id().to_string()).into())
+}
+
+fn write_trace(path: &std::path::Path) {
+    let written = std::fs::File::create(path).and_then(|f| {
+        let mut w = std::io::BufWriter::new(f);
+        let n = vitamin_runtime::trace::write_csv(&mut w)?;
+        std::io::Write::flush(&mut w)?;
+        Ok(n)
+    });
+    match written {
+        Ok(n) => vlog!(LogLevel::Info, "trace: {n} marks written to {}", path.display()),
+        Err(e) => vlog!(LogLevel::Error, "trace: could not write {}: {e}", path.display()),
+    }
+}
+
 extern "C" fn at_exit() {
     let _ = std::panic::catch_unwind(|| {
         let _entered = crate::guard::enter();
@@ -549,6 +574,9 @@ extern "C" fn at_exit() {
             }
             if !b.coordinator.stop(Duration::from_secs(5)) {
                 vlog!(LogLevel::Warn, "exit: the dispatcher thread did not stop within 5 s");
+            }
+            if let Some(path) = trace_path() {
+                write_trace(&path);
             }
         }
     });

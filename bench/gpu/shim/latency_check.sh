@@ -1,0 +1,116 @@
+#!/usr/bin/env bash
+# Where bind mode's overhead goes, in one device call: chain_bench.cu (10,000-kernel chain, one
+# tiny kernel + sync, the 8-kernel operator) under several shim configurations, interleaved with
+# native runs, plus the op timeline trace (VITAMIN_TRACE, summarized by trace_summary.py) and the
+# host's CPU topology (placement experiments need to know which vCPUs share a physical core).
+#
+# CONFIGS="name:VAR=v,VAR=v name2:..." (default below): each a bind-mode run of chain_bench with
+# those variables; the pseudo-variable PIN=cpus runs the process under `taskset -c cpus`
+# (VITAMIN_DISPATCH_CPU then moves the dispatcher thread). `native` and `native_pin:PIN=..` run
+# without the shim. Tokens @SIB and @FAR in values are replaced by a vCPU sharing a physical core
+# with vCPU 2 and one that does not. ROUNDS rounds, configurations interleaved within each.
+# TRACE="name ..." adds a traced bind run per round for those configurations.
+# Stage here: bash bench/gpu/shim/stage_overhead.sh; run there: bash .device/overhead/latency_check.sh
+set -uo pipefail
+HERE=$(cd "$(dirname "$0")" && pwd)
+OUT=${OUT:-$HERE/out}
+mkdir -p "$OUT"
+W=$(mktemp -d /tmp/latency.XXXXXX)
+export PATH=/usr/local/cuda/bin:$PATH
+export LD_LIBRARY_PATH=/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
+N=${N:-10000}; REPS=${REPS:-5}; SMALL=${SMALL:-2000}; OPREPS=${OPREPS:-300}; ROUNDS=${ROUNDS:-3}
+SHIM="$HERE/libvitamin_cuda.so"
+exec > >(tee -a "$OUT/latency.log") 2>&1
+step() { echo; echo "=== $* ($(date -u +%H:%M:%S))"; }
+
+step environment
+date -u; nvidia-smi --query-gpu=name,driver_version --format=csv,noheader; lscpu | grep -E 'Model name|Thread|Core|Socket|NUMA'
+cat "$HERE/COMMIT" 2>/dev/null
+lscpu -e=CPU,CORE,SOCKET,NODE 2>/dev/null | head -40
+for c in 0 1 2 3; do echo "cpu$c siblings: $(cat /sys/devices/system/cpu/cpu$c/topology/thread_siblings_list 2>/dev/null)"; done
+echo "nsys: $(command -v nsys || ls /opt/nvidia/nsight-systems*/bin/nsys /usr/local/cuda/bin/nsys 2>/dev/null || echo none)"
+# A vCPU on vCPU 2's physical core (if any) and one on another core, for PIN experiments.
+SIB=$(tr ',' '\n' < /sys/devices/system/cpu/cpu2/topology/thread_siblings_list 2>/dev/null | grep -v '^2$' | head -1)
+SIB=${SIB:-3}
+FAR=$(for c in $(seq 4 "$(($(nproc) - 1))"); do
+    s=$(cat /sys/devices/system/cpu/cpu$c/topology/thread_siblings_list 2>/dev/null)
+    case ",$s," in *",2,"*) ;; *) echo "$c"; break ;; esac
+done)
+FAR=${FAR:-8}
+echo "placement: app on 2, sibling $SIB, other core $FAR"
+
+nvcc -O2 -arch=sm_90 "$HERE/chain_bench.cu" -o "$W/chain_bench" || { echo "nvcc chain_bench failed"; exit 1; }
+CB=("$W/chain_bench" "$N" "$REPS" "$SMALL" "$OPREPS")
+CONFIGS=${CONFIGS:-"native default syncpark:VITAMIN_SYNC_SPIN_US=0 noyield:VITAMIN_SYNC_YIELD=0 native_pin:PIN=2 pin_far:PIN=2,VITAMIN_DISPATCH_CPU=@FAR pin_sib:PIN=2,VITAMIN_DISPATCH_CPU=@SIB"}
+TRACE=${TRACE:-"default pin_far"}
+
+run_cfg() { # run_cfg NAME VARS ROUND [trace]
+    local name=$1 vars=$2 r=$3 traced=${4:-}
+    (
+        pin=()
+        IFS=','
+        for kv in $vars; do
+            kv=${kv//@SIB/$SIB}; kv=${kv//@FAR/$FAR}
+            case $kv in
+                PIN=*) pin=(taskset -c "${kv#PIN=}") ;;
+                ?*) export "$kv" ;;
+            esac
+        done
+        unset IFS
+        label="$name $r"
+        if [[ $name == native* ]]; then
+            timeout 120 "${pin[@]}" "${CB[@]}"
+        else
+            if [ -n "$traced" ]; then export VITAMIN_TRACE="$W/trace_${name}_$r.csv"; label="trace_$name $r"; fi
+            LD_PRELOAD="$SHIM" VITAMIN_MODE=bind VITAMIN_POLICY=${POLICY:-throughput} VITAMIN_PROFILE_DISPATCH=1 \
+                VITAMIN_CENSUS="$W/census_${label// /_}.json" timeout 120 "${pin[@]}" "${CB[@]}"
+        fi | sed "s/^/$label /"
+    )
+}
+
+for r in $(seq 1 "$ROUNDS"); do
+    step "round $r"
+    for cfg in $CONFIGS; do
+        name=${cfg%%:*}; vars=""; [[ $cfg == *:* ]] && vars=${cfg#*:}
+        run_cfg "$name" "$vars" "$r"
+    done
+    for t in $TRACE; do
+        for cfg in $CONFIGS; do
+            [ "${cfg%%:*}" = "$t" ] || continue
+            vars=""; [[ $cfg == *:* ]] && vars=${cfg#*:}
+            run_cfg "$t" "$vars" "$r" traced
+        done
+    done
+done
+
+step "dispatcher per-op phases (census)"
+python3 - "$W" <<'PY'
+import glob, json, os, sys
+for p in sorted(glob.glob(os.path.join(sys.argv[1], "census_*.json"))):
+    try:
+        d = json.load(open(p))
+    except Exception as e:
+        print(os.path.basename(p), "unreadable:", e); continue
+    def find(o, k):
+        if isinstance(o, dict):
+            for a, b in o.items():
+                if a == k: return b
+                r = find(b, k)
+                if r is not None: return r
+    s = find(d, "dispatcher") or {}
+    ph = s.get("phases") or {}
+    subs = max(1, ph.get("backend_submits", 1))
+    print(os.path.basename(p), "submit us/op %.3f" % (ph.get("backend_submit_ns", 0) / subs / 1e3),
+          "polls", s.get("polls"), "rounds", s.get("rounds"), "poll us each %.3f" % (ph.get("poll_ns", 0) / max(1, s.get("polls") or 1) / 1e3))
+PY
+
+step "trace summaries"
+for t in "$W"/trace_*.csv; do
+    [ -f "$t" ] || continue
+    echo "--- $(basename "$t")"
+    python3 "$HERE/trace_summary.py" "$t" --json "$OUT/$(basename "$t" .csv).json"
+done
+mkdir -p "$OUT/latency_runs"
+cp "$W"/census_*.json "$OUT/latency_runs/" 2>/dev/null
+tar czf "$OUT/latency_traces.tar.gz" -C "$W" $(cd "$W" && ls trace_*.csv 2>/dev/null | head -2) 2>/dev/null
+step done
