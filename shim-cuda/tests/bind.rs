@@ -249,6 +249,7 @@ fn every_policy_and_strict_readiness_keep_the_program_s_semantics() {
         ("chaos-strict", vec![("VITAMIN_POLICY", "chaos"), ("VITAMIN_SEED", "99"), ("VITAMIN_LANE_CONTINUATION", "0")]),
         // The experimental inline submission and waiter-side polling (off by default).
         ("chaos-inline", vec![("VITAMIN_POLICY", "chaos"), ("VITAMIN_SEED", "5"), ("VITAMIN_INLINE", "1")]),
+        ("throughput-inline-assist", vec![("VITAMIN_INLINE", "1"), ("VITAMIN_WAIT_ASSIST", "1")]),
     ] {
         let r = run(name, Some(&vars), &[]);
         check_bind_run(name, &r);

@@ -10,6 +10,7 @@
 # without the shim. Tokens @SIB and @FAR in values are replaced by a vCPU sharing a physical core
 # with vCPU 2 and one that does not. ROUNDS rounds, configurations interleaved within each.
 # TRACE="name ..." adds a traced bind run per round for those configurations.
+# PATHS=0 skips launch_paths.cu (host cost of one launch per path, no interposer).
 # Stage here: bash bench/gpu/shim/stage_overhead.sh; run there: bash .device/overhead/latency_check.sh
 set -uo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -40,6 +41,10 @@ FAR=${FAR:-8}
 echo "placement: app on 2, sibling $SIB, other core $FAR"
 
 nvcc -O2 -arch=sm_90 "$HERE/chain_bench.cu" -o "$W/chain_bench" || { echo "nvcc chain_bench failed"; exit 1; }
+if [ -f "$HERE/launch_paths.cu" ] && [ "${PATHS:-1}" = 1 ]; then
+    step "host cost of one launch per path, no interposer (launch_paths.cu)"
+    nvcc -O2 -arch=sm_90 "$HERE/launch_paths.cu" -lcuda -o "$W/launch_paths" && timeout 120 "$W/launch_paths"
+fi
 CB=("$W/chain_bench" "$N" "$REPS" "$SMALL" "$OPREPS")
 CONFIGS=${CONFIGS:-"native default syncpark:VITAMIN_SYNC_SPIN_US=0 noyield:VITAMIN_SYNC_YIELD=0 native_pin:PIN=2 pin_far:PIN=2,VITAMIN_DISPATCH_CPU=@FAR pin_sib:PIN=2,VITAMIN_DISPATCH_CPU=@SIB"}
 TRACE=${TRACE:-"default pin_far"}

@@ -276,6 +276,8 @@ pub struct Dispatcher<B: Backend, P: Policy> {
     submitted_last_round: bool,
     polling: Vec<NodeId>,
     scratch_fences: Vec<Fence>,
+    /// Reused buffer of `poll`: the ops it found complete, before their bookkeeping.
+    scratch_done: Vec<(Inflight, Fence)>,
     /// Backend time at the start of the current round (one clock read per round).
     now: u64,
     /// Completed ops per client, satisfied in one vCtx call at the end of a poll.
@@ -347,6 +349,7 @@ impl<B: Backend, P: Policy> Dispatcher<B, P> {
             submitted_last_round: false,
             polling: Vec::new(),
             scratch_fences: Vec::new(),
+            scratch_done: Vec::new(),
             now: 0,
             satisfied: Vec::new(),
             awaiting_completion: false,
@@ -423,7 +426,10 @@ impl<B: Backend, P: Policy> Dispatcher<B, P> {
         self.stats.rounds += 1;
         let mut progress = 0;
         let mut clock = self.config.profile_phases.then(std::time::Instant::now);
-        if !self.submitted_last_round
+        if self.inflight.is_empty() {
+            // Nothing can complete: a poll would only delay the new work's submission.
+            self.awaiting_completion = false;
+        } else if !self.submitted_last_round
             || now.saturating_sub(self.last_poll_ns) >= self.config.min_poll_interval_ns
             || self.needs_completions()
         {
@@ -902,6 +908,7 @@ impl<B: Backend, P: Policy> Dispatcher<B, P> {
         self.now = self.backend.now_ns();
         self.awaiting_completion = false;
         let mut fences = std::mem::take(&mut self.scratch_fences);
+        let mut done = std::mem::take(&mut self.scratch_done);
         // Service partition first, then nodes with outstanding work.
         let targets: SmallVec<[Option<NodeId>; 16]> =
             std::iter::once(None).chain(self.polling.iter().copied().map(Some)).collect();
@@ -918,14 +925,21 @@ impl<B: Backend, P: Policy> Dispatcher<B, P> {
             }
             for &f in &fences {
                 if let Some(inf) = self.inflight.remove(&(target, f)) {
-                    self.finish(inf, f, None);
-                    n += 1;
+                    self.satisfied[inf.client].push(inf.op);
+                    done.push((inf, f));
                 }
             }
         }
+        // Tokens first: a thread waiting in a synchronize call sees its completion before this
+        // thread does the pool, policy and prediction bookkeeping of the batch.
+        self.flush_satisfied();
+        n += done.len();
+        for (inf, f) in done.drain(..) {
+            self.finish(inf, f, None);
+        }
+        self.scratch_done = done;
         self.polling.retain(|&nd| self.lane_load[nd.0 as usize].iter().any(|&l| l > 0));
         self.scratch_fences = fences;
-        self.flush_satisfied();
         crate::trace::mark(crate::trace::Tag::PollEnd, n as u64);
         Ok(n)
     }
@@ -949,16 +963,13 @@ impl<B: Backend, P: Policy> Dispatcher<B, P> {
         }
     }
 
-    /// Completion bookkeeping of one op. A success is only collected: the caller satisfies the
-    /// batch with [`flush_satisfied`](Self::flush_satisfied) (one vCtx lock per poll).
+    /// Completion bookkeeping of one op. A success must already be satisfied (or collected for
+    /// [`flush_satisfied`](Self::flush_satisfied)) by the caller; a failure is recorded here.
     fn finish(&mut self, inf: Inflight, fence: Fence, error: Option<&str>) {
         let now = self.now;
-        match error {
-            None => self.satisfied[inf.client].push(inf.op),
-            Some(e) => {
-                self.clients[inf.client].vctx.fail(inf.op, e.to_owned());
-                self.stats.failed += 1;
-            }
+        if let Some(e) = error {
+            self.clients[inf.client].vctx.fail(inf.op, e.to_owned());
+            self.stats.failed += 1;
         }
         self.places.remove(&(inf.client, inf.op));
         self.stats.completed += 1;

@@ -52,6 +52,11 @@ pub struct ThroughputOriented {
     /// or pending): then they depend only on the launch shape and the node, and a dependent chain
     /// asks the same question for every op.
     continue_memo: HashMap<(ShapeKey, NodeId), bool>,
+    /// The round's plan for a single ready op on a quiescent pool (nothing leased, reserved or
+    /// pending), by launch shape: then MinBind + widening depend only on the op's curve, which
+    /// never changes once computed, so the answer is exact. A launch-sync loop (one op ready at a
+    /// time) asks it every round; widening a large kernel scans the pool for each wider size.
+    solo_memo: HashMap<ShapeKey, NodeId>,
 }
 
 /// A launch shape: function handle, grid, block, dynamic shared memory.
@@ -62,7 +67,7 @@ fn shape_key(k: &KernelLaunch) -> ShapeKey {
     (k.function().handle(), [g.x, g.y, g.z], [b.x, b.y, b.z], k.shared_mem_bytes())
 }
 
-/// Most memoized `continue_on_lane` answers kept (the memo is cleared beyond).
+/// Most memoized answers kept per memo (`continue_on_lane`, solo plans; cleared beyond).
 const CONTINUE_MEMO_MAX: usize = 4096;
 
 impl ThroughputOriented {
@@ -151,6 +156,13 @@ impl ThroughputOriented {
             return;
         }
         let pool = state.pool;
+        let solo = (queue.len() == 1 && pool.is_quiescent()).then(|| shape_key(queue[0].kernel));
+        if let Some(n) = solo.and_then(|k| self.solo_memo.get(&k).copied()) {
+            let key = (queue[0].client, queue[0].op);
+            self.plan.insert(key, n);
+            self.order.push(key);
+            return;
+        }
         // Age-aware round-robin: clients by their oldest op, then one op per client per pass:
         // order ops by (rank within their client, client's order of first appearance).
         let mut rr = std::mem::take(&mut self.scratch_rr);
@@ -245,6 +257,12 @@ impl ThroughputOriented {
         rank.resize(queue.len(), 0);
         for (r, &i) in rr.iter().enumerate() {
             rank[i] = r;
+        }
+        if let (Some(k), [(_, n)]) = (solo, fresh.as_slice()) {
+            if self.solo_memo.len() >= CONTINUE_MEMO_MAX {
+                self.solo_memo.clear();
+            }
+            self.solo_memo.insert(k, *n);
         }
         fresh.append(&mut reused);
         fresh.sort_unstable_by_key(|&(i, _)| rank[i]);

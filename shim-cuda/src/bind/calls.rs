@@ -42,14 +42,13 @@ fn per_thread(id: HookId) -> bool {
 }
 
 fn record(b: &Bind, s: vitamin_runtime::StreamId, desc: OpDesc) -> CUresult {
-    match b.vctx.record_op(s, Arc::new(desc)) {
+    b.record_inline(|| match b.vctx.record_op(s, Arc::new(desc)) {
         Ok(r) => {
             trace::mark(Tag::LaunchExit, r.op.0);
-            b.submit_inline();
-            CUDA_SUCCESS
+            (CUDA_SUCCESS, true)
         }
-        Err(e) => code(&e),
-    }
+        Err(e) => (code(&e), false),
+    })
 }
 
 // ---- launches ------------------------------------------------------------------------------

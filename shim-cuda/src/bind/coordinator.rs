@@ -63,8 +63,11 @@ pub struct Tuning {
     /// `VITAMIN_PROFILE_DISPATCH=1`: per-phase dispatcher times in the census.
     pub profile_phases: bool,
     /// `VITAMIN_INLINE=1`: application threads submit the ready ops they record when the
-    /// dispatcher is free, and poll while they wait (experimental; off).
+    /// dispatcher is free (experimental; off).
     pub inline: bool,
+    /// `VITAMIN_WAIT_ASSIST=1`: threads spinning in a synchronize call poll completions
+    /// themselves when the dispatcher is free (experimental; off).
+    pub wait_assist: bool,
     /// `VITAMIN_IDLE_SPIN_US`: how long the idle dispatcher thread spins before it parks.
     pub idle_spin: Duration,
     /// `VITAMIN_SYNC_SPIN_US`: how long synchronize calls spin before they park (`None`: by the
@@ -89,6 +92,7 @@ impl Tuning {
             poll_interval_ns: num("VITAMIN_POLL_INTERVAL_US").map_or(POLL_INTERVAL_NS, |us| us.saturating_mul(1000)),
             profile_phases: flag("VITAMIN_PROFILE_DISPATCH", "1"),
             inline: flag("VITAMIN_INLINE", "1"),
+            wait_assist: flag("VITAMIN_WAIT_ASSIST", "1"),
             idle_spin: num("VITAMIN_IDLE_SPIN_US").map_or(IDLE_SPIN, Duration::from_micros),
             sync_spin: num("VITAMIN_SYNC_SPIN_US").map(Duration::from_micros),
             sync_yield: !flag("VITAMIN_SYNC_YIELD", "0"),
@@ -185,18 +189,21 @@ impl Coordinator {
         rx.is_some_and(|rx| rx.recv_timeout(timeout).is_ok())
     }
 
-    /// Inline submission: called by an application thread right after it recorded an op (inside
-    /// the shim's re-entry guard, so the backend's driver calls are forwarded untouched). If the
-    /// dispatcher is free, this thread runs its intake, lane continuation and binding itself, so
-    /// a launch reaches the driver from the application's own thread as natively, and only
-    /// completion polling is left to the dispatcher thread. If the dispatcher thread holds it,
-    /// returns at once: that thread takes the op. Never blocks.
-    pub fn submit_inline(&self) {
+    /// Inline submission: an application thread records an op with `record` and, if the
+    /// dispatcher was free, binds and submits what became ready itself (intake and binding of
+    /// ready ops), so the first launch after the application waited reaches the driver from the
+    /// application's own thread, as natively, without a hand-off. The dispatcher lock is taken
+    /// *before* recording: the dispatcher thread, which spins on the new-work hint, would
+    /// otherwise take the op first. If the dispatcher thread holds the lock, the op is only
+    /// recorded (that thread takes it). Lane continuation and completion polling stay with the
+    /// dispatcher thread. Never blocks.
+    pub fn record_inline<T>(&self, record: impl FnOnce() -> (T, bool)) -> T {
         if !self.inline {
-            return;
+            return record().0;
         }
-        let Some(mut slot) = self.dispatcher.try_lock() else { return };
-        let Some(d) = slot.as_mut() else { return };
+        let Some(mut slot) = self.dispatcher.try_lock() else { return record().0 };
+        let (out, recorded) = record();
+        let Some(d) = slot.as_mut().filter(|_| recorded) else { return out };
         match d.pump_submit() {
             Ok(0) => {}
             Ok(_) => {
@@ -208,6 +215,7 @@ impl Coordinator {
                 }
             }
         }
+        out
     }
 
     /// Wait assist: a thread spinning in a synchronize call polls completions itself when the

@@ -307,7 +307,7 @@ impl Bind {
         }));
         vctx.set_sync_yield(t.sync_yield);
         // Experimental (off): on the H200 it did not beat the spinning dispatcher thread.
-        if t.inline {
+        if t.wait_assist {
             vctx.set_wait_assist(Box::new(wait_assist));
         }
         Ok(Bind {
@@ -325,12 +325,15 @@ impl Bind {
         })
     }
 
-    /// Lets this (application) thread submit what it just recorded, if the dispatcher is free and
-    /// the thread's current context is the one the pool was built in (the backend would otherwise
-    /// switch the application's current context).
-    fn submit_inline(&self) {
-        if driver::current_context().is_ok_and(|c| c == self.context) {
-            self.coordinator.submit_inline();
+    /// Records with `record` and, under inline submission, lets this (application) thread submit
+    /// what became ready if the dispatcher is free and the thread's current context is the one
+    /// the pool was built in (the backend would otherwise switch the application's current
+    /// context). `record` returns its result and whether it recorded an op.
+    fn record_inline<T>(&self, record: impl FnOnce() -> (T, bool)) -> T {
+        if self.settings.tuning.inline && driver::current_context().is_ok_and(|c| c == self.context) {
+            self.coordinator.record_inline(record)
+        } else {
+            record().0
         }
     }
 
