@@ -30,6 +30,7 @@ use crate::driver::{
 };
 use crate::partition::CudaPartition;
 use crate::probe::{probe_device, CudaCapabilities};
+use crate::submit::Submitter;
 
 /// State shared by the backend and its partitions (partitions keep it alive).
 pub(crate) struct Shared {
@@ -48,6 +49,8 @@ pub(crate) struct Shared {
     libraries: Mutex<Vec<CUlibrary>>,
     kernels: OnceLock<Result<HashMap<&'static str, FunctionRef>, HalError>>,
     epoch: Instant,
+    /// The submission thread, if started ([`CudaBackend::start_submit_thread`]).
+    submitter: OnceLock<Submitter>,
 }
 
 // SAFETY: the raw handles are driver objects usable from any thread; mutable state is behind
@@ -67,6 +70,18 @@ impl Shared {
     pub(crate) fn make_current(&self) -> Result<(), HalError> {
         // SAFETY: the primary context is retained for as long as `self` lives.
         unsafe { ctx::ensure_current(self.primary) }
+    }
+
+    /// The submission thread, if started.
+    pub(crate) fn submitter(&self) -> Option<&Submitter> {
+        self.submitter.get()
+    }
+
+    /// Waits until the submission thread (if any) issued everything handed to it.
+    pub(crate) fn flush_submissions(&self) {
+        if let Some(s) = self.submitter.get() {
+            s.flush();
+        }
     }
 
     /// An idle event (created in the primary context when the pool is empty).
@@ -116,6 +131,8 @@ impl Shared {
 
 impl Drop for Shared {
     fn drop(&mut self) {
+        // The submission thread issues its last commands and stops while the context lives.
+        drop(self.submitter.take());
         if self.make_current().is_err() {
             tracing::warn!("cuda backend teardown: could not make the primary context current");
         }
@@ -193,6 +210,7 @@ impl CudaBackend {
             libraries: Mutex::new(Vec::new()),
             kernels: OnceLock::new(),
             epoch: Instant::now(),
+            submitter: OnceLock::new(),
         };
         shared.make_current()?;
         let whole = driver::device::sm_resource(device)?;
@@ -250,6 +268,23 @@ impl CudaBackend {
             },
         })?;
         Ok(CudaBackend { shared: Arc::new(shared), topology: Arc::new(topology) })
+    }
+
+    /// Starts the submission thread (see the `submit` module): from then on, submissions that
+    /// come less than `burst` after the previous one, or behind pending ones, are issued by that
+    /// thread, so the caller's bookkeeping overlaps the driver's launch cost. The thread first
+    /// runs `init` and keeps its result for its life (the interposer enters its re-entry guard
+    /// there). Returns `false` if the thread was already started.
+    pub fn start_submit_thread<G: 'static>(
+        &self,
+        burst: std::time::Duration,
+        init: impl FnOnce() -> G + Send + 'static,
+    ) -> Result<bool, HalError> {
+        if self.shared.submitter.get().is_some() {
+            return Ok(false);
+        }
+        let s = Submitter::start(self.shared.primary, burst, init)?;
+        Ok(self.shared.submitter.set(s).is_ok())
     }
 
     /// What the probe found.

@@ -37,6 +37,7 @@ pub mod graph;
 pub mod nvrtc;
 mod partition;
 pub mod probe;
+mod submit;
 
 pub use device::{CudaBackend, RealizationStats};
 pub use partition::{CudaPartition, WAIT_TIMEOUT};

@@ -33,6 +33,7 @@ use vitamin_hal::{
 
 use crate::device::Shared;
 use crate::driver::{self, event, green, launch, mem, occupancy, resource, stream, CUevent, CUgreenCtx, CUstream};
+use crate::submit::{Command, Errors};
 
 /// How long [`CudaPartition::wait_for`] waits before reporting a hang.
 pub const WAIT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(120);
@@ -50,8 +51,9 @@ struct Lane {
     fenced: u64,
     /// Newest sequence number reported complete.
     completed: u64,
-    /// Recorded events, oldest first, with the sequence number each covers.
-    events: VecDeque<(u64, CUevent)>,
+    /// Recorded events, oldest first, with the sequence number each covers and the submission
+    /// thread's ticket of the record (0: recorded directly).
+    events: VecDeque<(u64, CUevent, u64)>,
     /// Host bytes that must outlive the ops that read them (staged copies).
     keepalive: VecDeque<(u64, Arc<[u8]>)>,
 }
@@ -85,7 +87,7 @@ pub struct CudaPartition {
     green: CUgreenCtx,
     lanes: Box<[Mutex<Lane>]>,
     shared: Arc<Shared>,
-    errors: Arc<Mutex<Option<String>>>,
+    errors: Errors,
     /// Max active clusters by launch shape.
     clusters: Mutex<HashMap<ClusterKey, u32>>,
 }
@@ -263,44 +265,6 @@ impl CudaPartition {
         Ok(n)
     }
 
-    fn submit_locked(&self, lane: &mut Lane, op: &OpDesc) -> Result<(), HalError> {
-        let s = lane.stream;
-        match op {
-            OpDesc::Kernel(k) => launch_kernel(s, k),
-            OpDesc::Copy(c) => {
-                let addr = |e: &Endpoint| match e {
-                    Endpoint::Device(a) | Endpoint::Host(a) => *a,
-                    Endpoint::Staged(b) => b.as_ptr() as u64,
-                };
-                // SAFETY: device and host addresses are the application's promise (as with the
-                // native call); staged bytes are kept alive below until the copy's fence completes.
-                unsafe { mem::copy_async(addr(c.dst()), addr(c.src()), c.bytes() as usize, s) }?;
-                if let Endpoint::Staged(b) = c.src() {
-                    lane.keepalive.push_back((lane.submitted + 1, b.clone()));
-                }
-                Ok(())
-            }
-            OpDesc::Fill(f) => {
-                // SAFETY: the destination is the application's device memory, as natively.
-                unsafe { mem::fill_async(f.dst(), f.value(), f.element_size(), f.count() as usize, s) }
-            }
-            OpDesc::Host(h) => {
-                let call = Box::new(HostCall { function: h.clone(), errors: self.errors.clone() });
-                let user = Box::into_raw(call).cast::<c_void>();
-                // SAFETY: `s` is live; the trampoline takes ownership of `user` exactly once.
-                let r = unsafe { launch::host_func(s, host_trampoline, user) };
-                if r.is_err() {
-                    // SAFETY: the driver did not take the callback, so the box is still ours.
-                    drop(unsafe { Box::from_raw(user.cast::<HostCall>()) });
-                }
-                r
-            }
-            // SAFETY: the executable graph is the application's live handle, as natively.
-            OpDesc::Graph(g) => unsafe { launch::graph(g.graph_exec(), s) },
-            OpDesc::Marker(_) => Ok(()),
-        }
-    }
-
     /// Records an event after the lane's newest op when it has unfenced ops and no event in
     /// flight. One fence event per lane at a time: every event recorded between two dependent
     /// kernels is a command the GPU executes between them, so recording one per poll while a
@@ -308,23 +272,74 @@ impl CudaPartition {
     fn fence_lane(&self, lane: &mut Lane) -> Result<(), HalError> {
         if lane.submitted > lane.fenced && lane.events.is_empty() {
             let e = self.shared.take_event()?;
-            // SAFETY: `e` is an idle pooled event and the stream is live.
-            if let Err(err) = unsafe { event::record(e, lane.stream) } {
-                self.shared.return_events([e]);
-                return Err(err);
-            }
-            lane.events.push_back((lane.submitted, e));
+            let ticket = match self.shared.submitter() {
+                // Behind handed-off submissions: the record must follow them.
+                Some(sub) if !sub.idle() => {
+                    sub.push(Command::Record { event: e, stream: lane.stream, errors: self.errors.clone() })
+                }
+                _ => {
+                    // SAFETY: `e` is an idle pooled event and the stream is live.
+                    if let Err(err) = unsafe { event::record(e, lane.stream) } {
+                        self.shared.return_events([e]);
+                        return Err(err);
+                    }
+                    0
+                }
+            };
+            lane.events.push_back((lane.submitted, e, ticket));
             lane.fenced = lane.submitted;
         }
         Ok(())
     }
 
     /// The sequence number the lane's fence event covers, if that event completed (one query,
-    /// about 1.3 us on the H200, FACTS.md).
-    fn completed_upto(lane: &Lane) -> Result<Option<u64>, HalError> {
-        let Some(&(upto, e)) = lane.events.back() else { return Ok(None) };
+    /// about 1.3 us on the H200, FACTS.md). An event whose record the submission thread has not
+    /// issued yet (or failed to issue) is not queried: an event never recorded reports complete.
+    fn completed_upto(&self, lane: &Lane) -> Result<Option<u64>, HalError> {
+        let Some(&(upto, e, ticket)) = lane.events.back() else { return Ok(None) };
+        if ticket > 0 {
+            let issued = self.shared.submitter().is_none_or(|sub| sub.executed() >= ticket);
+            if !issued || self.errors.lock().is_some() {
+                return Ok(None);
+            }
+        }
         // SAFETY: events in the lane's queue are live.
         Ok(unsafe { event::query(e) }?.then_some(upto))
+    }
+}
+
+/// Issues `op` on stream `s` (one driver call; see the module docs). Host functions report panics
+/// into `errors`. Staged copy sources must be kept alive by the caller until the op completes.
+pub(crate) fn issue(s: CUstream, op: &OpDesc, errors: &Errors) -> Result<(), HalError> {
+    match op {
+        OpDesc::Kernel(k) => launch_kernel(s, k),
+        OpDesc::Copy(c) => {
+            let addr = |e: &Endpoint| match e {
+                Endpoint::Device(a) | Endpoint::Host(a) => *a,
+                Endpoint::Staged(b) => b.as_ptr() as u64,
+            };
+            // SAFETY: device and host addresses are the application's promise (as with the
+            // native call); staged bytes are kept alive by the lane until the copy's fence completes.
+            unsafe { mem::copy_async(addr(c.dst()), addr(c.src()), c.bytes() as usize, s) }
+        }
+        OpDesc::Fill(f) => {
+            // SAFETY: the destination is the application's device memory, as natively.
+            unsafe { mem::fill_async(f.dst(), f.value(), f.element_size(), f.count() as usize, s) }
+        }
+        OpDesc::Host(h) => {
+            let call = Box::new(HostCall { function: h.clone(), errors: errors.clone() });
+            let user = Box::into_raw(call).cast::<c_void>();
+            // SAFETY: `s` is live; the trampoline takes ownership of `user` exactly once.
+            let r = unsafe { launch::host_func(s, host_trampoline, user) };
+            if r.is_err() {
+                // SAFETY: the driver did not take the callback, so the box is still ours.
+                drop(unsafe { Box::from_raw(user.cast::<HostCall>()) });
+            }
+            r
+        }
+        // SAFETY: the executable graph is the application's live handle, as natively.
+        OpDesc::Graph(g) => unsafe { launch::graph(g.graph_exec(), s) },
+        OpDesc::Marker(_) => Ok(()),
     }
 }
 
@@ -419,7 +434,18 @@ impl PhysicalPartition for CudaPartition {
         }
         self.shared.make_current()?;
         let mut st = l.lock();
-        self.submit_locked(&mut st, op)?;
+        match self.shared.submitter() {
+            Some(sub) if sub.should_hand_off() => {
+                sub.push(Command::Issue { stream: st.stream, op: op.clone(), errors: self.errors.clone() });
+            }
+            _ => issue(st.stream, op, &self.errors)?,
+        }
+        if let OpDesc::Copy(c) = &**op {
+            if let Endpoint::Staged(b) = c.src() {
+                let seq = st.submitted + 1;
+                st.keepalive.push_back((seq, b.clone()));
+            }
+        }
         st.submitted += 1;
         self.shared.outstanding.fetch_add(1, Ordering::AcqRel);
         Ok(Fence { lane, seq: st.submitted })
@@ -436,9 +462,9 @@ impl PhysicalPartition for CudaPartition {
                 continue;
             }
             self.fence_lane(&mut st)?;
-            let Some(upto) = Self::completed_upto(&st)? else { continue };
+            let Some(upto) = self.completed_upto(&st)? else { continue };
             let mut idle = SmallVec::<[CUevent; 4]>::new();
-            while st.events.front().is_some_and(|&(seq, _)| seq <= upto) {
+            while st.events.front().is_some_and(|&(seq, _, _)| seq <= upto) {
                 idle.push(st.events.pop_front().expect("non-empty").1);
             }
             self.shared.return_events(idle);
@@ -456,6 +482,7 @@ impl PhysicalPartition for CudaPartition {
     }
 
     fn synchronize(&self) -> Result<(), HalError> {
+        self.shared.flush_submissions();
         for l in self.lanes.iter() {
             let s = l.lock().stream;
             // SAFETY: the stream lives as long as the partition.
@@ -479,6 +506,7 @@ impl CudaPartition {
         if self.green.is_null() {
             return Ok(());
         }
+        self.shared.flush_submissions();
         let mut first: Option<HalError> = None;
         let mut note = |r: Result<(), HalError>| {
             if let Err(e) = r {
@@ -493,7 +521,7 @@ impl CudaPartition {
             note(unsafe { stream::synchronize(st.stream) });
             // SAFETY: drained and never used again.
             note(unsafe { stream::destroy(st.stream) });
-            self.shared.return_events(st.events.drain(..).map(|(_, e)| e));
+            self.shared.return_events(st.events.drain(..).map(|(_, e, _)| e));
             self.shared.outstanding.fetch_sub(st.submitted - st.completed, Ordering::AcqRel);
         }
         self.lanes = Box::new([]);

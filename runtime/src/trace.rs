@@ -34,6 +34,9 @@ pub enum Tag {
     PollBegin = 7,
     /// A completion poll ends (argument: ops completed).
     PollEnd = 8,
+    /// Completed ops were satisfied in a virtual context (argument: how many): waiting threads
+    /// can see them from here on.
+    Satisfied = 9,
 }
 
 impl Tag {
@@ -48,11 +51,12 @@ impl Tag {
             Tag::SubmitEnd => "submit_end",
             Tag::PollBegin => "poll_begin",
             Tag::PollEnd => "poll_end",
+            Tag::Satisfied => "satisfied",
         }
     }
 
     fn from_u8(v: u8) -> Option<Tag> {
-        const ALL: [Tag; 8] = [
+        const ALL: [Tag; 9] = [
             Tag::LaunchEnter,
             Tag::LaunchExit,
             Tag::SyncEnter,
@@ -61,6 +65,7 @@ impl Tag {
             Tag::SubmitEnd,
             Tag::PollBegin,
             Tag::PollEnd,
+            Tag::Satisfied,
         ];
         ALL.into_iter().find(|t| *t as u8 == v)
     }

@@ -250,6 +250,11 @@ fn every_policy_and_strict_readiness_keep_the_program_s_semantics() {
         // The experimental inline submission and waiter-side polling (off by default).
         ("chaos-inline", vec![("VITAMIN_POLICY", "chaos"), ("VITAMIN_SEED", "5"), ("VITAMIN_INLINE", "1")]),
         ("throughput-inline-assist", vec![("VITAMIN_INLINE", "1"), ("VITAMIN_WAIT_ASSIST", "1")]),
+        // The submission thread, handing off every submission that follows another within 1 s.
+        (
+            "chaos-submit-thread",
+            vec![("VITAMIN_POLICY", "chaos"), ("VITAMIN_SUBMIT_THREAD", "1"), ("VITAMIN_SUBMIT_BURST_US", "1000000")],
+        ),
     ] {
         let r = run(name, Some(&vars), &[]);
         check_bind_run(name, &r);

@@ -6,7 +6,8 @@
 //  3. operator: latency of a small operator like the paper's overhead experiment (native p95 about
 //     0.4 ms there): 8 dependent compute kernels (528 blocks x 256 threads, a fixed FMA loop each,
 //     about 50 us apiece on the whole H200) + cudaStreamSynchronize, repeated; p50 / p95, and a
-//     checksum of the result (identical natively and under bind mode if nothing was reordered).
+//     checksum of the result (identical natively and under bind mode if nothing was reordered), and
+//     the medians of the first launch call, of all 8 launch calls and of the synchronize call.
 // The counter is checked after every chain (a lost or reordered launch would change it).
 // Output: one JSON object per measurement on stdout. Build: nvcc -O2 -arch=sm_90 chain_bench.cu -o chain_bench
 #include <cuda_runtime.h>
@@ -86,17 +87,31 @@ int main(int argc, char** argv) {
     float *a, *b;
     CK(cudaMalloc(&a, elems * sizeof(float)));
     CK(cudaMalloc(&b, elems * sizeof(float)));
-    std::vector<double> op_us;
+    std::vector<double> op_us, first_us, launches_us, sync_us;
+    auto us_since = [](clk::time_point a, clk::time_point b) { return std::chrono::duration<double, std::micro>(b - a).count(); };
     for (int r = 0; r < op_reps + 10; r++) {  // 10 warm-up repetitions, not counted
         CK(cudaMemcpy(a, h.data(), elems * sizeof(float), cudaMemcpyHostToDevice));
         auto t0 = clk::now();
+        clk::time_point t1;
         for (int l = 0; l < layers; l++) {
             if (l % 2 == 0) layer<<<blocks, threads, 0, s>>>(a, b, layer_iters);
             else layer<<<blocks, threads, 0, s>>>(b, a, layer_iters);
+            if (l == 0) t1 = clk::now();
         }
+        auto t2 = clk::now();
         CK(cudaStreamSynchronize(s));
-        if (r >= 10) op_us.push_back(std::chrono::duration<double, std::micro>(clk::now() - t0).count());
+        auto t3 = clk::now();
+        if (r >= 10) {
+            op_us.push_back(us_since(t0, t3));
+            first_us.push_back(us_since(t0, t1));
+            launches_us.push_back(us_since(t0, t2));
+            sync_us.push_back(us_since(t2, t3));
+        }
     }
+    auto med = [](std::vector<double> v) {
+        std::sort(v.begin(), v.end());
+        return v[v.size() / 2];
+    };
     CK(cudaMemcpy(h.data(), a, elems * sizeof(float), cudaMemcpyDeviceToHost));
     unsigned long long sum = 1469598103934665603ull;  // FNV-1a over the result bits
     for (int i = 0; i < elems; i++) {
@@ -107,7 +122,8 @@ int main(int argc, char** argv) {
     std::sort(op_us.begin(), op_us.end());
     auto qo = [&](double f) { return op_us[(size_t)(f * (op_us.size() - 1))]; };
     std::printf("{\"test\": \"operator\", \"reps\": %d, \"kernels\": %d, \"p50_us\": %.2f, \"p95_us\": %.2f, "
-                "\"p99_us\": %.2f, \"checksum\": \"%016llx\"}\n",
-                op_reps, layers, qo(0.5), qo(0.95), qo(0.99), sum);
+                "\"p99_us\": %.2f, \"first_launch_p50_us\": %.2f, \"launches_p50_us\": %.2f, \"sync_p50_us\": %.2f, "
+                "\"checksum\": \"%016llx\"}\n",
+                op_reps, layers, qo(0.5), qo(0.95), qo(0.99), med(first_us), med(launches_us), med(sync_us), sum);
     return got == expected ? 0 : 2;
 }

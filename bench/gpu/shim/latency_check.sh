@@ -88,6 +88,31 @@ for r in $(seq 1 "$ROUNDS"); do
     done
 done
 
+step "per configuration, over rounds (chain median ms; small-op and operator p50/p95 us; operator launch/sync split)"
+python3 - "$OUT/latency.log" <<'PY'
+import collections, json, re, statistics, sys
+d = collections.defaultdict(lambda: collections.defaultdict(list))
+for line in open(sys.argv[1]):
+    m = re.match(r"^(\S+) (\d+) (\{.*\})$", line.strip())
+    if not m:
+        continue
+    j, name = json.loads(m.group(3)), m.group(1)
+    t = j.get("test")
+    if t == "chain":
+        d[name]["chain_ms"].append(j["median_ms"]); d[name]["chain_ok"].append(j["counter_ok"])
+    elif t == "small_op":
+        d[name]["small_p50"].append(j["p50_us"]); d[name]["small_p95"].append(j["p95_us"])
+    elif t == "operator":
+        for k in ("p50_us", "p95_us", "first_launch_p50_us", "launches_p50_us", "sync_p50_us"):
+            if k in j:
+                d[name]["op_" + k].append(j[k])
+        d[name]["checksums"].append(j["checksum"])
+for name, v in d.items():
+    med = {k: round(statistics.median(x), 2) for k, x in v.items() if k not in ("chain_ok", "checksums")}
+    print(name, "runs", len(v["chain_ms"]), "medians", json.dumps(med), "counters ok", all(v["chain_ok"]),
+          "distinct checksums", len(set(v["checksums"])))
+PY
+
 step "dispatcher per-op phases (census)"
 python3 - "$W" <<'PY'
 import glob, json, os, sys

@@ -11,8 +11,9 @@ group the script prints median / p95 of where the time went, in microseconds:
   submit       the dispatcher's backend call for the first op (driver launch + fence)
   submit_each  mean backend call per op over the segment
   gap_each     mean time between consecutive submissions' starts (the dispatcher's cycle)
-  tail         last op's submission ends -> the poll that completed the last ops ends
-  wake         that poll ends -> the synchronize call returns
+  tail         last op's submission ends -> the last ops' completion is satisfied (the
+               dispatcher observed it and published it to waiting threads)
+  wake         that moment -> the synchronize call returns
   polls        polls during the synchronize call, and their mean duration
   total        first launch call -> the synchronize call returns
 
@@ -57,8 +58,11 @@ def segments(rows):
 def summarize(rows):
     submit_begin, submit_end = {}, {}
     polls = []  # (begin, end, n)
+    satisfied = []  # times completed ops were published
     poll_open = None
     for t, tag, th, arg in rows:
+        if tag == "satisfied":
+            satisfied.append(t)
         if tag == "submit_begin":
             submit_begin[arg] = t
         elif tag == "submit_end":
@@ -87,13 +91,11 @@ def summarize(rows):
         g["submit_each"].append(sum(submit_end[o] - submit_begin[o] for o in ops) / len(ops))
         if len(ops) > 1:
             g["gap_each"].append((submit_begin[last] - submit_begin[first]) / (len(ops) - 1))
-        # The last poll that completed something before the sync returned.
-        i = bisect.bisect_right(poll_ends, s_out) - 1
-        while i >= 0 and polls[i][2] == 0:
-            i -= 1
-        if i >= 0 and polls[i][1] >= submit_end[last]:
-            g["tail"].append(polls[i][1] - submit_end[last])
-            g["wake"].append(s_out - polls[i][1])
+        # The last publication of completions before the sync returned.
+        i = bisect.bisect_right(satisfied, s_out) - 1
+        if i >= 0 and satisfied[i] >= submit_end[last]:
+            g["tail"].append(satisfied[i] - submit_end[last])
+            g["wake"].append(s_out - satisfied[i])
         lo = bisect.bisect_left(poll_ends, s_in)
         hi = bisect.bisect_right(poll_ends, s_out)
         during = polls[lo:hi]

@@ -949,6 +949,7 @@ impl<B: Backend, P: Policy> Dispatcher<B, P> {
         for (c, ops) in self.clients.iter().zip(self.satisfied.iter_mut()) {
             if !ops.is_empty() {
                 c.vctx.satisfy_all(ops);
+                crate::trace::mark(crate::trace::Tag::Satisfied, ops.len() as u64);
                 ops.clear();
             }
         }

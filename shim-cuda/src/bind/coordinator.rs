@@ -78,6 +78,12 @@ pub struct Tuning {
     /// `VITAMIN_DISPATCH_CPU`: the CPU the dispatcher thread pins itself to (placement
     /// experiments; unpinned by default).
     pub dispatch_cpu: Option<usize>,
+    /// `VITAMIN_SUBMIT_THREAD`: whether a second thread issues bursts of driver calls while the
+    /// dispatcher thread decides (hal-cuda's submission thread).
+    pub submit_thread: bool,
+    /// `VITAMIN_SUBMIT_BURST_US`: submissions closer than this to the previous one go to the
+    /// submission thread.
+    pub submit_burst: Duration,
 }
 
 impl Tuning {
@@ -97,6 +103,8 @@ impl Tuning {
             sync_spin: num("VITAMIN_SYNC_SPIN_US").map(Duration::from_micros),
             sync_yield: !flag("VITAMIN_SYNC_YIELD", "0"),
             dispatch_cpu: num("VITAMIN_DISPATCH_CPU").and_then(|c| usize::try_from(c).ok()),
+            submit_thread: get("VITAMIN_SUBMIT_THREAD").map_or(SUBMIT_THREAD, |v| v.trim() == "1"),
+            submit_burst: num("VITAMIN_SUBMIT_BURST_US").map_or(SUBMIT_BURST, Duration::from_micros),
         }
     }
 }
@@ -270,6 +278,12 @@ fn run(
             return;
         }
     };
+    if settings.tuning.submit_thread {
+        // The thread's driver calls must be forwarded untouched, like this thread's.
+        if let Err(e) = backend.start_submit_thread(settings.tuning.submit_burst, guard::enter) {
+            vlog!(LogLevel::Warn, "no submission thread ({e}); the dispatcher thread issues every launch");
+        }
+    }
     let kind = backend.topology().unit_kind();
     let device = backend.topology().device_name().to_owned();
     let config = dispatch_config(settings);
@@ -377,6 +391,11 @@ fn pin_to_cpu(cpu: usize) -> std::io::Result<()> {
 /// overrides it for measurements). A parked thread takes tens of microseconds to wake on this
 /// VM, which the next op would wait for.
 const IDLE_SPIN: Duration = Duration::from_micros(100);
+
+/// Whether the submission thread runs by default (`VITAMIN_SUBMIT_THREAD`).
+const SUBMIT_THREAD: bool = false;
+/// Submissions closer than this to the previous one go to the submission thread.
+const SUBMIT_BURST: Duration = Duration::from_micros(10);
 
 /// Most ops lane continuation queues on one lane ahead of observed completions.
 pub const CONTINUATION_DEPTH: u32 = 256;

@@ -1,0 +1,217 @@
+//! Asynchronous submission: an optional thread that issues a backend's driver calls (launches,
+//! copies, fills, host functions, graph launches, fence records) in the order they were submitted,
+//! so that the thread deciding bindings (the dispatcher) and the thread paying the driver's launch
+//! cost (about 3.5 us per launch on the H200 host, docs/results/shim-bind-overhead.md) work in
+//! parallel: a dependent chain is then bound by the launch cost alone, as natively, instead of the
+//! launch cost plus the dispatcher's bookkeeping.
+//!
+//! A submission is handed to the thread only when that helps: when earlier hand-offs are still
+//! pending (so order is kept), or when submissions come in a burst (the previous one less than
+//! `burst` ago). A lone submission after a pause is issued directly by the submitting thread:
+//! a hand-off would only add latency to it. Direct issue is allowed only while nothing handed
+//! off is pending, so the driver sees every stream's commands in submission order.
+//!
+//! Every handed-off command gets a ticket (the count of hand-offs so far); [`Submitter::executed`]
+//! says how many the thread has issued. A fence event is queried only once its record was
+//! issued (an event never recorded reports complete). A command that fails stores its error in
+//! its partition's error slot before it counts as executed, so a poll reports it (as an
+//! asynchronous failure of the partition's ops in flight) instead of trusting a fence.
+//!
+//! Hand-written rather than a channel: the hand-off must be a lock-free push and the idle
+//! thread must not cost a system call per command (it spins for [`SPIN`] after its last
+//! command, then parks; the submitting side unparks it only when it sleeps).
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use crossbeam::queue::SegQueue;
+use parking_lot::Mutex;
+use vitamin_hal::{HalError, OpDesc};
+
+use crate::driver::{ctx, event, CUcontext, CUevent, CUstream};
+
+/// How long the idle submission thread spins before it parks.
+pub const SPIN: Duration = Duration::from_micros(200);
+
+/// Error slot of a partition.
+pub(crate) type Errors = Arc<Mutex<Option<String>>>;
+
+/// One driver call to issue.
+pub(crate) enum Command {
+    /// Submit an op on a stream (see `partition::issue`).
+    Issue { stream: CUstream, op: Arc<OpDesc>, errors: Errors },
+    /// Record a fence event on a stream.
+    Record { event: CUevent, stream: CUstream, errors: Errors },
+}
+
+// SAFETY: streams and events are driver handles usable from any thread; the op is immutable.
+unsafe impl Send for Command {}
+
+struct Inner {
+    queue: SegQueue<Command>,
+    pushed: AtomicU64,
+    executed: AtomicU64,
+    sleeping: AtomicBool,
+    stop: AtomicBool,
+    thread: OnceLock<std::thread::Thread>,
+}
+
+/// The submission thread of one backend.
+pub(crate) struct Submitter {
+    inner: Arc<Inner>,
+    handle: Mutex<Option<JoinHandle<()>>>,
+    epoch: Instant,
+    burst_ns: u64,
+    last_submit_ns: AtomicU64,
+}
+
+impl std::fmt::Debug for Submitter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Submitter")
+            .field("pushed", &self.inner.pushed.load(Ordering::Relaxed))
+            .field("executed", &self.inner.executed.load(Ordering::Relaxed))
+            .finish()
+    }
+}
+
+/// A raw context handle that may cross to the submission thread.
+struct SendCtx(CUcontext);
+// SAFETY: a context handle is usable from any thread.
+unsafe impl Send for SendCtx {}
+
+impl Submitter {
+    /// Starts the thread: it runs `init` first (and keeps what it returns for its life), makes
+    /// `primary` current, then issues commands. `burst`: submissions closer than this to the
+    /// previous one are handed off.
+    pub(crate) fn start<G: 'static>(
+        primary: CUcontext,
+        burst: Duration,
+        init: impl FnOnce() -> G + Send + 'static,
+    ) -> Result<Submitter, HalError> {
+        let inner = Arc::new(Inner {
+            queue: SegQueue::new(),
+            pushed: AtomicU64::new(0),
+            executed: AtomicU64::new(0),
+            sleeping: AtomicBool::new(false),
+            stop: AtomicBool::new(false),
+            thread: OnceLock::new(),
+        });
+        let worker = inner.clone();
+        let primary = SendCtx(primary);
+        let handle = std::thread::Builder::new()
+            .name("vitamin-submit".into())
+            .spawn(move || {
+                let _kept = init();
+                let primary = primary;
+                // SAFETY: the backend keeps the primary context retained while this thread runs
+                // (it is stopped and joined before the context is released).
+                if let Err(e) = unsafe { ctx::ensure_current(primary.0) } {
+                    tracing::error!(error = %e, "submission thread: could not make the primary context current");
+                }
+                run(&worker);
+            })
+            .map_err(|e| HalError::Unsupported {
+                backend: "cuda",
+                reason: format!("could not start the submission thread: {e}"),
+            })?;
+        let _ = inner.thread.set(handle.thread().clone());
+        Ok(Submitter {
+            inner,
+            handle: Mutex::new(Some(handle)),
+            epoch: Instant::now(),
+            burst_ns: burst.as_nanos() as u64,
+            last_submit_ns: AtomicU64::new(0),
+        })
+    }
+
+    /// Whether every handed-off command was issued.
+    pub(crate) fn idle(&self) -> bool {
+        self.inner.executed.load(Ordering::Acquire) == self.inner.pushed.load(Ordering::Acquire)
+    }
+
+    /// Called at each submission: whether to hand it off (see the module docs).
+    pub(crate) fn should_hand_off(&self) -> bool {
+        let now = self.epoch.elapsed().as_nanos() as u64;
+        let last = self.last_submit_ns.swap(now, Ordering::AcqRel);
+        !self.idle() || now.saturating_sub(last) < self.burst_ns
+    }
+
+    /// Hands `cmd` off; returns its ticket.
+    pub(crate) fn push(&self, cmd: Command) -> u64 {
+        let ticket = self.inner.pushed.fetch_add(1, Ordering::AcqRel) + 1;
+        self.inner.queue.push(cmd);
+        if self.inner.sleeping.load(Ordering::SeqCst) {
+            if let Some(t) = self.inner.thread.get() {
+                t.unpark();
+            }
+        }
+        ticket
+    }
+
+    /// How many handed-off commands the thread has issued.
+    pub(crate) fn executed(&self) -> u64 {
+        self.inner.executed.load(Ordering::Acquire)
+    }
+
+    /// Waits until every handed-off command was issued.
+    pub(crate) fn flush(&self) {
+        while !self.idle() {
+            std::thread::yield_now();
+        }
+    }
+}
+
+impl Drop for Submitter {
+    fn drop(&mut self) {
+        self.flush();
+        self.inner.stop.store(true, Ordering::Release);
+        if let Some(t) = self.inner.thread.get() {
+            t.unpark();
+        }
+        if let Some(h) = self.handle.lock().take() {
+            let _ = h.join();
+        }
+    }
+}
+
+fn run(inner: &Inner) {
+    let mut idle_since = Instant::now();
+    loop {
+        if let Some(cmd) = inner.queue.pop() {
+            // A panic here would be a bug; the command still counts as executed so that nobody
+            // waits for it for ever.
+            if std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| execute(cmd))).is_err() {
+                tracing::error!("submission thread: a command panicked");
+            }
+            inner.executed.fetch_add(1, Ordering::AcqRel);
+            idle_since = Instant::now();
+            continue;
+        }
+        if inner.stop.load(Ordering::Acquire) {
+            return;
+        }
+        if idle_since.elapsed() < SPIN {
+            std::hint::spin_loop();
+            continue;
+        }
+        inner.sleeping.store(true, Ordering::SeqCst);
+        if inner.queue.is_empty() && !inner.stop.load(Ordering::Acquire) {
+            std::thread::park_timeout(Duration::from_millis(10));
+        }
+        inner.sleeping.store(false, Ordering::SeqCst);
+        idle_since = Instant::now();
+    }
+}
+
+fn execute(cmd: Command) {
+    let (result, errors) = match cmd {
+        Command::Issue { stream, op, errors } => (crate::partition::issue(stream, &op, &errors), errors),
+        // SAFETY: the event is a pooled idle event and the stream a live lane stream.
+        Command::Record { event, stream, errors } => (unsafe { event::record(event, stream) }, errors),
+    };
+    if let Err(e) = result {
+        errors.lock().get_or_insert_with(|| format!("asynchronous submission failed: {e}"));
+    }
+}
