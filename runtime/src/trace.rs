@@ -37,6 +37,12 @@ pub enum Tag {
     /// Completed ops were satisfied in a virtual context (argument: how many): waiting threads
     /// can see them from here on.
     Satisfied = 9,
+    /// A dispatcher round starts.
+    RoundBegin = 10,
+    /// The round's intake ends (argument: ready ops).
+    IntakeEnd = 11,
+    /// Binding of ready ops starts (argument: ready ops).
+    BindBegin = 12,
 }
 
 impl Tag {
@@ -52,11 +58,14 @@ impl Tag {
             Tag::PollBegin => "poll_begin",
             Tag::PollEnd => "poll_end",
             Tag::Satisfied => "satisfied",
+            Tag::RoundBegin => "round_begin",
+            Tag::IntakeEnd => "intake_end",
+            Tag::BindBegin => "bind_begin",
         }
     }
 
     fn from_u8(v: u8) -> Option<Tag> {
-        const ALL: [Tag; 9] = [
+        const ALL: [Tag; 12] = [
             Tag::LaunchEnter,
             Tag::LaunchExit,
             Tag::SyncEnter,
@@ -66,6 +75,9 @@ impl Tag {
             Tag::PollBegin,
             Tag::PollEnd,
             Tag::Satisfied,
+            Tag::RoundBegin,
+            Tag::IntakeEnd,
+            Tag::BindBegin,
         ];
         ALL.into_iter().find(|t| *t as u8 == v)
     }

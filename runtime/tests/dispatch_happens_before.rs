@@ -312,6 +312,8 @@ fn run_case(case: &Case, policy: PolicyKind) -> Result<Outcome, String> {
         // A third of the cases also bound continuation by predicted backlog.
         max_continuation_ns: if case.seed.is_multiple_of(3) { 20_000 } else { u64::MAX },
         profile_phases: case.seed.is_multiple_of(5),
+        // Waiting threads as pollers (the shim's wait assist) only changes when polls happen.
+        waiters_poll: case.seed.is_multiple_of(7),
     };
     let mut disp = Dispatcher::new(sim.clone(), policy.build(case.seed), Profiles::new("simulated H200"), config)
         .map_err(|e| format!("dispatcher: {e}"))?;

@@ -142,5 +142,5 @@ for t in "$W"/trace_*.csv; do
 done
 mkdir -p "$OUT/latency_runs"
 cp "$W"/census_*.json "$OUT/latency_runs/" 2>/dev/null
-tar czf "$OUT/latency_traces.tar.gz" -C "$W" $(cd "$W" && ls trace_*.csv 2>/dev/null | head -2) 2>/dev/null
+tar czf "$OUT/latency_traces.tar.gz" -C "$W" $(cd "$W" && ls trace_*_1.csv 2>/dev/null | head -3) 2>/dev/null
 step done

@@ -121,6 +121,10 @@ pub struct DispatchConfig {
     /// work (a poll queries events: about 1.3 us per busy lane on the H200). 0 polls every round.
     /// A round that submitted nothing always polls.
     pub min_poll_interval_ns: u64,
+    /// Threads waiting in synchronize calls poll completions themselves
+    /// ([`Dispatcher::poll_completions`] through a wait assist): a waiting thread is then no
+    /// reason for [`Dispatcher::needs_completions`].
+    pub waiters_poll: bool,
 }
 
 impl Default for DispatchConfig {
@@ -134,6 +138,7 @@ impl Default for DispatchConfig {
             max_continuation_ns: u64::MAX,
             profile_phases: false,
             min_poll_interval_ns: 0,
+            waiters_poll: false,
         }
     }
 }
@@ -276,8 +281,9 @@ pub struct Dispatcher<B: Backend, P: Policy> {
     submitted_last_round: bool,
     polling: Vec<NodeId>,
     scratch_fences: Vec<Fence>,
-    /// Reused buffer of `poll`: the ops it found complete, before their bookkeeping.
-    scratch_done: Vec<(Inflight, Fence)>,
+    /// Ops the last poll found complete and satisfied, awaiting their bookkeeping
+    /// (`finish_completed`).
+    finishing: Vec<(Inflight, Fence, u64)>,
     /// Backend time at the start of the current round (one clock read per round).
     now: u64,
     /// Completed ops per client, satisfied in one vCtx call at the end of a poll.
@@ -349,7 +355,7 @@ impl<B: Backend, P: Policy> Dispatcher<B, P> {
             submitted_last_round: false,
             polling: Vec::new(),
             scratch_fences: Vec::new(),
-            scratch_done: Vec::new(),
+            finishing: Vec::new(),
             now: 0,
             satisfied: Vec::new(),
             awaiting_completion: false,
@@ -406,9 +412,9 @@ impl<B: Backend, P: Policy> Dispatcher<B, P> {
     pub fn timeline(&self) -> Option<&Timeline> {
         self.timeline.as_ref()
     }
-    /// Whether nothing is ready or in flight.
+    /// Whether nothing is ready or in flight (and no completion awaits its bookkeeping).
     pub fn is_idle(&self) -> bool {
-        self.ready.is_empty() && self.inflight.is_empty()
+        self.ready.is_empty() && self.inflight.is_empty() && self.finishing.is_empty()
     }
     /// Ops submitted and not yet completed.
     pub fn inflight(&self) -> usize {
@@ -421,11 +427,13 @@ impl<B: Backend, P: Policy> Dispatcher<B, P> {
         // Completions first, so leases and predictions are current when the policy decides
         // (rate-limited while work keeps being submitted, if configured, unless a host thread
         // waits in a synchronize call: then completion latency is what it sees).
+        crate::trace::mark(crate::trace::Tag::RoundBegin, 0);
         let now = self.backend.now_ns();
         self.now = now;
         self.stats.rounds += 1;
         let mut progress = 0;
         let mut clock = self.config.profile_phases.then(std::time::Instant::now);
+        self.finish_completed();
         if self.inflight.is_empty() {
             // Nothing can complete: a poll would only delay the new work's submission.
             self.awaiting_completion = false;
@@ -433,13 +441,14 @@ impl<B: Backend, P: Policy> Dispatcher<B, P> {
             || now.saturating_sub(self.last_poll_ns) >= self.config.min_poll_interval_ns
             || self.needs_completions()
         {
-            progress += self.poll()?;
+            progress += self.poll(false)?;
             self.last_poll_ns = now;
             self.lap(&mut clock, |p| &mut p.poll_ns);
         }
         let before = self.stats.bound + self.stats.continued + self.stats.unit_free;
         progress += self.intake()?;
         self.lap(&mut clock, |p| &mut p.intake_ns);
+        crate::trace::mark(crate::trace::Tag::IntakeEnd, self.ready.len() as u64);
         if self.config.lane_continuation {
             progress += self.continuation()?;
             self.lap(&mut clock, |p| &mut p.continuation_ns);
@@ -462,9 +471,25 @@ impl<B: Backend, P: Policy> Dispatcher<B, P> {
     /// [`VirtualContext::set_wait_assist`](crate::VirtualContext::set_wait_assist)). Returns how
     /// many ops completed.
     pub fn poll_completions(&mut self) -> Result<usize, DispatchError> {
-        let n = self.poll()?;
+        let n = self.poll(true)?;
         self.last_poll_ns = self.now;
         Ok(n)
+    }
+
+    /// The bookkeeping of completions the last poll satisfied (pool, lanes, policy, timeline):
+    /// deferred from the poll so that a thread polling for its own completion returns as soon as
+    /// the tokens are satisfied. Until then the ops still count on their lanes and leases, which
+    /// only makes continuation and lease release more conservative.
+    fn finish_completed(&mut self) {
+        if self.finishing.is_empty() {
+            return;
+        }
+        let mut done = std::mem::take(&mut self.finishing);
+        for (inf, f, at) in done.drain(..) {
+            self.finish(inf, f, None, at);
+        }
+        self.finishing = done;
+        self.polling.retain(|&nd| self.lane_load[nd.0 as usize].iter().any(|&l| l > 0));
     }
 
     /// Whether progress now waits on observing completions (so a rate-limited poll should not
@@ -476,7 +501,7 @@ impl<B: Backend, P: Policy> Dispatcher<B, P> {
             || (!self.config.lane_continuation && !self.inflight.is_empty())
             || !self.ready.is_empty()
             || !self.deferred.is_empty()
-            || self.clients.iter().any(|c| c.vctx.has_waiters())
+            || (!self.config.waiters_poll && self.clients.iter().any(|c| c.vctx.has_waiters()))
     }
 
     /// The submitting half of a round, for a thread that just recorded work (inline submission):
@@ -739,6 +764,7 @@ impl<B: Backend, P: Policy> Dispatcher<B, P> {
         if self.ready.is_empty() {
             return Ok(0);
         }
+        crate::trace::mark(crate::trace::Tag::BindBegin, self.ready.len() as u64);
         let mut tried = vec![false; self.ready.len()];
         let mut submitted: Vec<usize> = Vec::new();
         let mut eligible = Vec::new();
@@ -901,14 +927,18 @@ impl<B: Backend, P: Policy> Dispatcher<B, P> {
         }
     }
 
-    fn poll(&mut self) -> Result<usize, DispatchError> {
+    /// Polls every partition with work in flight, satisfies what completed, then does its
+    /// bookkeeping now or, with `defer_finish` (a thread polling for its own completion), at the
+    /// next round or poll.
+    fn poll(&mut self, defer_finish: bool) -> Result<usize, DispatchError> {
         crate::trace::mark(crate::trace::Tag::PollBegin, 0);
+        self.finish_completed();
         let mut n = 0;
         self.stats.polls += 1;
         self.now = self.backend.now_ns();
         self.awaiting_completion = false;
         let mut fences = std::mem::take(&mut self.scratch_fences);
-        let mut done = std::mem::take(&mut self.scratch_done);
+        let mut done = std::mem::take(&mut self.finishing);
         // Service partition first, then nodes with outstanding work.
         let targets: SmallVec<[Option<NodeId>; 16]> =
             std::iter::once(None).chain(self.polling.iter().copied().map(Some)).collect();
@@ -926,20 +956,19 @@ impl<B: Backend, P: Policy> Dispatcher<B, P> {
             for &f in &fences {
                 if let Some(inf) = self.inflight.remove(&(target, f)) {
                     self.satisfied[inf.client].push(inf.op);
-                    done.push((inf, f));
+                    done.push((inf, f, self.now));
                 }
             }
         }
-        // Tokens first: a thread waiting in a synchronize call sees its completion before this
-        // thread does the pool, policy and prediction bookkeeping of the batch.
+        // Tokens first: a thread waiting in a synchronize call sees its completion at once; the
+        // pool, policy and prediction bookkeeping of the batch follows (`finish_completed`).
         self.flush_satisfied();
         n += done.len();
-        for (inf, f) in done.drain(..) {
-            self.finish(inf, f, None);
-        }
-        self.scratch_done = done;
-        self.polling.retain(|&nd| self.lane_load[nd.0 as usize].iter().any(|&l| l > 0));
+        self.finishing = done;
         self.scratch_fences = fences;
+        if !defer_finish {
+            self.finish_completed();
+        }
         crate::trace::mark(crate::trace::Tag::PollEnd, n as u64);
         Ok(n)
     }
@@ -959,15 +988,14 @@ impl<B: Backend, P: Policy> Dispatcher<B, P> {
         let keys: Vec<(Option<NodeId>, Fence)> = self.inflight.keys().filter(|k| k.0 == target).copied().collect();
         for k in keys {
             if let Some(inf) = self.inflight.remove(&k) {
-                self.finish(inf, k.1, Some(msg));
+                self.finish(inf, k.1, Some(msg), self.now);
             }
         }
     }
 
-    /// Completion bookkeeping of one op. A success must already be satisfied (or collected for
-    /// [`flush_satisfied`](Self::flush_satisfied)) by the caller; a failure is recorded here.
-    fn finish(&mut self, inf: Inflight, fence: Fence, error: Option<&str>) {
-        let now = self.now;
+    /// Completion bookkeeping of one op observed complete at `now`. A success must already be
+    /// satisfied by the caller; a failure is recorded here.
+    fn finish(&mut self, inf: Inflight, fence: Fence, error: Option<&str>, now: u64) {
         if let Some(e) = error {
             self.clients[inf.client].vctx.fail(inf.op, e.to_owned());
             self.stats.failed += 1;

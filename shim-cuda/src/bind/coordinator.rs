@@ -300,6 +300,10 @@ fn run(
     let realize_ms = t0.elapsed().as_secs_f64() * 1e3;
     let poll_interval = Duration::from_nanos(d.config().min_poll_interval_ns);
     let idle_spin = settings.tuning.idle_spin;
+    // With the wait assist, waiting threads poll for themselves: one starting to wait is no
+    // reason for this thread to run a round (it would only take the lock from them).
+    let waiters_wake = !settings.tuning.wait_assist;
+    let woken = || vctx.has_work_hint() || (waiters_wake && vctx.has_waiters());
     *slot.lock() = Some(d);
     let _ = ready.send(Ok(Started { device, nodes, realize_ms }));
     let mut errors = 0u64;
@@ -341,7 +345,7 @@ fn run(
             while Instant::now() < spin_until {
                 // Lock-free checks: spinning on the vCtx lock would contend with the recording
                 // application thread.
-                if vctx.has_work_hint() || vctx.has_waiters() || inline_new() {
+                if woken() || inline_new() {
                     woke = true;
                     break;
                 }
@@ -358,7 +362,7 @@ fn run(
             // poll interval has passed. Spinning on atomics keeps the lock free for inline
             // submission, and the driver free of event queries while the application launches.
             let until = Instant::now() + poll_interval;
-            while Instant::now() < until && !vctx.has_work_hint() && !vctx.has_waiters() {
+            while Instant::now() < until && !woken() {
                 std::hint::spin_loop();
                 std::thread::yield_now();
             }
@@ -426,6 +430,7 @@ fn dispatch_config(settings: Settings) -> DispatchConfig {
         max_continuation_depth: t.continuation_depth,
         max_continuation_ns: t.continuation_ns,
         profile_phases: t.profile_phases,
+        waiters_poll: t.wait_assist,
         ..DispatchConfig::default()
     }
 }
