@@ -287,6 +287,12 @@ impl CudaBackend {
         Ok(self.shared.submitter.set(s).is_ok())
     }
 
+    /// Waits until the submission thread (if started) issued every submission handed to it, so
+    /// that a lane stream's native state reflects every op submitted to it.
+    pub fn flush_submissions(&self) {
+        self.shared.flush_submissions();
+    }
+
     /// What the probe found.
     pub fn capabilities(&self) -> &CudaCapabilities {
         &self.shared.caps

@@ -437,3 +437,33 @@ fn waiting_for_submission_wakes_on_submission_not_completion() {
     assert!(c.is_submitted(x) && c.is_complete(x));
     assert_eq!(c.blocked_threads(), 0);
 }
+
+#[test]
+fn a_wait_assist_that_saw_the_ops_run_retires_them_and_their_live_history() {
+    let c = ctx();
+    c.set_sync_spin(Duration::from_secs(5));
+    let s = c.create_stream(StreamKind::NonBlocking, 0);
+    let ops: Vec<OpId> = (0..3).map(|_| c.record_op(s, op()).unwrap().op).collect();
+    // The first is bound, the other two continued behind it on the same lane: all submitted.
+    assert_eq!(ready(&c), vec![ops[0]]);
+    for &o in &ops {
+        c.mark_submitted(o);
+    }
+    let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let seen2 = seen.clone();
+    assert!(c.set_wait_assist(Box::new(move |awaited: &[OpId]| {
+        let mut v = seen2.lock().unwrap();
+        v.push(awaited.to_vec());
+        // Pretend the lane drained on the third turn.
+        v.len() >= 3
+    })));
+    c.stream_synchronize(s).unwrap();
+    let seen = seen.lock().unwrap();
+    assert_eq!(seen.len(), 3, "the sync returned as soon as the assist reported the drain");
+    assert!(seen.iter().all(|a| a == &[ops[2]]), "the assist is asked about the stream's tail: {seen:?}");
+    assert_eq!(c.outstanding(), 0, "the tail and its ancestors retired");
+    assert!(c.stream_query(s).unwrap());
+    // A completion observed later by the dispatcher is ignored.
+    c.satisfy_all(&ops);
+    assert_eq!(c.outstanding(), 0);
+}

@@ -412,6 +412,20 @@ impl<B: Backend, P: Policy> Dispatcher<B, P> {
     pub fn timeline(&self) -> Option<&Timeline> {
         self.timeline.as_ref()
     }
+    /// Where client `client`'s op `op` was submitted, while it is in flight: (node, lane), node
+    /// `None` for the service partition.
+    pub fn placement(&self, client: usize, op: OpId) -> Option<(Option<NodeId>, LaneId)> {
+        self.places.get(&(client, op)).map(|p| (p.node, p.lane))
+    }
+
+    /// The physical partition of `node` (`None`: the service partition).
+    pub fn partition(&self, node: Option<NodeId>) -> Option<&B::Partition> {
+        match node {
+            Some(n) => self.partitions.get(n.0 as usize),
+            None => Some(&self.service),
+        }
+    }
+
     /// Whether nothing is ready or in flight (and no completion awaits its bookkeeping).
     pub fn is_idle(&self) -> bool {
         self.ready.is_empty() && self.inflight.is_empty() && self.finishing.is_empty()

@@ -54,8 +54,11 @@ pub struct VirtualContext {
     assist: std::sync::OnceLock<WaitAssist>,
 }
 
-/// Work a spinning waiter does on each turn, e.g. polling completions itself.
-pub type WaitAssist = Box<dyn Fn() + Send + Sync>;
+/// Work a spinning waiter does on each turn, with the ops it waits for (live, unsatisfied): e.g.
+/// polling completions itself. Returns `true` only if it established that those ops **and all
+/// their live ancestors** physically completed (e.g. by waiting natively on the FIFO lane they
+/// were submitted to): the waiter then satisfies them itself and returns.
+pub type WaitAssist = Box<dyn Fn(&[OpId]) -> bool + Send + Sync>;
 
 impl fmt::Debug for VirtualContext {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -121,11 +124,11 @@ impl VirtualContext {
         self.sync_yield.store(yield_between_checks, Ordering::Relaxed);
     }
 
-    /// Installs work that a spinning waiter runs on each turn, outside the lock: typically
-    /// "poll completions if the dispatcher is free", so a waiting thread observes its own
-    /// completion without a wake-up from another thread (as a native spinning sync does). It
-    /// must not block and must not call back into this context's blocking waits. Only the first
-    /// call installs; returns whether it did.
+    /// Installs work that a spinning waiter runs on each turn, outside the lock ([`WaitAssist`]):
+    /// "poll completions if the dispatcher is free", or "wait natively on the lane the awaited
+    /// ops run on", so a waiting thread observes its own completion without a wake-up from
+    /// another thread (as a native spinning sync does). It must not call back into this
+    /// context's blocking waits. Only the first call installs; returns whether it did.
     pub fn set_wait_assist(&self, assist: WaitAssist) -> bool {
         self.assist.set(assist).is_ok()
     }
@@ -325,7 +328,17 @@ impl VirtualContext {
                         break false;
                     }
                     match assist {
-                        Some(f) => f(),
+                        Some(f) => {
+                            if f(&tokens) {
+                                let mut s = self.state.lock();
+                                for &t in &tokens {
+                                    s.dag.satisfy_with_ancestors(t);
+                                }
+                                self.finish(s);
+                                self.retirements.fetch_add(1, Ordering::AcqRel);
+                                break false;
+                            }
+                        }
                         None if yields => {
                             std::hint::spin_loop();
                             std::thread::yield_now();

@@ -253,6 +253,26 @@ impl Dag {
         Some(stream)
     }
 
+    /// Physical completion of `op` **and of every live ancestor** (the caller observed that all
+    /// of them ran, e.g. `op` completed on a FIFO lane that every live ancestor of a submitted op
+    /// shares): satisfies them oldest first, so each retires at once. Unknown ids are ignored.
+    pub(crate) fn satisfy_with_ancestors(&mut self, op: OpId) {
+        let mut stack = vec![op];
+        let mut all = Vec::new();
+        while let Some(id) = stack.pop() {
+            let Some(n) = self.nodes.get(id) else { continue };
+            if all.contains(&id) {
+                continue;
+            }
+            all.push(id);
+            stack.extend(n.preds.iter().copied());
+        }
+        all.sort_unstable();
+        for id in all {
+            self.satisfy(id);
+        }
+    }
+
     fn retire(&mut self, first: OpId) {
         let mut stack = std::mem::take(&mut self.scratch);
         stack.push(first);
@@ -433,6 +453,28 @@ mod tests {
         d.satisfy(a);
         let c = ins(&mut d, &[b, a, b, OpId(999)]);
         assert_eq!(c.preds.as_slice(), &[b]);
+        d.check_consistency();
+    }
+
+    #[test]
+    fn satisfying_with_ancestors_retires_the_whole_live_history_and_nothing_else() {
+        let mut d = Dag::default();
+        // a -> b -> d and a -> c -> d (a diamond), plus an unrelated e.
+        let a = ins(&mut d, &[]).op;
+        let b = ins(&mut d, &[a]).op;
+        let c = ins(&mut d, &[a]).op;
+        let x = ins(&mut d, &[b, c]).op;
+        let e = ins(&mut d, &[]).op;
+        let after = ins(&mut d, &[x]).op;
+        assert_eq!(ready(&mut d), vec![a, e]);
+        d.satisfy_with_ancestors(x);
+        assert!(![a, b, c, x].iter().any(|&o| d.is_live(o)), "x and every ancestor retired");
+        assert!(d.is_live(e), "an unrelated op stays live");
+        assert_eq!(ready(&mut d), vec![after], "x's dependent became ready");
+        // Unknown and already retired ids are ignored.
+        d.satisfy_with_ancestors(OpId(999));
+        d.satisfy_with_ancestors(x);
+        assert_eq!(d.len(), 2);
         d.check_consistency();
     }
 

@@ -66,8 +66,12 @@ pub struct Tuning {
     /// dispatcher is free (experimental; off).
     pub inline: bool,
     /// `VITAMIN_WAIT_ASSIST=1`: threads spinning in a synchronize call poll completions
-    /// themselves when the dispatcher is free (experimental; off).
+    /// themselves when the dispatcher is free (experimental; off; replaces the native wait).
     pub wait_assist: bool,
+    /// `VITAMIN_NATIVE_WAIT=0` turns off the native wait: threads spinning in a synchronize
+    /// call wait on the lanes their ops were submitted to with `cuStreamSynchronize`
+    /// ([`Coordinator::native_wait`]; not under blocking synchronization).
+    pub native_wait: bool,
     /// `VITAMIN_IDLE_SPIN_US`: how long the idle dispatcher thread spins before it parks.
     pub idle_spin: Duration,
     /// `VITAMIN_SYNC_SPIN_US`: how long synchronize calls spin before they park (`None`: by the
@@ -99,6 +103,7 @@ impl Tuning {
             profile_phases: flag("VITAMIN_PROFILE_DISPATCH", "1"),
             inline: flag("VITAMIN_INLINE", "1"),
             wait_assist: flag("VITAMIN_WAIT_ASSIST", "1"),
+            native_wait: !flag("VITAMIN_NATIVE_WAIT", "0"),
             idle_spin: num("VITAMIN_IDLE_SPIN_US").map_or(IDLE_SPIN, Duration::from_micros),
             sync_spin: num("VITAMIN_SYNC_SPIN_US").map(Duration::from_micros),
             sync_yield: !flag("VITAMIN_SYNC_YIELD", "0"),
@@ -229,7 +234,7 @@ impl Coordinator {
     /// Wait assist: a thread spinning in a synchronize call polls completions itself when the
     /// dispatcher is free, so it sees its own completion without being woken by another thread
     /// (a native spinning sync polls too). Yields when the dispatcher thread holds it.
-    pub fn assist_poll(&self) {
+    pub fn assist_poll(&self) -> bool {
         match self.dispatcher.try_lock() {
             Some(mut slot) => {
                 if let Some(d) = slot.as_mut() {
@@ -240,6 +245,37 @@ impl Coordinator {
             }
             None => std::thread::yield_now(),
         }
+        // Polling satisfies the completions itself.
+        false
+    }
+
+    /// Native wait (the default wait assist): a thread waiting for `ops` looks up, when the
+    /// dispatcher is free, the lanes they were submitted to and waits on those lane streams
+    /// with the driver's own `cuStreamSynchronize`, as a native synchronize call would, instead
+    /// of waiting for the dispatcher thread to poll their fence. Returns `true` when every op
+    /// was submitted and every lane drained without error: the ops and all their live ancestors
+    /// ran (a submitted op's live predecessors sit before it on its lane). Returns `false`
+    /// (the caller keeps waiting the usual way) when the dispatcher is busy, an op is not
+    /// submitted yet, or a lane reports an error (the dispatcher's poll then fails the ops).
+    /// Waiting on a lane may also wait for later work queued on it: never less than natively.
+    pub fn native_wait(&self, ops: &[vitamin_runtime::OpId]) -> bool {
+        let mut streams: smallvec::SmallVec<[u64; 2]> = smallvec::SmallVec::new();
+        {
+            let Some(slot) = self.dispatcher.try_lock() else { return false };
+            let Some(d) = slot.as_ref() else { return false };
+            for &op in ops {
+                // The shim registers one client: the application's virtual context.
+                let Some((node, lane)) = d.placement(0, op) else { return false };
+                let Some(s) = d.partition(node).and_then(|p| p.raw_stream(lane)) else { return false };
+                if !streams.contains(&s) {
+                    streams.push(s);
+                }
+            }
+            // Ops handed to the submission thread must reach their lanes before the lanes are
+            // waited on (an empty stream would report them complete).
+            d.backend().flush_submissions();
+        }
+        streams.iter().all(|&s| crate::bind::driver::native_stream_synchronize(s as _, false) == 0)
     }
 
     /// The dispatcher's statistics as published at stop (`None` before).

@@ -267,11 +267,29 @@ fn settings() -> Settings {
 /// for blocking synchronization: natively CUDA spins for the whole wait by default.
 const SPIN_WAIT: Duration = Duration::from_secs(1);
 
-/// The wait assist of bind mode's virtual context (see [`Coordinator::assist_poll`]).
-fn wait_assist() {
+/// The wait assist of bind mode's virtual context: native waits on the awaited ops' lanes
+/// ([`Coordinator::native_wait`], the default) or, with `VITAMIN_WAIT_ASSIST=1`, completion
+/// polling by the waiting thread ([`Coordinator::assist_poll`]).
+fn wait_assist(ops: &[vitamin_runtime::OpId]) -> bool {
     match BIND.get() {
-        Some(Some(b)) if driver::current_context().is_ok_and(|c| c == b.context) => b.coordinator.assist_poll(),
-        _ => std::thread::yield_now(),
+        Some(Some(b)) if b.settings.tuning.wait_assist => {
+            if driver::current_context().is_ok_and(|c| c == b.context) {
+                return b.coordinator.assist_poll();
+            }
+            std::thread::yield_now();
+            false
+        }
+        Some(Some(b)) => {
+            let done = b.coordinator.native_wait(ops);
+            if !done {
+                std::thread::yield_now();
+            }
+            done
+        }
+        _ => {
+            std::thread::yield_now();
+            false
+        }
     }
 }
 
@@ -300,14 +318,12 @@ impl Bind {
         // Synchronize calls wait like the application asked: CUDA spins (polling) unless it chose
         // blocking synchronization; a spinning waiter polls completions itself.
         let t = settings.tuning;
-        vctx.set_sync_spin(t.sync_spin.unwrap_or(if driver::blocking_sync(device) {
-            vitamin_runtime::SYNC_SPIN
-        } else {
-            SPIN_WAIT
-        }));
+        let blocking = driver::blocking_sync(device);
+        vctx.set_sync_spin(t.sync_spin.unwrap_or(if blocking { vitamin_runtime::SYNC_SPIN } else { SPIN_WAIT }));
         vctx.set_sync_yield(t.sync_yield);
-        // Experimental (off): on the H200 it did not beat the spinning dispatcher thread.
-        if t.wait_assist {
+        // Spinning waiters wait natively on their lanes (as a native spinning sync would), unless
+        // the application asked for blocking synchronization; the polling assist is experimental.
+        if t.wait_assist || (t.native_wait && !blocking) {
             vctx.set_wait_assist(Box::new(wait_assist));
         }
         Ok(Bind {
