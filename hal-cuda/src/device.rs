@@ -287,6 +287,12 @@ impl CudaBackend {
         Ok(self.shared.submitter.set(s).is_ok())
     }
 
+    /// The submission thread's counts, if it was started: (commands handed to it, submissions
+    /// issued directly by the submitting thread).
+    pub fn submission_counts(&self) -> Option<(u64, u64)> {
+        self.shared.submitter().map(Submitter::counts)
+    }
+
     /// Waits until the submission thread (if started) issued every submission handed to it, so
     /// that a lane stream's native state reflects every op submitted to it.
     pub fn flush_submissions(&self) {

@@ -65,6 +65,8 @@ pub(crate) struct Submitter {
     epoch: Instant,
     burst_ns: u64,
     last_submit_ns: AtomicU64,
+    /// Submissions issued directly by the submitting thread.
+    direct: AtomicU64,
 }
 
 impl std::fmt::Debug for Submitter {
@@ -123,6 +125,7 @@ impl Submitter {
             epoch: Instant::now(),
             burst_ns: burst.as_nanos() as u64,
             last_submit_ns: AtomicU64::new(0),
+            direct: AtomicU64::new(0),
         })
     }
 
@@ -135,7 +138,16 @@ impl Submitter {
     pub(crate) fn should_hand_off(&self) -> bool {
         let now = self.epoch.elapsed().as_nanos() as u64;
         let last = self.last_submit_ns.swap(now, Ordering::AcqRel);
-        !self.idle() || now.saturating_sub(last) < self.burst_ns
+        let hand_off = !self.idle() || now.saturating_sub(last) < self.burst_ns;
+        if !hand_off {
+            self.direct.fetch_add(1, Ordering::Relaxed);
+        }
+        hand_off
+    }
+
+    /// (commands handed off, submissions issued directly) so far.
+    pub(crate) fn counts(&self) -> (u64, u64) {
+        (self.inner.pushed.load(Ordering::Acquire), self.direct.load(Ordering::Relaxed))
     }
 
     /// Hands `cmd` off; returns its ticket.

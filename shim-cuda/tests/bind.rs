@@ -250,11 +250,12 @@ fn every_policy_and_strict_readiness_keep_the_program_s_semantics() {
         // The experimental inline submission and waiter-side polling (off by default).
         ("chaos-inline", vec![("VITAMIN_POLICY", "chaos"), ("VITAMIN_SEED", "5"), ("VITAMIN_INLINE", "1")]),
         ("throughput-inline-assist", vec![("VITAMIN_INLINE", "1"), ("VITAMIN_WAIT_ASSIST", "1")]),
-        // The submission thread, handing off every submission that follows another within 1 s.
-        (
-            "chaos-submit-thread",
-            vec![("VITAMIN_POLICY", "chaos"), ("VITAMIN_SUBMIT_THREAD", "1"), ("VITAMIN_SUBMIT_BURST_US", "1000000")],
-        ),
+        // The submission thread (on by default) handing off every submission that follows
+        // another within 1 s; and the dispatcher thread issuing everything itself.
+        ("chaos-submit-burst", vec![("VITAMIN_POLICY", "chaos"), ("VITAMIN_SUBMIT_BURST_US", "1000000")]),
+        ("chaos-no-submit-thread", vec![("VITAMIN_POLICY", "chaos"), ("VITAMIN_SUBMIT_THREAD", "0")]),
+        // The experimental native wait on lane streams.
+        ("throughput-native-wait", vec![("VITAMIN_NATIVE_WAIT", "1")]),
     ] {
         let r = run(name, Some(&vars), &[]);
         check_bind_run(name, &r);
@@ -264,6 +265,16 @@ fn every_policy_and_strict_readiness_keep_the_program_s_semantics() {
         if name == "chaos-strict" {
             assert_eq!(b["lane_continuation"], false);
             assert_eq!(b["dispatcher"]["continued"], 0, "strict readiness continues nothing: {b:#}");
+        }
+        let submit = &b["dispatcher"]["submit_thread"];
+        match name {
+            "chaos-no-submit-thread" => assert!(submit.is_null(), "no submission thread: {b:#}"),
+            // Every submission within 1 s of the previous one (all of them) is handed off.
+            "chaos-submit-burst" => {
+                assert!(submit["handed_off"].as_u64().unwrap() > 0, "{b:#}");
+                assert_eq!(submit["direct"], 0, "{b:#}");
+            }
+            _ => assert!(submit["direct"].as_u64().unwrap() > 0, "a lone submission is issued directly: {b:#}"),
         }
     }
 }

@@ -68,9 +68,9 @@ pub struct Tuning {
     /// `VITAMIN_WAIT_ASSIST=1`: threads spinning in a synchronize call poll completions
     /// themselves when the dispatcher is free (experimental; off; replaces the native wait).
     pub wait_assist: bool,
-    /// `VITAMIN_NATIVE_WAIT=0` turns off the native wait: threads spinning in a synchronize
-    /// call wait on the lanes their ops were submitted to with `cuStreamSynchronize`
-    /// ([`Coordinator::native_wait`]; not under blocking synchronization).
+    /// `VITAMIN_NATIVE_WAIT=1`: threads spinning in a synchronize call wait on the lanes their
+    /// ops were submitted to with `cuStreamSynchronize` ([`Coordinator::native_wait`]; not under
+    /// blocking synchronization; experimental, off: no gain measured on the H200).
     pub native_wait: bool,
     /// `VITAMIN_IDLE_SPIN_US`: how long the idle dispatcher thread spins before it parks.
     pub idle_spin: Duration,
@@ -103,7 +103,7 @@ impl Tuning {
             profile_phases: flag("VITAMIN_PROFILE_DISPATCH", "1"),
             inline: flag("VITAMIN_INLINE", "1"),
             wait_assist: flag("VITAMIN_WAIT_ASSIST", "1"),
-            native_wait: !flag("VITAMIN_NATIVE_WAIT", "0"),
+            native_wait: flag("VITAMIN_NATIVE_WAIT", "1"),
             idle_spin: num("VITAMIN_IDLE_SPIN_US").map_or(IDLE_SPIN, Duration::from_micros),
             sync_spin: num("VITAMIN_SYNC_SPIN_US").map(Duration::from_micros),
             sync_yield: !flag("VITAMIN_SYNC_YIELD", "0"),
@@ -410,6 +410,9 @@ fn run(
     let Some(d) = slot.lock().take() else { return };
     let mut published = serde_json::to_value(d.stats()).unwrap_or_default();
     published["round_errors"] = errors.into();
+    if let Some((handed_off, direct)) = d.backend().submission_counts() {
+        published["submit_thread"] = serde_json::json!({ "handed_off": handed_off, "direct": direct });
+    }
     published["policy"] = d.policy().name().into();
     *stats.lock().unwrap_or_else(|e| e.into_inner()) = Some(published);
     // The process is exiting: leave the green contexts to the driver instead of draining and
@@ -432,8 +435,10 @@ fn pin_to_cpu(cpu: usize) -> std::io::Result<()> {
 /// VM, which the next op would wait for.
 const IDLE_SPIN: Duration = Duration::from_micros(100);
 
-/// Whether the submission thread runs by default (`VITAMIN_SUBMIT_THREAD`).
-const SUBMIT_THREAD: bool = false;
+/// Whether the submission thread runs by default (`VITAMIN_SUBMIT_THREAD`): on, a dependent
+/// chain of 10,000 tiny kernels ran 0.87-0.88x native instead of 0.72-0.77x on the H200
+/// (docs/results/shim-bind-overhead.md, session 3).
+const SUBMIT_THREAD: bool = true;
 /// Submissions closer than this to the previous one go to the submission thread.
 const SUBMIT_BURST: Duration = Duration::from_micros(10);
 

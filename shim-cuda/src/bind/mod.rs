@@ -267,9 +267,10 @@ fn settings() -> Settings {
 /// for blocking synchronization: natively CUDA spins for the whole wait by default.
 const SPIN_WAIT: Duration = Duration::from_secs(1);
 
-/// The wait assist of bind mode's virtual context: native waits on the awaited ops' lanes
-/// ([`Coordinator::native_wait`], the default) or, with `VITAMIN_WAIT_ASSIST=1`, completion
-/// polling by the waiting thread ([`Coordinator::assist_poll`]).
+/// The wait assist of bind mode's virtual context (experimental, off by default): native waits
+/// on the awaited ops' lanes (`VITAMIN_NATIVE_WAIT=1`, [`Coordinator::native_wait`]) or
+/// completion polling by the waiting thread (`VITAMIN_WAIT_ASSIST=1`,
+/// [`Coordinator::assist_poll`]).
 fn wait_assist(ops: &[vitamin_runtime::OpId]) -> bool {
     match BIND.get() {
         Some(Some(b)) if b.settings.tuning.wait_assist => {
@@ -321,8 +322,8 @@ impl Bind {
         let blocking = driver::blocking_sync(device);
         vctx.set_sync_spin(t.sync_spin.unwrap_or(if blocking { vitamin_runtime::SYNC_SPIN } else { SPIN_WAIT }));
         vctx.set_sync_yield(t.sync_yield);
-        // Spinning waiters wait natively on their lanes (as a native spinning sync would), unless
-        // the application asked for blocking synchronization; the polling assist is experimental.
+        // Experimental: spinning waiters wait natively on their lanes (not under blocking
+        // synchronization), or poll completions themselves.
         if t.wait_assist || (t.native_wait && !blocking) {
             vctx.set_wait_assist(Box::new(wait_assist));
         }
