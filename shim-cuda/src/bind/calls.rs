@@ -615,17 +615,20 @@ impl Bind {
     /// Blocks until every launch of `exec` recorded as an op was handed to the driver (on a pool
     /// node's stream), so that a call on the executable graph cannot overtake them. Submission
     /// suffices: the driver finishes launches it holds with the graph as it was when they were
-    /// launched, whatever is updated or destroyed afterwards, exactly as natively.
+    /// launched, whatever is updated or destroyed afterwards, exactly as natively. A launch the
+    /// dispatcher submitted may still sit with the submission thread: that is flushed too (for
+    /// every graph this process launched in bind mode, since launches already reported submitted
+    /// are no longer tracked; a flush with nothing pending is one atomic comparison).
     fn wait_graph_launches_submitted(&self, exec: usize) {
         let pending = match self.registry().graph_exec(exec) {
-            Some(e) if !e.pending.is_empty() => e.pending.clone(),
-            _ => return,
+            Some(e) => e.pending.clone(),
+            None => return,
         };
-        if pending.iter().all(|&o| self.vctx.is_submitted(o)) {
-            return;
+        if !pending.iter().all(|&o| self.vctx.is_submitted(o)) {
+            self.counters.graph_exec_waits.bump();
+            self.vctx.wait_submitted(&pending);
         }
-        self.counters.graph_exec_waits.bump();
-        self.vctx.wait_submitted(&pending);
+        self.coordinator.flush_submissions();
     }
 }
 

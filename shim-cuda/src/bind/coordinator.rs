@@ -123,6 +123,8 @@ pub struct Started {
     pub nodes: Vec<String>,
     /// Wall time to create the backend and realize the pool, ms.
     pub realize_ms: f64,
+    /// A handle on the backend (shared state), for calls that need no dispatcher lock.
+    pub backend: CudaBackend,
 }
 
 type Shim = Dispatcher<CudaBackend, AnyPolicy>;
@@ -249,7 +251,13 @@ impl Coordinator {
         false
     }
 
-    /// Native wait (the default wait assist): a thread waiting for `ops` looks up, when the
+    /// Waits until the submission thread issued every submission handed to it: an op the
+    /// dispatcher reports as submitted is then in its lane stream, as the driver sees it.
+    pub fn flush_submissions(&self) {
+        self.started.backend.flush_submissions();
+    }
+
+    /// Native wait (experimental wait assist): a thread waiting for `ops` looks up, when the
     /// dispatcher is free, the lanes they were submitted to and waits on those lane streams
     /// with the driver's own `cuStreamSynchronize`, as a native synchronize call would, instead
     /// of waiting for the dispatcher thread to poll their fence. Returns `true` when every op
@@ -340,8 +348,9 @@ fn run(
     // reason for this thread to run a round (it would only take the lock from them).
     let waiters_wake = !settings.tuning.wait_assist;
     let woken = || vctx.has_work_hint() || (waiters_wake && vctx.has_waiters());
+    let handle = d.backend().clone();
     *slot.lock() = Some(d);
-    let _ = ready.send(Ok(Started { device, nodes, realize_ms }));
+    let _ = ready.send(Ok(Started { device, nodes, realize_ms, backend: handle }));
     let mut errors = 0u64;
     let mut watch = Stall::default();
     while !stop.load(Ordering::Acquire) {
