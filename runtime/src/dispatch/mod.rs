@@ -507,22 +507,17 @@ impl<B: Backend, P: Policy> Dispatcher<B, P> {
     }
 
     /// Whether progress now waits on observing completions (so a rate-limited poll should not
-    /// wait for its interval): a host thread blocks in a synchronize call (once submissions
-    /// stopped), ready ops wait for a node, continuations wait for their lane, or an op waits for
-    /// predecessors on other lanes.
+    /// wait for its interval): a host thread blocks in a synchronize call, ready ops wait for a
+    /// node, continuations wait for their lane, or an op waits for predecessors on other lanes.
+    /// (Ignoring waiters while rounds still submit was measured worse on the H200: a streamed
+    /// chain then stalled on its continuation depth between rate-limited polls.)
     pub fn needs_completions(&self) -> bool {
         self.awaiting_completion
             // Under strict readiness every dependent op waits for its predecessor's completion.
             || (!self.config.lane_continuation && !self.inflight.is_empty())
             || !self.ready.is_empty()
             || !self.deferred.is_empty()
-            // A waiting thread waits for the newest work of its streams: while rounds still
-            // submit (a chain being streamed out), its completion cannot be observed before the
-            // submissions end, and polling every round would only compete with them in the
-            // driver; the rate-limited polls keep continuation depth moving meanwhile.
-            || (!self.config.waiters_poll
-                && !self.submitted_last_round
-                && self.clients.iter().any(|c| c.vctx.has_waiters()))
+            || (!self.config.waiters_poll && self.clients.iter().any(|c| c.vctx.has_waiters()))
     }
 
     /// The submitting half of a round, for a thread that just recorded work (inline submission):
