@@ -190,6 +190,7 @@ impl Drop for Submitter {
 
 fn run(inner: &Inner) {
     let mut idle_since = Instant::now();
+    let mut busy = false;
     loop {
         if let Some(cmd) = inner.queue.pop() {
             // A panic here would be a bug; the command still counts as executed so that nobody
@@ -198,11 +199,16 @@ fn run(inner: &Inner) {
                 tracing::error!("submission thread: a command panicked");
             }
             inner.executed.fetch_add(1, Ordering::AcqRel);
-            idle_since = Instant::now();
+            busy = true;
             continue;
         }
         if inner.stop.load(Ordering::Acquire) {
             return;
+        }
+        // The clock is read when the queue runs dry, not once per command.
+        if busy {
+            busy = false;
+            idle_since = Instant::now();
         }
         if idle_since.elapsed() < SPIN {
             std::hint::spin_loop();
