@@ -269,11 +269,9 @@ fn every_policy_and_strict_readiness_keep_the_program_s_semantics() {
         let submit = &b["dispatcher"]["submit_thread"];
         match name {
             "chaos-no-submit-thread" => assert!(submit.is_null(), "no submission thread: {b:#}"),
-            // Every submission within 1 s of the previous one (all of them) is handed off.
-            "chaos-submit-burst" => {
-                assert!(submit["handed_off"].as_u64().unwrap() > 0, "{b:#}");
-                assert_eq!(submit["direct"], 0, "{b:#}");
-            }
+            // Every submission within 1 s of the previous one (all of them) is handed off, unless
+            // it finds the thread parked.
+            "chaos-submit-burst" => assert!(submit["handed_off"].as_u64().unwrap() > 0, "{b:#}"),
             _ => assert!(submit["direct"].as_u64().unwrap() > 0, "a lone submission is issued directly: {b:#}"),
         }
     }
