@@ -9,12 +9,15 @@
 //!
 //! ## Fences
 //! Submitting records **no** event: a lane's ops complete in order, so one event recorded after
-//! the newest op fences everything before it. A lane has at most one fence event in flight (each
-//! event is a command the GPU runs between the lane's kernels): [`PhysicalPartition::poll`] records
-//! one (from a shared pool) when the lane has unfenced ops and none in flight, queries it, and when
-//! it completed reports every sequence number it covers and fences the ops submitted since.
-//! Submission therefore costs one driver call, and polling one query per busy lane (plus a record
-//! when a fence completed), whatever the number of ops.
+//! the newest op fences everything before it. A lane has few fence events in flight (each event
+//! is a command the GPU runs between the lane's kernels): [`PhysicalPartition::poll`] records one
+//! (from a shared pool) when the lane has unfenced ops and none in flight, or [`FENCE_EVERY`]
+//! unfenced ops and fewer than [`MAX_FENCES`] in flight (so a deep backlog is reported complete in
+//! steps, not all at once when the lane ran dry); it queries them oldest first and reports every
+//! sequence number the completed ones cover. Submission therefore costs one driver call, and
+//! polling one query per busy lane (plus records as fences complete), whatever the number of ops.
+//! With the submission thread (`crate::submit`), launches and fence records may be issued by
+//! that thread; a fence is queried only once its record was issued.
 //!
 //! ## Teardown
 //! Dropping a partition synchronizes every lane (drain), destroys the streams, returns the events
@@ -34,6 +37,11 @@ use vitamin_hal::{
 use crate::device::Shared;
 use crate::driver::{self, event, green, launch, mem, occupancy, resource, stream, CUevent, CUgreenCtx, CUstream};
 use crate::submit::{Command, Errors};
+
+/// A lane with this many unfenced ops gets another fence even while one is in flight.
+pub const FENCE_EVERY: u64 = 64;
+/// Most fence events in flight per lane.
+pub const MAX_FENCES: usize = 4;
 
 /// How long [`CudaPartition::wait_for`] waits before reporting a hang.
 pub const WAIT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(120);
@@ -266,11 +274,16 @@ impl CudaPartition {
     }
 
     /// Records an event after the lane's newest op when it has unfenced ops and no event in
-    /// flight. One fence event per lane at a time: every event recorded between two dependent
-    /// kernels is a command the GPU executes between them, so recording one per poll while a
-    /// chain is being continued would slow the chain itself.
+    /// flight, or at least [`FENCE_EVERY`] unfenced ops and fewer than [`MAX_FENCES`] events in
+    /// flight. Few fences: every event recorded between two dependent kernels is a command the
+    /// GPU executes between them, so recording one per poll while a chain is being continued
+    /// would slow the chain itself. But not one per backlog either: a single fence behind a deep
+    /// backlog reports it complete all at once, only after the lane ran dry, so the dispatcher
+    /// (bounded by its continuation depth) could not refill the lane in time (measured on the
+    /// H200 with the submission thread: a 10,000-kernel chain ran at the depth's pace).
     fn fence_lane(&self, lane: &mut Lane) -> Result<(), HalError> {
-        if lane.submitted > lane.fenced && lane.events.is_empty() {
+        let unfenced = lane.submitted - lane.fenced;
+        if unfenced > 0 && (lane.events.is_empty() || (unfenced >= FENCE_EVERY && lane.events.len() < MAX_FENCES)) {
             let e = self.shared.take_event()?;
             let ticket = match self.shared.submitter() {
                 // Behind handed-off submissions: the record must follow them.
@@ -295,16 +308,24 @@ impl CudaPartition {
     /// The sequence number the lane's fence event covers, if that event completed (one query,
     /// about 1.3 us on the H200, FACTS.md). An event whose record the submission thread has not
     /// issued yet (or failed to issue) is not queried: an event never recorded reports complete.
+    /// Queries the lane's fences oldest first and stops at the first not complete (a lane's ops
+    /// complete in order): one query per poll while the oldest runs.
     fn completed_upto(&self, lane: &Lane) -> Result<Option<u64>, HalError> {
-        let Some(&(upto, e, ticket)) = lane.events.back() else { return Ok(None) };
-        if ticket > 0 {
-            let issued = self.shared.submitter().is_none_or(|sub| sub.executed() >= ticket);
-            if !issued || self.errors.lock().is_some() {
-                return Ok(None);
+        let mut done = None;
+        for &(upto, e, ticket) in &lane.events {
+            if ticket > 0 {
+                let issued = self.shared.submitter().is_none_or(|sub| sub.executed() >= ticket);
+                if !issued || self.errors.lock().is_some() {
+                    break;
+                }
             }
+            // SAFETY: events in the lane's queue are live.
+            if !unsafe { event::query(e) }? {
+                break;
+            }
+            done = Some(upto);
         }
-        // SAFETY: events in the lane's queue are live.
-        Ok(unsafe { event::query(e) }?.then_some(upto))
+        Ok(done)
     }
 }
 
