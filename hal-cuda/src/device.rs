@@ -48,7 +48,7 @@ pub(crate) struct Shared {
     occupancy: Mutex<HashMap<(u64, u32, u32), u32>>,
     libraries: Mutex<Vec<CUlibrary>>,
     kernels: OnceLock<Result<HashMap<&'static str, FunctionRef>, HalError>>,
-    epoch: Instant,
+    pub(crate) epoch: Instant,
     /// The submission thread, if started ([`CudaBackend::start_submit_thread`]).
     submitter: OnceLock<Submitter>,
 }

@@ -42,6 +42,8 @@ use crate::submit::{Command, Errors};
 pub const FENCE_EVERY: u64 = 64;
 /// Most fence events in flight per lane.
 pub const MAX_FENCES: usize = 4;
+/// Least time between fence queries of a lane whose commands the submission thread still holds.
+pub const BUSY_QUERY_NS: u64 = 20_000;
 
 /// How long [`CudaPartition::wait_for`] waits before reporting a hang.
 pub const WAIT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(120);
@@ -64,6 +66,10 @@ struct Lane {
     events: VecDeque<(u64, CUevent, u64)>,
     /// Host bytes that must outlive the ops that read them (staged copies).
     keepalive: VecDeque<(u64, Arc<[u8]>)>,
+    /// Ticket of the newest command of this lane handed to the submission thread (0: none).
+    last_ticket: u64,
+    /// When this lane's fences were last queried (backend clock, ns).
+    last_query_ns: u64,
 }
 
 // SAFETY: a stream and events are driver handles usable from any thread; the lane is only touched
@@ -153,6 +159,8 @@ impl CudaPartition {
                     completed: 0,
                     events: VecDeque::new(),
                     keepalive: VecDeque::new(),
+                    last_ticket: 0,
+                    last_query_ns: 0,
                 })),
                 Err(e) => {
                     part.lanes = made.into_boxed_slice();
@@ -288,7 +296,9 @@ impl CudaPartition {
             let ticket = match self.shared.submitter() {
                 // Behind handed-off submissions: the record must follow them.
                 Some(sub) if !sub.idle() => {
-                    sub.push(Command::Record { event: e, stream: lane.stream, errors: self.errors.clone() })
+                    let t = sub.push(Command::Record { event: e, stream: lane.stream, errors: self.errors.clone() });
+                    lane.last_ticket = t;
+                    t
                 }
                 _ => {
                     // SAFETY: `e` is an idle pooled event and the stream is live.
@@ -457,7 +467,8 @@ impl PhysicalPartition for CudaPartition {
         let mut st = l.lock();
         match self.shared.submitter() {
             Some(sub) if sub.should_hand_off() => {
-                sub.push(Command::Issue { stream: st.stream, op: op.clone(), errors: self.errors.clone() });
+                st.last_ticket =
+                    sub.push(Command::Issue { stream: st.stream, op: op.clone(), errors: self.errors.clone() });
             }
             _ => issue(st.stream, op, &self.errors)?,
         }
@@ -483,6 +494,16 @@ impl PhysicalPartition for CudaPartition {
                 continue;
             }
             self.fence_lane(&mut st)?;
+            // While the submission thread still holds commands of this lane, nobody can be
+            // waiting for the lane's newest op to complete yet: query its fences at most every
+            // BUSY_QUERY_NS (enough to refill continuation depth) instead of at every poll, which
+            // would compete with the submission thread's launches in the driver.
+            let now = self.shared.epoch.elapsed().as_nanos() as u64;
+            let backlog = self.shared.submitter().is_some_and(|sub| sub.executed() < st.last_ticket);
+            if backlog && now.saturating_sub(st.last_query_ns) < BUSY_QUERY_NS {
+                continue;
+            }
+            st.last_query_ns = now;
             let Some(upto) = self.completed_upto(&st)? else { continue };
             let mut idle = SmallVec::<[CUevent; 4]>::new();
             while st.events.front().is_some_and(|&(seq, _, _)| seq <= upto) {
