@@ -1,4 +1,11 @@
-//! Probe: time of one pump round binding a fresh ready op (sim H200), by kernel size.
+//! How long one dispatcher round takes to bind a *fresh* ready op (nothing in flight, the first op
+//! after the application waited): record one op, time `Dispatcher::pump`, run to idle, repeat.
+//! Simulated H200 pool (59 nodes), Throughput-Oriented and Exclusive policies, a 1-block and a
+//! 528-block kernel (the one Throughput widens). The figure includes the simulator's own submit
+//! cost; it is a CPU-speed yardstick between machines (docs/results/shim-bind-overhead.md,
+//! session 3: 0.74-0.90 us on the build machine, 1.5-2.3 us on the H200 host).
+//!
+//! Run: `cargo run --release -p vitamin-runtime --example fresh_bind`
 use std::sync::Arc;
 use std::time::Instant;
 use vitamin_hal::sim::SimBackend;
