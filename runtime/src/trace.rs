@@ -45,41 +45,30 @@ pub enum Tag {
     BindBegin = 12,
 }
 
+/// Every tag with its name in the CSV.
+const TAGS: [(Tag, &str); 12] = [
+    (Tag::LaunchEnter, "launch_enter"),
+    (Tag::LaunchExit, "launch_exit"),
+    (Tag::SyncEnter, "sync_enter"),
+    (Tag::SyncExit, "sync_exit"),
+    (Tag::SubmitBegin, "submit_begin"),
+    (Tag::SubmitEnd, "submit_end"),
+    (Tag::PollBegin, "poll_begin"),
+    (Tag::PollEnd, "poll_end"),
+    (Tag::Satisfied, "satisfied"),
+    (Tag::RoundBegin, "round_begin"),
+    (Tag::IntakeEnd, "intake_end"),
+    (Tag::BindBegin, "bind_begin"),
+];
+
 impl Tag {
     /// The tag's name in the CSV.
     pub fn name(self) -> &'static str {
-        match self {
-            Tag::LaunchEnter => "launch_enter",
-            Tag::LaunchExit => "launch_exit",
-            Tag::SyncEnter => "sync_enter",
-            Tag::SyncExit => "sync_exit",
-            Tag::SubmitBegin => "submit_begin",
-            Tag::SubmitEnd => "submit_end",
-            Tag::PollBegin => "poll_begin",
-            Tag::PollEnd => "poll_end",
-            Tag::Satisfied => "satisfied",
-            Tag::RoundBegin => "round_begin",
-            Tag::IntakeEnd => "intake_end",
-            Tag::BindBegin => "bind_begin",
-        }
+        TAGS.iter().find(|(t, _)| *t == self).map_or("?", |(_, n)| n)
     }
 
     fn from_u8(v: u8) -> Option<Tag> {
-        const ALL: [Tag; 12] = [
-            Tag::LaunchEnter,
-            Tag::LaunchExit,
-            Tag::SyncEnter,
-            Tag::SyncExit,
-            Tag::SubmitBegin,
-            Tag::SubmitEnd,
-            Tag::PollBegin,
-            Tag::PollEnd,
-            Tag::Satisfied,
-            Tag::RoundBegin,
-            Tag::IntakeEnd,
-            Tag::BindBegin,
-        ];
-        ALL.into_iter().find(|t| *t as u8 == v)
+        TAGS.iter().map(|(t, _)| *t).find(|t| *t as u8 == v)
     }
 }
 
@@ -166,6 +155,19 @@ pub fn write_csv(out: &mut impl Write) -> std::io::Result<usize> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_tag_has_one_distinct_name_and_round_trips() {
+        let mut names: Vec<&str> = TAGS.iter().map(|(_, n)| *n).collect();
+        names.sort_unstable();
+        names.dedup();
+        assert_eq!(names.len(), TAGS.len());
+        for (t, n) in TAGS {
+            assert_eq!(t.name(), n);
+            assert_eq!(Tag::from_u8(t as u8), Some(t));
+        }
+        assert_eq!(Tag::from_u8(0), None);
+    }
 
     #[test]
     fn marks_come_out_in_time_order_with_their_tags_threads_and_arguments() {

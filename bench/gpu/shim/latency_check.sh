@@ -114,25 +114,7 @@ for name, v in d.items():
 PY
 
 step "dispatcher per-op phases (census)"
-python3 - "$W" <<'PY'
-import glob, json, os, sys
-for p in sorted(glob.glob(os.path.join(sys.argv[1], "census_*.json"))):
-    try:
-        d = json.load(open(p))
-    except Exception as e:
-        print(os.path.basename(p), "unreadable:", e); continue
-    def find(o, k):
-        if isinstance(o, dict):
-            for a, b in o.items():
-                if a == k: return b
-                r = find(b, k)
-                if r is not None: return r
-    s = find(d, "dispatcher") or {}
-    ph = s.get("phases") or {}
-    subs = max(1, ph.get("backend_submits", 1))
-    print(os.path.basename(p), "submit us/op %.3f" % (ph.get("backend_submit_ns", 0) / subs / 1e3),
-          "polls", s.get("polls"), "rounds", s.get("rounds"), "poll us each %.3f" % (ph.get("poll_ns", 0) / max(1, s.get("polls") or 1) / 1e3))
-PY
+python3 "$HERE/census_phases.py" "$W"
 
 step "trace summaries"
 for t in "$W"/trace_*.csv; do

@@ -17,22 +17,7 @@
 #include <thread>
 #include <vector>
 
-#define CK(x)                                                                           \
-    do {                                                                                \
-        CUresult r_ = (x);                                                              \
-        if (r_ != CUDA_SUCCESS) {                                                       \
-            std::fprintf(stderr, "FAILED %s -> %d (line %d)\n", #x, (int)r_, __LINE__); \
-            std::exit(1);                                                               \
-        }                                                                               \
-    } while (0)
-#define RK(x)                                                                                        \
-    do {                                                                                             \
-        cudaError_t e_ = (x);                                                                        \
-        if (e_ != cudaSuccess) {                                                                     \
-            std::fprintf(stderr, "FAILED %s: %s (line %d)\n", #x, cudaGetErrorString(e_), __LINE__); \
-            std::exit(1);                                                                            \
-        }                                                                                            \
-    } while (0)
+#include "check.cuh"
 
 using clk = std::chrono::steady_clock;
 

@@ -70,28 +70,7 @@ if [ -x "$W/launch_bench" ]; then
 fi
 
 step "dispatcher phases per bind run (census)"
-python3 - "$W" <<'PY'
-import glob, json, os, sys
-for p in sorted(glob.glob(os.path.join(sys.argv[1], "census_*.json"))):
-    try:
-        d = json.load(open(p))
-    except Exception as e:
-        print(os.path.basename(p), "unreadable:", e); continue
-    def find(o, k):
-        if isinstance(o, dict):
-            for a, b in o.items():
-                if a == k: return b
-                r = find(b, k)
-                if r is not None: return r
-    s = find(d, "dispatcher") or {}
-    ph = s.get("phases") or {}
-    ops = max(1, s.get("bound", 0) + s.get("continued", 0) + s.get("unit_free", 0))
-    per = {k: round(v / ops, 3) for k, v in ph.items() if k.endswith("_ns")}
-    nodes = sum(1 for x in s.get("per_node", []) if x)
-    print(os.path.basename(p), json.dumps({k: s.get(k) for k in ("bound", "continued", "unit_free", "completed",
-          "rounds", "inline_rounds", "polls", "rejected", "submit_failures")}), "nodes", nodes,
-          "ns/op", json.dumps(per), "submits", ph.get("backend_submits"))
-PY
+python3 "$HERE/census_phases.py" "$W"
 
 if [ "$PAIRS" -gt 0 ] && [ -f "$HERE/train_bench.py" ]; then
     step "training step: $PAIRS ABBA pairs native/bind pinned to CPUs 4-7"
