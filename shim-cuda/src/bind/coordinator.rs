@@ -2,8 +2,8 @@
 //!
 //! One thread (`vitamin-dispatch`) runs a [`Dispatcher`] over a [`CudaBackend`] on the device of
 //! the application's primary context (behind a lock it holds one round at a time, so that with
-//! [`Tuning::inline`] application threads can submit in between). It is started by the first bind-mode call that needs it: the
-//! thread creates the backend (one SM split) and realizes every pool node as a green context with
+//! [`Tuning::inline`] application threads can submit in between). It is started by the first
+//! bind-mode call that needs it: the thread creates the backend (one SM split) and realizes every pool node as a green context with
 //! its lanes (the H200's 59 nodes: about 100 ms, FACTS.md), reports the outcome to the starting
 //! call, and from then on pumps: intake of ready ops from the application's virtual context,
 //! lane continuation, policy binding, batched completion polling. Later launches never wait for
@@ -12,6 +12,11 @@
 //! The thread holds the shim's re-entry guard for its whole life: every driver call it makes (the
 //! backend's launches, copies, fences, which go through the shim's exported symbols or through
 //! `dlsym`) is forwarded untouched instead of being taken for an application call.
+//!
+//! A second thread (`vitamin-submit`, hal-cuda's submission thread, [`Tuning::submit_thread`],
+//! on by default) issues the driver calls of bursts of submissions, so that a streamed chain's
+//! launches overlap the dispatcher's bookkeeping; it enters the re-entry guard too. A lone
+//! submission is issued by the dispatcher thread itself.
 //!
 //! Waiting: with work in flight the thread spins (yielding, on lock-free hints) until new work
 //! arrives, a thread starts waiting in a synchronize call, or the poll interval passes; it polls
