@@ -26,7 +26,7 @@
 use std::collections::{HashMap, VecDeque};
 use std::ffi::c_void;
 use std::sync::atomic::Ordering;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use parking_lot::Mutex;
 use smallvec::SmallVec;
@@ -36,7 +36,7 @@ use vitamin_hal::{
 
 use crate::device::Shared;
 use crate::driver::{self, event, green, launch, mem, occupancy, resource, stream, CUevent, CUgreenCtx, CUstream};
-use crate::submit::{Command, Errors};
+use crate::submit::{Command, Errors, Submitter};
 
 /// A lane with this many unfenced ops gets another fence even while one is in flight.
 pub const FENCE_EVERY: u64 = 64;
@@ -102,6 +102,9 @@ pub struct CudaPartition {
     lanes: Box<[Mutex<Lane>]>,
     shared: Arc<Shared>,
     errors: Errors,
+    /// This partition's error slot number with the submission thread (registered at the first
+    /// hand-off).
+    slot: OnceLock<u32>,
     /// Max active clusters by launch shape.
     clusters: Mutex<HashMap<ClusterKey, u32>>,
 }
@@ -138,6 +141,7 @@ impl CudaPartition {
             lanes: Box::new([]),
             shared,
             errors: Arc::new(Mutex::new(None)),
+            slot: OnceLock::new(),
             clusters: Mutex::new(HashMap::new()),
         };
         // SAFETY: `g` is live.
@@ -170,6 +174,11 @@ impl CudaPartition {
         }
         part.lanes = made.into_boxed_slice();
         Ok(part)
+    }
+
+    /// This partition's error slot number with the submission thread `sub`.
+    fn slot(&self, sub: &Submitter) -> u32 {
+        *self.slot.get_or_init(|| sub.register_slot(self.errors.clone()))
     }
 
     /// Indices of the split leaves this partition is made of.
@@ -296,7 +305,7 @@ impl CudaPartition {
             let ticket = match self.shared.submitter() {
                 // Behind handed-off submissions: the record must follow them.
                 Some(sub) if !sub.idle() => {
-                    let t = sub.push(Command::Record { event: e, stream: lane.stream, errors: self.errors.clone() });
+                    let t = sub.push(Command::Record { event: e, stream: lane.stream, slot: self.slot(sub) });
                     lane.last_ticket = t;
                     t
                 }
@@ -341,7 +350,7 @@ impl CudaPartition {
 
 /// Issues `op` on stream `s` (one driver call; see the module docs). Host functions report panics
 /// into `errors`. Staged copy sources must be kept alive by the caller until the op completes.
-pub(crate) fn issue(s: CUstream, op: &OpDesc, errors: &Errors) -> Result<(), HalError> {
+pub(crate) fn issue(s: CUstream, op: &OpDesc, errors: &dyn Fn() -> Errors) -> Result<(), HalError> {
     match op {
         OpDesc::Kernel(k) => launch_kernel(s, k),
         OpDesc::Copy(c) => {
@@ -358,7 +367,7 @@ pub(crate) fn issue(s: CUstream, op: &OpDesc, errors: &Errors) -> Result<(), Hal
             unsafe { mem::fill_async(f.dst(), f.value(), f.element_size(), f.count() as usize, s) }
         }
         OpDesc::Host(h) => {
-            let call = Box::new(HostCall { function: h.clone(), errors: errors.clone() });
+            let call = Box::new(HostCall { function: h.clone(), errors: errors() });
             let user = Box::into_raw(call).cast::<c_void>();
             // SAFETY: `s` is live; the trampoline takes ownership of `user` exactly once.
             let r = unsafe { launch::host_func(s, host_trampoline, user) };
@@ -467,10 +476,9 @@ impl PhysicalPartition for CudaPartition {
         let mut st = l.lock();
         match self.shared.submitter() {
             Some(sub) if sub.should_hand_off() => {
-                st.last_ticket =
-                    sub.push(Command::Issue { stream: st.stream, op: op.clone(), errors: self.errors.clone() });
+                st.last_ticket = sub.push(Command::Issue { stream: st.stream, op: op.clone(), slot: self.slot(sub) });
             }
-            _ => issue(st.stream, op, &self.errors)?,
+            _ => issue(st.stream, op, &|| self.errors.clone())?,
         }
         if let OpDesc::Copy(c) = &**op {
             if let Endpoint::Staged(b) = c.src() {

@@ -38,12 +38,14 @@ pub const SPIN: Duration = Duration::from_micros(200);
 /// Error slot of a partition.
 pub(crate) type Errors = Arc<Mutex<Option<String>>>;
 
-/// One driver call to issue.
+/// One driver call to issue. `slot` names the partition's error slot ([`Submitter::slot`]): a
+/// command carries a number rather than a clone of the slot's `Arc`, whose reference count would
+/// otherwise travel between the two threads' cores at every command.
 pub(crate) enum Command {
     /// Submit an op on a stream (see `partition::issue`).
-    Issue { stream: CUstream, op: Arc<OpDesc>, errors: Errors },
+    Issue { stream: CUstream, op: Arc<OpDesc>, slot: u32 },
     /// Record a fence event on a stream.
-    Record { event: CUevent, stream: CUstream, errors: Errors },
+    Record { event: CUevent, stream: CUstream, slot: u32 },
 }
 
 // SAFETY: streams and events are driver handles usable from any thread; the op is immutable.
@@ -56,6 +58,14 @@ struct Inner {
     sleeping: AtomicBool,
     stop: AtomicBool,
     thread: OnceLock<std::thread::Thread>,
+    /// Error slots of the partitions that handed commands off, by slot number.
+    slots: Mutex<Vec<Errors>>,
+}
+
+impl Inner {
+    fn slot(&self, n: u32) -> Option<Errors> {
+        self.slots.lock().get(n as usize).cloned()
+    }
 }
 
 /// The submission thread of one backend.
@@ -99,6 +109,7 @@ impl Submitter {
             sleeping: AtomicBool::new(false),
             stop: AtomicBool::new(false),
             thread: OnceLock::new(),
+            slots: Mutex::new(Vec::new()),
         });
         let worker = inner.clone();
         let primary = SendCtx(primary);
@@ -129,6 +140,13 @@ impl Submitter {
         })
     }
 
+    /// Registers a partition's error slot; returns its number for [`Command`]s.
+    pub(crate) fn register_slot(&self, errors: Errors) -> u32 {
+        let mut slots = self.inner.slots.lock();
+        slots.push(errors);
+        (slots.len() - 1) as u32
+    }
+
     /// Whether every handed-off command was issued.
     pub(crate) fn idle(&self) -> bool {
         self.inner.executed.load(Ordering::Acquire) == self.inner.pushed.load(Ordering::Acquire)
@@ -141,14 +159,21 @@ impl Submitter {
     pub(crate) fn should_hand_off(&self) -> bool {
         let now = self.epoch.elapsed().as_nanos() as u64;
         let last = self.last_submit_ns.swap(now, Ordering::AcqRel);
-        let pending = !self.idle();
-        let mut hand_off = pending || now.saturating_sub(last) < self.burst_ns;
-        if hand_off && !pending && self.inner.sleeping.load(Ordering::SeqCst) {
-            hand_off = false;
-            if let Some(t) = self.inner.thread.get() {
-                t.unpark();
+        let burst = now.saturating_sub(last) < self.burst_ns;
+        // In a burst the thread's progress counter (a cache line it writes at every command) is
+        // read only if the thread sleeps.
+        let hand_off = if burst {
+            if self.inner.sleeping.load(Ordering::SeqCst) && self.idle() {
+                if let Some(t) = self.inner.thread.get() {
+                    t.unpark();
+                }
+                false
+            } else {
+                true
             }
-        }
+        } else {
+            !self.idle()
+        };
         if !hand_off {
             self.direct.fetch_add(1, Ordering::Relaxed);
         }
@@ -205,7 +230,7 @@ fn run(inner: &Inner) {
         if let Some(cmd) = inner.queue.pop() {
             // A panic here would be a bug; the command still counts as executed so that nobody
             // waits for it for ever.
-            if std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| execute(cmd))).is_err() {
+            if std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| execute(inner, cmd))).is_err() {
                 tracing::error!("submission thread: a command panicked");
             }
             inner.executed.fetch_add(1, Ordering::AcqRel);
@@ -233,13 +258,20 @@ fn run(inner: &Inner) {
     }
 }
 
-fn execute(cmd: Command) {
-    let (result, errors) = match cmd {
-        Command::Issue { stream, op, errors } => (crate::partition::issue(stream, &op, &errors), errors),
+fn execute(inner: &Inner, cmd: Command) {
+    let (result, slot) = match cmd {
+        Command::Issue { stream, op, slot } => {
+            (crate::partition::issue(stream, &op, &|| inner.slot(slot).unwrap_or_default()), slot)
+        }
         // SAFETY: the event is a pooled idle event and the stream a live lane stream.
-        Command::Record { event, stream, errors } => (unsafe { event::record(event, stream) }, errors),
+        Command::Record { event, stream, slot } => (unsafe { event::record(event, stream) }, slot),
     };
     if let Err(e) = result {
-        errors.lock().get_or_insert_with(|| format!("asynchronous submission failed: {e}"));
+        match inner.slot(slot) {
+            Some(errors) => {
+                errors.lock().get_or_insert_with(|| format!("asynchronous submission failed: {e}"));
+            }
+            None => tracing::error!(error = %e, "asynchronous submission failed for an unknown partition"),
+        }
     }
 }
