@@ -272,18 +272,20 @@ impl CudaBackend {
 
     /// Starts the submission thread (see the `submit` module): from then on, submissions that
     /// come less than `burst` after the previous one, or behind pending ones, are issued by that
-    /// thread, so the caller's bookkeeping overlaps the driver's launch cost. The thread first
-    /// runs `init` and keeps its result for its life (the interposer enters its re-entry guard
-    /// there). Returns `false` if the thread was already started.
+    /// thread, so the caller's bookkeeping overlaps the driver's launch cost; idle, it spins for
+    /// `spin` before it parks. The thread first runs `init` and keeps its result for its life
+    /// (the interposer enters its re-entry guard there). Returns `false` if the thread was
+    /// already started.
     pub fn start_submit_thread<G: 'static>(
         &self,
         burst: std::time::Duration,
+        spin: std::time::Duration,
         init: impl FnOnce() -> G + Send + 'static,
     ) -> Result<bool, HalError> {
         if self.shared.submitter.get().is_some() {
             return Ok(false);
         }
-        let s = Submitter::start(self.shared.primary, burst, init)?;
+        let s = Submitter::start(self.shared.primary, burst, spin, init)?;
         Ok(self.shared.submitter.set(s).is_ok())
     }
 

@@ -42,3 +42,4 @@ mod submit;
 pub use device::{CudaBackend, RealizationStats};
 pub use partition::{CudaPartition, WAIT_TIMEOUT};
 pub use probe::{probe, probe_device, CudaCapabilities};
+pub use submit::SPIN as SUBMIT_SPIN;

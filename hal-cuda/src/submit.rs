@@ -18,8 +18,8 @@
 //! asynchronous failure of the partition's ops in flight) instead of trusting a fence.
 //!
 //! Hand-written rather than a channel: the hand-off must be a lock-free push and the idle
-//! thread must not cost a system call per command (it spins for [`SPIN`] after its last
-//! command, then parks; the submitting side unparks it only when it sleeps).
+//! thread must not cost a system call per command (it spins for a while, [`SPIN`] by default,
+//! after its last command, then parks; the submitting side unparks it only when it sleeps).
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
@@ -32,7 +32,7 @@ use vitamin_hal::{HalError, OpDesc};
 
 use crate::driver::{ctx, event, CUcontext, CUevent, CUstream};
 
-/// How long the idle submission thread spins before it parks.
+/// How long the idle submission thread spins before it parks, by default.
 pub const SPIN: Duration = Duration::from_micros(200);
 
 /// Error slot of a partition.
@@ -100,6 +100,7 @@ impl Submitter {
     pub(crate) fn start<G: 'static>(
         primary: CUcontext,
         burst: Duration,
+        spin: Duration,
         init: impl FnOnce() -> G + Send + 'static,
     ) -> Result<Submitter, HalError> {
         let inner = Arc::new(Inner {
@@ -123,7 +124,7 @@ impl Submitter {
                 if let Err(e) = unsafe { ctx::ensure_current(primary.0) } {
                     tracing::error!(error = %e, "submission thread: could not make the primary context current");
                 }
-                run(&worker);
+                run(&worker, spin);
             })
             .map_err(|e| HalError::Unsupported {
                 backend: "cuda",
@@ -223,7 +224,7 @@ impl Drop for Submitter {
     }
 }
 
-fn run(inner: &Inner) {
+fn run(inner: &Inner, spin: Duration) {
     let mut idle_since = Instant::now();
     let mut busy = false;
     loop {
@@ -245,7 +246,7 @@ fn run(inner: &Inner) {
             busy = false;
             idle_since = Instant::now();
         }
-        if idle_since.elapsed() < SPIN {
+        if idle_since.elapsed() < spin {
             std::hint::spin_loop();
             continue;
         }

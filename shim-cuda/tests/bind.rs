@@ -251,8 +251,16 @@ fn every_policy_and_strict_readiness_keep_the_program_s_semantics() {
         ("chaos-inline", vec![("VITAMIN_POLICY", "chaos"), ("VITAMIN_SEED", "5"), ("VITAMIN_INLINE", "1")]),
         ("throughput-inline-assist", vec![("VITAMIN_INLINE", "1"), ("VITAMIN_WAIT_ASSIST", "1")]),
         // The submission thread (on by default) handing off every submission that follows
-        // another within 1 s; and the dispatcher thread issuing everything itself.
-        ("chaos-submit-burst", vec![("VITAMIN_POLICY", "chaos"), ("VITAMIN_SUBMIT_BURST_US", "1000000")]),
+        // another within 1 s (spinning, never parked); and the dispatcher thread issuing
+        // everything itself.
+        (
+            "chaos-submit-burst",
+            vec![
+                ("VITAMIN_POLICY", "chaos"),
+                ("VITAMIN_SUBMIT_BURST_US", "1000000"),
+                ("VITAMIN_SUBMIT_SPIN_US", "10000000"),
+            ],
+        ),
         ("chaos-no-submit-thread", vec![("VITAMIN_POLICY", "chaos"), ("VITAMIN_SUBMIT_THREAD", "0")]),
         // The experimental native wait on lane streams.
         ("throughput-native-wait", vec![("VITAMIN_NATIVE_WAIT", "1")]),
@@ -269,9 +277,12 @@ fn every_policy_and_strict_readiness_keep_the_program_s_semantics() {
         let submit = &b["dispatcher"]["submit_thread"];
         match name {
             "chaos-no-submit-thread" => assert!(submit.is_null(), "no submission thread: {b:#}"),
-            // Every submission within 1 s of the previous one (all of them) is handed off, unless
-            // it finds the thread parked.
-            "chaos-submit-burst" => assert!(submit["handed_off"].as_u64().unwrap() > 0, "{b:#}"),
+            // Every submission within 1 s of the previous one (all but the first) is handed off:
+            // the thread never parks.
+            "chaos-submit-burst" => {
+                assert!(submit["handed_off"].as_u64().unwrap() > 0, "{b:#}");
+                assert!(submit["direct"].as_u64().unwrap() <= 1, "{b:#}");
+            }
             _ => assert!(submit["direct"].as_u64().unwrap() > 0, "a lone submission is issued directly: {b:#}"),
         }
     }
@@ -309,4 +320,29 @@ fn bind_is_the_default_mode() {
     assert_eq!(c["mode"], "bind");
     assert_eq!(c["bind"]["active"], true, "{:#}", c["bind"]);
     assert_eq!(c["bind"]["policy"], "throughput", "the default policy");
+}
+
+#[test]
+fn a_launch_failing_after_binding_surfaces_at_a_sync_on_both_submission_paths() {
+    // The fake driver fails the 5th and every later kernel launch on a green-context stream (an
+    // error eager validation cannot foresee). Handed to the submission thread (every submission
+    // within 1 s of the previous one) or issued by the dispatcher thread itself, the failure must
+    // reach the application at a synchronize call as the native asynchronous error, and the
+    // process must end (no op waits for ever).
+    for (name, vars) in [
+        ("fail-submit-thread", vec![("VITAMIN_SUBMIT_BURST_US", "1000000"), ("VITAMIN_SUBMIT_SPIN_US", "10000000")]),
+        ("fail-direct", vec![("VITAMIN_SUBMIT_THREAD", "0")]),
+    ] {
+        let r = run(name, Some(&vars), &[("FAKE_CUDA_FAIL_GREEN_LAUNCH", "5")]);
+        let out = stdout(&r);
+        assert!(!r.out.status.success(), "{name}: the application must see the failure:\n{out}");
+        let failed_line = out.lines().find(|l| l.starts_with("FAILED")).unwrap_or_default();
+        assert!(failed_line.ends_with("= 719"), "{name}: CUDA_ERROR_LAUNCH_FAILED expected: {failed_line:?}\n{out}");
+        assert!(!failed_line.contains("cuLaunch"), "{name}: launches themselves return at once: {failed_line}");
+        let b = bind_census(&r);
+        assert!(b["dispatcher"]["failed"].as_u64().unwrap() > 0, "{name}: {b:#}");
+        if name == "fail-submit-thread" {
+            assert!(b["dispatcher"]["submit_thread"]["handed_off"].as_u64().unwrap() > 0, "{b:#}");
+        }
+    }
 }

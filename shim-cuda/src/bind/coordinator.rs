@@ -93,6 +93,8 @@ pub struct Tuning {
     /// `VITAMIN_SUBMIT_BURST_US`: submissions closer than this to the previous one go to the
     /// submission thread.
     pub submit_burst: Duration,
+    /// `VITAMIN_SUBMIT_SPIN_US`: how long the idle submission thread spins before it parks.
+    pub submit_spin: Duration,
 }
 
 impl Tuning {
@@ -115,6 +117,7 @@ impl Tuning {
             dispatch_cpu: num("VITAMIN_DISPATCH_CPU").and_then(|c| usize::try_from(c).ok()),
             submit_thread: get("VITAMIN_SUBMIT_THREAD").map_or(SUBMIT_THREAD, |v| v.trim() == "1"),
             submit_burst: num("VITAMIN_SUBMIT_BURST_US").map_or(SUBMIT_BURST, Duration::from_micros),
+            submit_spin: num("VITAMIN_SUBMIT_SPIN_US").map_or(vitamin_hal_cuda::SUBMIT_SPIN, Duration::from_micros),
         }
     }
 }
@@ -329,7 +332,8 @@ fn run(
     };
     if settings.tuning.submit_thread {
         // The thread's driver calls must be forwarded untouched, like this thread's.
-        if let Err(e) = backend.start_submit_thread(settings.tuning.submit_burst, guard::enter) {
+        let t = settings.tuning;
+        if let Err(e) = backend.start_submit_thread(t.submit_burst, t.submit_spin, guard::enter) {
             vlog!(LogLevel::Warn, "no submission thread ({e}); the dispatcher thread issues every launch");
         }
     }

@@ -986,6 +986,18 @@ static CUresult launch(const char *via, void *f, unsigned gx, unsigned gy, unsig
             return 912; /* CUDA_ERROR_INVALID_CLUSTER_SIZE */
         }
     }
+    /* Fault injection (FAKE_CUDA_FAIL_GREEN_LAUNCH=N): the N-th kernel launch on a green-context
+     * stream (vitamin's lanes) and every later one fails as an unexpected launch error would. */
+    static long fail_at = -2;
+    static unsigned long green_launches = 0;
+    if (fail_at == -2) {
+        const char *v = getenv("FAKE_CUDA_FAIL_GREEN_LAUNCH");
+        fail_at = v ? atol(v) : -1;
+    }
+    if (fail_at > 0 && target->ctx > 0 && (long)__atomic_add_fetch(&green_launches, 1, __ATOMIC_SEQ_CST) >= fail_at) {
+        logf_("%s %s -> LAUNCH_FAILED (injected)", via, FUNCS[fi].name);
+        return 719; /* CUDA_ERROR_LAUNCH_FAILED */
+    }
     cmd *c = new_cmd(C_KERNEL);
     c->fi = fi;
     c->threads = (unsigned long)gx * gy * gz * bx * by * bz;
