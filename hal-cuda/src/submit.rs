@@ -190,6 +190,9 @@ impl Submitter {
     pub(crate) fn push(&self, cmd: Command) -> u64 {
         let ticket = self.inner.pushed.fetch_add(1, Ordering::AcqRel) + 1;
         self.inner.queue.push(cmd);
+        // Pairs with the fence in `run`: either the thread sees this command before it parks, or
+        // this sees it sleeping and unparks it (no lost wake-up).
+        std::sync::atomic::fence(Ordering::SeqCst);
         if self.inner.sleeping.load(Ordering::SeqCst) {
             if let Some(t) = self.inner.thread.get() {
                 t.unpark();
@@ -251,6 +254,7 @@ fn run(inner: &Inner, spin: Duration) {
             continue;
         }
         inner.sleeping.store(true, Ordering::SeqCst);
+        std::sync::atomic::fence(Ordering::SeqCst);
         if inner.queue.is_empty() && !inner.stop.load(Ordering::Acquire) {
             std::thread::park_timeout(Duration::from_millis(10));
         }
