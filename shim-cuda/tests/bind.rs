@@ -15,39 +15,16 @@
 //! with the driver's own error (`CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE`, an invalid cluster).
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
 use serde_json::Value;
 
 mod support;
-use support::{build_fake_driver, check_exec_order, compile, run_async_app, shim_path, AppRun};
+use support::{check_exec_order, run_async_app, shim_path, AppRun, FakeApp};
 
-struct Fixture {
-    dir: PathBuf,
-    app: PathBuf,
-}
-
-fn fixture() -> &'static Fixture {
-    static F: OnceLock<Fixture> = OnceLock::new();
-    F.get_or_init(|| {
-        let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("shim-bind");
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        build_fake_driver(&dir);
-        let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fake/bind_app.c");
-        let app = dir.join("bind_app");
-        compile(&[
-            "-O1",
-            "-o",
-            app.to_str().unwrap(),
-            src.to_str().unwrap(),
-            &format!("-L{}", dir.display()),
-            "-lcuda",
-        ]);
-        shim_path(); // built before the first run
-        Fixture { dir, app }
-    })
+fn fixture() -> &'static FakeApp {
+    static F: OnceLock<FakeApp> = OnceLock::new();
+    F.get_or_init(|| FakeApp::build("shim-bind", "bind_app"))
 }
 
 type Run = AppRun;

@@ -13,33 +13,16 @@
 //! launching it does not lose the launch; the executable-graph calls reach the driver in the same
 //! order relative to the launches as natively.
 
-use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
 use serde_json::Value;
 
 mod support;
-use support::{build_fake_driver, check_exec_order, compile, run_async_app, shim_path, AppRun};
+use support::{check_exec_order, run_async_app, AppRun, FakeApp};
 
-struct Fixture {
-    dir: PathBuf,
-    app: PathBuf,
-}
-
-fn fixture() -> &'static Fixture {
-    static F: OnceLock<Fixture> = OnceLock::new();
-    F.get_or_init(|| {
-        let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("shim-bind-graph");
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        build_fake_driver(&dir);
-        let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fake/graph_app.c");
-        let app = dir.join("graph_app");
-        let lib = format!("-L{}", dir.display());
-        compile(&["-O1", "-o", app.to_str().unwrap(), src.to_str().unwrap(), &lib, "-lcuda"]);
-        shim_path();
-        Fixture { dir, app }
-    })
+fn fixture() -> &'static FakeApp {
+    static F: OnceLock<FakeApp> = OnceLock::new();
+    F.get_or_init(|| FakeApp::build("shim-bind-graph", "graph_app"))
 }
 
 fn run(name: &str, bind: Option<&[(&str, &str)]>) -> AppRun {

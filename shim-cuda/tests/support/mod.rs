@@ -38,6 +38,32 @@ pub fn build_fake_driver(dir: &std::path::Path) {
     std::os::unix::fs::symlink("libcuda.so.1", dir.join("libcuda.so")).unwrap();
 }
 
+/// A fake-driver test program built once per test binary: the fake driver and the program
+/// `tests/fake/<name>.c`, linked against it, in a fresh folder of the target's tmp dir.
+pub struct FakeApp {
+    /// Where the fake driver, the program and the runs' logs live.
+    pub dir: PathBuf,
+    /// The program.
+    pub app: PathBuf,
+}
+
+impl FakeApp {
+    /// Builds `tests/fake/<name>.c` and the fake driver into `<tmp>/<folder>` (and makes sure the
+    /// shim is built before the first run).
+    pub fn build(folder: &str, name: &str) -> FakeApp {
+        let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(folder);
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        build_fake_driver(&dir);
+        let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("tests/fake/{name}.c"));
+        let app = dir.join(name);
+        let lib = format!("-L{}", dir.display());
+        compile(&["-O1", "-o", app.to_str().unwrap(), src.to_str().unwrap(), &lib, "-lcuda"]);
+        shim_path();
+        FakeApp { dir, app }
+    }
+}
+
 /// The cdylib cargo built next to this test's dependencies, building it if it is missing.
 pub fn shim_path() -> PathBuf {
     let exe = std::env::current_exe().expect("test binary path");
