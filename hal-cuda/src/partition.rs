@@ -68,7 +68,8 @@ struct Lane {
     keepalive: VecDeque<(u64, Arc<[u8]>)>,
     /// Ticket of the newest command of this lane handed to the submission thread (0: none).
     last_ticket: u64,
-    /// When this lane's fences were last queried (backend clock, ns).
+    /// When this lane's fences were last queried while the submission thread held some of its
+    /// commands (backend clock, ns).
     last_query_ns: u64,
 }
 
@@ -506,12 +507,13 @@ impl PhysicalPartition for CudaPartition {
             // waiting for the lane's newest op to complete yet: query its fences at most every
             // BUSY_QUERY_NS (enough to refill continuation depth) instead of at every poll, which
             // would compete with the submission thread's launches in the driver.
-            let now = self.shared.epoch.elapsed().as_nanos() as u64;
-            let backlog = self.shared.submitter().is_some_and(|sub| sub.executed() < st.last_ticket);
-            if backlog && now.saturating_sub(st.last_query_ns) < BUSY_QUERY_NS {
-                continue;
+            if self.shared.submitter().is_some_and(|sub| sub.executed() < st.last_ticket) {
+                let now = self.shared.epoch.elapsed().as_nanos() as u64;
+                if now.saturating_sub(st.last_query_ns) < BUSY_QUERY_NS {
+                    continue;
+                }
+                st.last_query_ns = now;
             }
-            st.last_query_ns = now;
             let Some(upto) = self.completed_upto(&st)? else { continue };
             let mut idle = SmallVec::<[CUevent; 4]>::new();
             while st.events.front().is_some_and(|&(seq, _, _)| seq <= upto) {
