@@ -51,6 +51,42 @@ pub(crate) struct Shared {
     pub(crate) epoch: Instant,
     /// The submission thread, if started ([`CudaBackend::start_submit_thread`]).
     submitter: OnceLock<Submitter>,
+    /// Host-mapped fence words for lanes (memory fences), `None` when lanes use events.
+    fence_words: Option<Mutex<FenceWords>>,
+}
+
+/// Pinned, device-mapped host pages of 64-bit fence words, one per lane: a lane's fence is a
+/// `cuStreamWriteValue64` of its newest sequence number to its word, and polling it is a load
+/// from host memory, no driver call (FACTS.md: detection as fast as a native spinning wait,
+/// measured on the H200). Pages are freed with the backend, after every partition.
+pub(crate) struct FenceWords {
+    pages: Vec<(*mut u8, driver::CUdeviceptr)>,
+    /// Words handed out from the newest page.
+    used: usize,
+}
+
+// SAFETY: the pages are pinned host memory owned by this table; the pointers are only
+// dereferenced through `FenceWord::load` (atomic) and freed once, by `Shared::drop`.
+unsafe impl Send for FenceWords {}
+
+/// Fence words per page (4 KiB).
+const FENCE_WORDS_PER_PAGE: usize = 512;
+
+/// A lane's fence word: where polls read it and where the device writes it.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct FenceWord {
+    host: *const AtomicU64,
+    pub(crate) device: driver::CUdeviceptr,
+}
+
+impl FenceWord {
+    /// The newest sequence number the device wrote (Acquire: the work before it completed).
+    pub(crate) fn load(&self) -> u64 {
+        // SAFETY: the word lives in a page of `Shared::fence_words`, freed only when `Shared` (kept
+        // alive by every partition holding this word) drops; AtomicU64 has u64's layout and the
+        // page is 8-byte aligned.
+        unsafe { (*self.host).load(Ordering::Acquire) }
+    }
 }
 
 // SAFETY: the raw handles are driver objects usable from any thread; mutable state is behind
@@ -84,6 +120,24 @@ impl Shared {
         }
     }
 
+    /// A fresh fence word for a lane (memory fences), `None` when lanes use events.
+    pub(crate) fn fence_word(&self) -> Result<Option<FenceWord>, HalError> {
+        let Some(words) = &self.fence_words else { return Ok(None) };
+        let mut w = words.lock();
+        if w.pages.is_empty() || w.used == FENCE_WORDS_PER_PAGE {
+            self.make_current()?;
+            let page = mem::host_alloc_mapped(FENCE_WORDS_PER_PAGE * 8)?;
+            w.pages.push(page);
+            w.used = 0;
+        }
+        let (host, device) = *w.pages.last().expect("a page was just ensured");
+        let i = w.used;
+        w.used += 1;
+        // SAFETY: word `i` lies inside the page of FENCE_WORDS_PER_PAGE words.
+        let host = unsafe { host.add(i * 8) }.cast::<AtomicU64>().cast_const();
+        Ok(Some(FenceWord { host, device: device + (i * 8) as u64 }))
+    }
+
     /// An idle event (created in the primary context when the pool is empty).
     pub(crate) fn take_event(&self) -> Result<CUevent, HalError> {
         if let Some(e) = self.events.lock().pop() {
@@ -94,8 +148,9 @@ impl Shared {
     }
 
     /// Returns events whose recorded work completed.
+    /// Null handles (memory fences' queue entries) are skipped.
     pub(crate) fn return_events(&self, events: impl IntoIterator<Item = CUevent>) {
-        self.events.lock().extend(events);
+        self.events.lock().extend(events.into_iter().filter(|e| !e.is_null()));
     }
 
     /// The `CUfunction` to ask occupancy questions about for a launch handle.
@@ -142,6 +197,15 @@ impl Drop for Shared {
                 tracing::warn!(%err, "cuda backend teardown: event");
             }
         }
+        if let Some(words) = self.fence_words.take() {
+            for (p, _) in words.into_inner().pages {
+                // SAFETY: every partition (and so every lane writing these words) is gone and
+                // drained; each page is freed once.
+                if let Err(err) = unsafe { mem::free_host(p) } {
+                    tracing::warn!(%err, "cuda backend teardown: fence words");
+                }
+            }
+        }
         for (p, _) in self.allocations.get_mut().drain() {
             // SAFETY: allocations are freed once, after every partition (and its work) is gone.
             if let Err(err) = unsafe { mem::free(p) } {
@@ -158,6 +222,30 @@ impl Drop for Shared {
         if let Err(err) = unsafe { ctx::release_primary(self.device) } {
             tracing::warn!(%err, "cuda backend teardown: primary context");
         }
+    }
+}
+
+/// How lanes are fenced ([`FENCE_ENV`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FenceMode {
+    /// A 64-bit write to host-mapped memory, polled by a memory load (`VITAMIN_FENCE=memory`, on
+    /// devices with 64-bit stream memory operations).
+    Memory,
+    /// An event, polled with `cuEventQuery` (the default).
+    Event,
+}
+
+/// Environment variable choosing the fence mode: `memory` fences lanes with host-mapped words
+/// (on devices with 64-bit stream memory operations; events otherwise); events are the default
+/// (docs/results/shim-bind-overhead.md, session 4: a memory fence's write costs 1-2.5 us of host
+/// time against 0.2-0.7 us for an event record, and widened the GPU gap between dependent
+/// kernels by about 2 us against 1.3 us).
+pub const FENCE_ENV: &str = "VITAMIN_FENCE";
+
+fn fence_mode_from_env() -> FenceMode {
+    match std::env::var(FENCE_ENV) {
+        Ok(v) if v.trim().eq_ignore_ascii_case("memory") => FenceMode::Memory,
+        _ => FenceMode::Event,
     }
 }
 
@@ -211,7 +299,11 @@ impl CudaBackend {
             kernels: OnceLock::new(),
             epoch: Instant::now(),
             submitter: OnceLock::new(),
+            fence_words: None,
         };
+        if shared.caps.stream_mem_ops && fence_mode_from_env() == FenceMode::Memory {
+            shared.fence_words = Some(Mutex::new(FenceWords { pages: Vec::new(), used: 0 }));
+        }
         shared.make_current()?;
         let whole = driver::device::sm_resource(device)?;
         let (groups, remainder) = resource::split_by_count(&whole, shared.caps.min_partition_size)?;
@@ -299,6 +391,15 @@ impl CudaBackend {
     /// that a lane stream's native state reflects every op submitted to it.
     pub fn flush_submissions(&self) {
         self.shared.flush_submissions();
+    }
+
+    /// How this backend's lanes are fenced.
+    pub fn fence_mode(&self) -> FenceMode {
+        if self.shared.fence_words.is_some() {
+            FenceMode::Memory
+        } else {
+            FenceMode::Event
+        }
     }
 
     /// What the probe found.

@@ -52,7 +52,12 @@ pub const REQUIRED_SYMBOLS: &[&str] = &[
     "cuMemsetD16Async",
     "cuMemsetD32Async",
     "cuStreamSynchronize",
+    "cuStreamQuery",
+    "cuStreamWriteValue64_v2",
     "cuStreamDestroy_v2",
+    "cuMemHostAlloc",
+    "cuMemHostGetDevicePointer_v2",
+    "cuMemFreeHost",
     "cuEventCreate",
     "cuEventRecord",
     "cuEventQuery",
@@ -398,6 +403,38 @@ pub(crate) mod stream {
         check("cuStreamSynchronize", unsafe { sys::cuStreamSynchronize(s) })
     }
 
+    /// `Ok(true)` when everything submitted to `s` completed, `Ok(false)` while work runs;
+    /// errors are asynchronous failures of its work (the context's sticky error).
+    ///
+    /// # Safety
+    /// `s` must be live.
+    pub(crate) unsafe fn query(s: CUstream) -> Result<bool, HalError> {
+        // SAFETY: the caller guarantees `s` is live.
+        match unsafe { sys::cuStreamQuery(s) } {
+            CUresult::CUDA_SUCCESS => Ok(true),
+            CUresult::CUDA_ERROR_NOT_READY => Ok(false),
+            r => Err(HalError::Async(format!("work on a lane failed: {} ({})", error_name(r), error_string(r)))),
+        }
+    }
+
+    /// Enqueues a write of `value` to `addr` (device-visible memory) after the work already on
+    /// `s`, with the default memory barrier: once the value is visible, that work completed and
+    /// its memory effects are visible too.
+    ///
+    /// # Safety
+    /// `s` must be live and `addr..addr+8` device-visible memory that outlives the write.
+    pub(crate) unsafe fn write_value64(s: CUstream, addr: CUdeviceptr, value: u64) -> Result<(), HalError> {
+        // SAFETY: the caller guarantees the stream and the address.
+        check("cuStreamWriteValue64_v2", unsafe {
+            sys::cuStreamWriteValue64_v2(
+                s,
+                addr,
+                value,
+                sys::CUstreamWriteValue_flags::CU_STREAM_WRITE_VALUE_DEFAULT as u32,
+            )
+        })
+    }
+
     /// # Safety
     /// `s` must be live and unused afterwards.
     pub(crate) unsafe fn destroy(s: CUstream) -> Result<(), HalError> {
@@ -465,6 +502,34 @@ pub(crate) mod mem {
     pub(crate) unsafe fn free(p: CUdeviceptr) -> Result<(), HalError> {
         // SAFETY: the caller guarantees `p` is a live allocation.
         check("cuMemFree_v2", unsafe { sys::cuMemFree_v2(p) })
+    }
+
+    /// Pinned host memory mapped into the device's address space (`cuMemHostAlloc` with
+    /// `DEVICEMAP | PORTABLE`), zeroed: its host address and its device address.
+    pub(crate) fn host_alloc_mapped(bytes: usize) -> Result<(*mut u8, CUdeviceptr), HalError> {
+        let mut p: *mut c_void = std::ptr::null_mut();
+        let flags = sys::CU_MEMHOSTALLOC_DEVICEMAP | sys::CU_MEMHOSTALLOC_PORTABLE;
+        // SAFETY: out-pointer is a live local; the caller made the primary context current.
+        check("cuMemHostAlloc", unsafe { sys::cuMemHostAlloc(&mut p, bytes.max(1), flags) })?;
+        let mut d = 0;
+        // SAFETY: `p` was just allocated with DEVICEMAP; the out-pointer is a live local.
+        let mapped = unsafe { sys::cuMemHostGetDevicePointer_v2(&mut d, p, 0) };
+        if let Err(e) = check("cuMemHostGetDevicePointer_v2", mapped) {
+            // SAFETY: `p` is freed once, here, and not returned.
+            let _ = unsafe { free_host(p.cast()) };
+            return Err(e);
+        }
+        // SAFETY: `p` addresses `bytes` writable bytes nobody else uses yet.
+        unsafe { std::ptr::write_bytes(p.cast::<u8>(), 0, bytes) };
+        Ok((p.cast(), d))
+    }
+
+    /// # Safety
+    /// `p` must come from [`host_alloc_mapped`], no pending work may write it, and it must not be
+    /// used afterwards.
+    pub(crate) unsafe fn free_host(p: *mut u8) -> Result<(), HalError> {
+        // SAFETY: the caller guarantees `p` is a live pinned allocation.
+        check("cuMemFreeHost", unsafe { sys::cuMemFreeHost(p.cast()) })
     }
 
     /// Synchronous host-to-device copy.

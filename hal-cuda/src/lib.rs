@@ -39,7 +39,7 @@ mod partition;
 pub mod probe;
 mod submit;
 
-pub use device::{CudaBackend, RealizationStats};
+pub use device::{CudaBackend, FenceMode, RealizationStats, FENCE_ENV};
 pub use partition::{CudaPartition, WAIT_TIMEOUT};
 pub use probe::{probe, probe_device, CudaCapabilities};
 pub use submit::SPIN as SUBMIT_SPIN;

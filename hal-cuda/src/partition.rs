@@ -34,7 +34,7 @@ use vitamin_hal::{
     Endpoint, Fence, HalError, HostFunction, Incompatibility, KernelLaunch, LaneId, OpDesc, PhysicalPartition, UnitSet,
 };
 
-use crate::device::Shared;
+use crate::device::{FenceWord, Shared};
 use crate::driver::{self, event, green, launch, mem, occupancy, resource, stream, CUevent, CUgreenCtx, CUstream};
 use crate::submit::{Command, Errors, Submitter};
 
@@ -44,6 +44,9 @@ pub const FENCE_EVERY: u64 = 64;
 pub const MAX_FENCES: usize = 4;
 /// Least time between fence queries of a lane whose commands the submission thread still holds.
 pub const BUSY_QUERY_NS: u64 = 20_000;
+/// Memory fences: while a lane's fence word does not advance, its stream is asked for
+/// asynchronous errors (a failed kernel never lets the write run) at most this often.
+pub const ERROR_CHECK_NS: u64 = 100_000;
 
 /// How long [`CudaPartition::wait_for`] waits before reporting a hang.
 pub const WAIT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(120);
@@ -69,8 +72,10 @@ struct Lane {
     /// Ticket of the newest command of this lane handed to the submission thread (0: none).
     last_ticket: u64,
     /// When this lane's fences were last queried while the submission thread held some of its
-    /// commands (backend clock, ns).
+    /// commands, or (memory fences) when its stream was last asked for errors (backend clock, ns).
     last_query_ns: u64,
+    /// The lane's fence word (memory fences; `None`: event fences).
+    word: Option<FenceWord>,
 }
 
 // SAFETY: a stream and events are driver handles usable from any thread; the lane is only touched
@@ -155,6 +160,13 @@ impl CudaPartition {
         }
         let mut made = Vec::with_capacity(lanes);
         for _ in 0..lanes {
+            let word = match part.shared.fence_word() {
+                Ok(w) => w,
+                Err(e) => {
+                    part.lanes = made.into_boxed_slice();
+                    return Err(e);
+                }
+            };
             // SAFETY: `g` is live.
             match unsafe { green::stream_create(g, 0) } {
                 Ok(s) => made.push(Mutex::new(Lane {
@@ -166,6 +178,7 @@ impl CudaPartition {
                     keepalive: VecDeque::new(),
                     last_ticket: 0,
                     last_query_ns: 0,
+                    word,
                 })),
                 Err(e) => {
                     part.lanes = made.into_boxed_slice();
@@ -302,6 +315,27 @@ impl CudaPartition {
     fn fence_lane(&self, lane: &mut Lane) -> Result<(), HalError> {
         let unfenced = lane.submitted - lane.fenced;
         if unfenced > 0 && (lane.events.is_empty() || (unfenced >= FENCE_EVERY && lane.events.len() < MAX_FENCES)) {
+            if let Some(word) = lane.word {
+                // Memory fence: the lane writes its newest sequence number to its word.
+                let value = lane.submitted;
+                let ticket = match self.shared.submitter() {
+                    Some(sub) if !sub.idle() => {
+                        let t = sub.push(Command::Write {
+                            stream: lane.stream,
+                            addr: word.device,
+                            value,
+                            slot: self.slot(sub),
+                        });
+                        lane.last_ticket = t;
+                        t
+                    }
+                    // SAFETY: the stream is live and the word outlives the partition.
+                    _ => unsafe { stream::write_value64(lane.stream, word.device, value) }.map(|()| 0)?,
+                };
+                lane.events.push_back((value, std::ptr::null_mut(), ticket));
+                lane.fenced = value;
+                return Ok(());
+            }
             let e = self.shared.take_event()?;
             let ticket = match self.shared.submitter() {
                 // Behind handed-off submissions: the record must follow them.
@@ -323,6 +357,27 @@ impl CudaPartition {
             lane.fenced = lane.submitted;
         }
         Ok(())
+    }
+
+    /// Memory fences: the newest sequence number the lane's word reports beyond what was already
+    /// reported (a load, no driver call). While it does not advance, the stream is asked for
+    /// asynchronous errors every [`ERROR_CHECK_NS`] (`now` on the backend clock): a failed kernel
+    /// never lets the write run, and the error must not wait for ever.
+    fn word_completed(&self, lane: &mut Lane, word: FenceWord, now: u64) -> Result<Option<u64>, HalError> {
+        let v = word.load();
+        if v > lane.completed {
+            lane.last_query_ns = now;
+            return Ok(Some(v));
+        }
+        if now.saturating_sub(lane.last_query_ns) >= ERROR_CHECK_NS {
+            lane.last_query_ns = now;
+            // SAFETY: the stream is live. An idle stream has run the write too: read again.
+            if unsafe { stream::query(lane.stream) }? {
+                let v = word.load();
+                return Ok((v > lane.completed).then_some(v));
+            }
+        }
+        Ok(None)
     }
 
     /// The sequence number the lane's fence event covers, if that event completed (one query,
@@ -475,12 +530,16 @@ impl PhysicalPartition for CudaPartition {
         }
         self.shared.make_current()?;
         let mut st = l.lock();
-        match self.shared.submitter() {
+        let direct = match self.shared.submitter() {
             Some(sub) if sub.should_hand_off() => {
                 st.last_ticket = sub.push(Command::Issue { stream: st.stream, op: op.clone(), slot: self.slot(sub) });
+                false
             }
-            _ => issue(st.stream, op, &|| self.errors.clone())?,
-        }
+            _ => {
+                issue(st.stream, op, &|| self.errors.clone())?;
+                true
+            }
+        };
         if let OpDesc::Copy(c) = &**op {
             if let Endpoint::Staged(b) = c.src() {
                 let seq = st.submitted + 1;
@@ -489,7 +548,18 @@ impl PhysicalPartition for CudaPartition {
         }
         st.submitted += 1;
         self.shared.outstanding.fetch_add(1, Ordering::AcqRel);
-        Ok(Fence { lane, seq: st.submitted })
+        let fence = Fence { lane, seq: st.submitted };
+        // A lone submission (issued here, the lane without a fence in flight) is fenced at once:
+        // the fence then runs right behind the op, and its completion is seen as soon as the op
+        // ends instead of after the next poll's record (measured on the H200: a launch-sync loop
+        // otherwise waited for a fence recorded after its kernel had finished). A failed record
+        // is left to the next poll, which records again.
+        if direct && st.events.is_empty() {
+            if let Err(e) = self.fence_lane(&mut st) {
+                tracing::debug!(error = %e, "fence record at submission failed; the next poll fences");
+            }
+        }
+        Ok(fence)
     }
 
     fn poll(&self, completed: &mut Vec<Fence>) -> Result<usize, HalError> {
@@ -503,18 +573,29 @@ impl PhysicalPartition for CudaPartition {
                 continue;
             }
             self.fence_lane(&mut st)?;
-            // While the submission thread still holds commands of this lane, nobody can be
-            // waiting for the lane's newest op to complete yet: query its fences at most every
-            // BUSY_QUERY_NS (enough to refill continuation depth) instead of at every poll, which
-            // would compete with the submission thread's launches in the driver.
-            if self.shared.submitter().is_some_and(|sub| sub.executed() < st.last_ticket) {
-                let now = self.shared.epoch.elapsed().as_nanos() as u64;
-                if now.saturating_sub(st.last_query_ns) < BUSY_QUERY_NS {
-                    continue;
+            let done = match st.word {
+                // Memory fences: reading the word costs no driver call.
+                Some(word) => {
+                    let now = self.shared.epoch.elapsed().as_nanos() as u64;
+                    self.word_completed(&mut st, word, now)?
                 }
-                st.last_query_ns = now;
-            }
-            let Some(upto) = self.completed_upto(&st)? else { continue };
+                None => {
+                    // While the submission thread still holds commands of this lane, nobody can
+                    // be waiting for the lane's newest op to complete yet: query its fences at
+                    // most every BUSY_QUERY_NS (enough to refill continuation depth) instead of
+                    // at every poll, which would compete with the submission thread's launches
+                    // in the driver.
+                    if self.shared.submitter().is_some_and(|sub| sub.executed() < st.last_ticket) {
+                        let now = self.shared.epoch.elapsed().as_nanos() as u64;
+                        if now.saturating_sub(st.last_query_ns) < BUSY_QUERY_NS {
+                            continue;
+                        }
+                        st.last_query_ns = now;
+                    }
+                    self.completed_upto(&st)?
+                }
+            };
+            let Some(upto) = done else { continue };
             let mut idle = SmallVec::<[CUevent; 4]>::new();
             while st.events.front().is_some_and(|&(seq, _, _)| seq <= upto) {
                 idle.push(st.events.pop_front().expect("non-empty").1);

@@ -40,6 +40,9 @@ pub struct CudaCapabilities {
     pub clusters: bool,
     /// Device memory in bytes.
     pub total_memory: u64,
+    /// `CU_DEVICE_ATTRIBUTE_CAN_USE_64_BIT_STREAM_MEM_OPS`: lanes can be fenced by a 64-bit write
+    /// to host-mapped memory (`cuStreamWriteValue64`) that polls read without a driver call.
+    pub stream_mem_ops: bool,
 }
 
 impl CudaCapabilities {
@@ -102,6 +105,7 @@ pub fn probe_device(ordinal: i32) -> Result<CudaCapabilities, HalError> {
         cooperative_launch: attr(Attr::CU_DEVICE_ATTRIBUTE_COOPERATIVE_LAUNCH)? != 0,
         clusters: attr(Attr::CU_DEVICE_ATTRIBUTE_CLUSTER_LAUNCH)? != 0,
         total_memory: device::total_mem(dev)? as u64,
+        stream_mem_ops: attr(Attr::CU_DEVICE_ATTRIBUTE_CAN_USE_64_BIT_STREAM_MEM_OPS).unwrap_or(0) != 0,
     })
 }
 

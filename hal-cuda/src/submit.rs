@@ -46,6 +46,8 @@ pub(crate) enum Command {
     Issue { stream: CUstream, op: Arc<OpDesc>, slot: u32 },
     /// Record a fence event on a stream.
     Record { event: CUevent, stream: CUstream, slot: u32 },
+    /// Write a memory fence's value after the work on a stream.
+    Write { stream: CUstream, addr: crate::driver::CUdeviceptr, value: u64, slot: u32 },
 }
 
 // SAFETY: streams and events are driver handles usable from any thread; the op is immutable.
@@ -270,6 +272,10 @@ fn execute(inner: &Inner, cmd: Command) {
         }
         // SAFETY: the event is a pooled idle event and the stream a live lane stream.
         Command::Record { event, stream, slot } => (unsafe { event::record(event, stream) }, slot),
+        Command::Write { stream, addr, value, slot } => {
+            // SAFETY: a live lane stream and its fence word, which outlives the partition.
+            (unsafe { crate::driver::stream::write_value64(stream, addr, value) }, slot)
+        }
     };
     if let Err(e) = result {
         match inner.slot(slot) {

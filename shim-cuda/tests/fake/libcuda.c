@@ -152,13 +152,16 @@ static alloc_t *find_alloc(uintptr_t p) {
     pthread_mutex_unlock(&ALLOC_LOCK);
     return found;
 }
-static void *new_alloc(size_t bytes, int pinned) {
+/* Internal allocations (vitamin's fence words) get id 0, so the application's keep their names. */
+static void *new_alloc_as(size_t bytes, int pinned, int internal) {
     void *p = calloc(1, bytes ? bytes : 1);
     pthread_mutex_lock(&ALLOC_LOCK);
-    if (NALLOCS < 256) ALLOCS[NALLOCS++] = (alloc_t){(uintptr_t)p, bytes ? bytes : 1, ++NEXT_ALLOC_ID, pinned};
+    if (NALLOCS < 256)
+        ALLOCS[NALLOCS++] = (alloc_t){(uintptr_t)p, bytes ? bytes : 1, internal ? 0 : ++NEXT_ALLOC_ID, pinned};
     pthread_mutex_unlock(&ALLOC_LOCK);
     return p;
 }
+static void *new_alloc(size_t bytes, int pinned) { return new_alloc_as(bytes, pinned, 0); }
 static void drop_alloc(uintptr_t p) {
     pthread_mutex_lock(&ALLOC_LOCK);
     for (int i = 0; i < NALLOCS; i++) if (ALLOCS[i].base == p) ALLOCS[i].base = 0;
@@ -233,7 +236,7 @@ static void run_kernel(int fi, unsigned long threads, const unsigned char *pb) {
 }
 
 /* ---------------------------------------------------------------- streams and commands */
-enum { C_KERNEL, C_COPY, C_FILL, C_HOST, C_CALLBACK, C_RECORD, C_WAIT, C_GRAPH };
+enum { C_KERNEL, C_COPY, C_FILL, C_HOST, C_CALLBACK, C_RECORD, C_WAIT, C_GRAPH, C_WRITE64 };
 
 struct fstream;
 typedef struct cmd {
@@ -248,6 +251,8 @@ typedef struct cmd {
     size_t bytes;
     unsigned char *staged;
     unsigned value, elem;
+    /* 64-bit stream memory write */
+    unsigned long long value64;
     /* host function / callback */
     CUhostFn fn;
     CUstreamCallback cb;
@@ -333,6 +338,9 @@ static void execute(fstream *st, cmd *c) {
         exec_log("begin callback ctx=%s stream=%d", ctx, st->index);
         c->cb(st == &LEGACY ? NULL : (CUstream)st, CUDA_SUCCESS, c->user);
         exec_log("end callback");
+        break;
+    case C_WRITE64: /* a fence word (pool internals: not logged) */
+        __atomic_store_n((unsigned long long *)c->dst, c->value64, __ATOMIC_RELEASE);
         break;
     case C_GRAPH:
         exec_log("begin graph%d.%d v%d launches=%d ctx=%s stream=%d", c->graph_index, c->graph_seq, c->graph_version,
@@ -470,6 +478,7 @@ EXPORT CUresult cuDeviceGetAttribute(int *v, int attr, int dev) {
     case 76: *v = 0; break;   /* COMPUTE_CAPABILITY_MINOR */
     case 95: *v = 1; break;   /* COOPERATIVE_LAUNCH */
     case 120: *v = 1; break;  /* CLUSTER_LAUNCH */
+    case 122: *v = getenv("FAKE_CUDA_NO_MEMOPS") ? 0 : 1; break; /* CAN_USE_64_BIT_STREAM_MEM_OPS */
     default: *v = 0; break;
     }
     return CUDA_SUCCESS;
@@ -638,6 +647,30 @@ EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *p, size_t bytes) {
 EXPORT CUresult cuMemAllocHost_v2(void **p, size_t bytes) {
     *p = new_alloc(bytes, 1);
     logf_("cuMemAllocHost_v2 %zu", bytes);
+    return CUDA_SUCCESS;
+}
+/* Pinned, device-mapped host memory: the device address is the host address. Not logged (the
+ * pool's fence words). */
+EXPORT CUresult cuMemHostAlloc(void **p, size_t bytes, unsigned flags) {
+    (void)flags;
+    *p = new_alloc_as(bytes, 1, 1);
+    return CUDA_SUCCESS;
+}
+EXPORT CUresult cuMemHostGetDevicePointer_v2(CUdeviceptr *d, void *p, unsigned flags) {
+    (void)flags;
+    if (!find_alloc((uintptr_t)p)) return CUDA_ERROR_INVALID_VALUE;
+    *d = (CUdeviceptr)(uintptr_t)p;
+    return CUDA_SUCCESS;
+}
+/* A stream-ordered 64-bit write (vitamin's memory fences; pool internals: not logged). */
+EXPORT CUresult cuStreamWriteValue64_v2(CUstream s, CUdeviceptr addr, unsigned long long value, unsigned flags) {
+    (void)flags;
+    fstream *st = stream_of(s);
+    if (!find_alloc((uintptr_t)addr)) return CUDA_ERROR_INVALID_VALUE;
+    cmd *c = new_cmd(C_WRITE64);
+    c->dst = (uintptr_t)addr;
+    c->value64 = value;
+    submit(st, c);
     return CUDA_SUCCESS;
 }
 EXPORT CUresult cuMemFree_v2(CUdeviceptr p) { drain_device(); drop_alloc((uintptr_t)p); logf_("cuMemFree_v2"); return CUDA_SUCCESS; }
