@@ -43,10 +43,12 @@ pub enum Tag {
     IntakeEnd = 11,
     /// Binding of ready ops starts (argument: ready ops).
     BindBegin = 12,
+    /// A recording thread starts binding its fresh op itself (argument: op id; eager binding).
+    EagerBegin = 13,
 }
 
 /// Every tag with its name in the CSV.
-const TAGS: [(Tag, &str); 12] = [
+const TAGS: [(Tag, &str); 13] = [
     (Tag::LaunchEnter, "launch_enter"),
     (Tag::LaunchExit, "launch_exit"),
     (Tag::SyncEnter, "sync_enter"),
@@ -59,6 +61,7 @@ const TAGS: [(Tag, &str); 12] = [
     (Tag::RoundBegin, "round_begin"),
     (Tag::IntakeEnd, "intake_end"),
     (Tag::BindBegin, "bind_begin"),
+    (Tag::EagerBegin, "eager_begin"),
 ];
 
 impl Tag {

@@ -125,9 +125,20 @@ struct Case {
     lanes_per_node: usize,
     max_continuation_depth: u32,
     seed: u64,
-    /// Submit inline after every recorded op (`Dispatcher::pump_submit`, as the shim's
-    /// application threads do), besides the pump rounds.
-    inline: bool,
+    /// How recorded ops are submitted besides the pump rounds.
+    submit: Submit,
+}
+
+/// Submission from the recording thread, besides the dispatcher's rounds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Submit {
+    /// Only pump rounds.
+    Rounds,
+    /// Inline after every recorded op (`Dispatcher::pump_submit`, the shim's `VITAMIN_INLINE`).
+    Inline,
+    /// Eager binding of fresh ops while recording them (`VirtualContext::record_op_eager` +
+    /// `Dispatcher::submit_fresh`, the shim's default).
+    Eager,
 }
 
 fn client_spec() -> impl Strategy<Value = ClientSpec> {
@@ -171,10 +182,10 @@ fn case(max_clients: usize, max_steps: usize) -> impl Strategy<Value = Case> {
         1usize..=4,
         prop_oneof![1u32..=4, Just(64u32)],
         any::<u64>(),
-        any::<bool>(),
+        prop_oneof![Just(Submit::Rounds), Just(Submit::Inline), Just(Submit::Eager)],
     )
-        .prop_map(|(clients, steps, lane_continuation, lanes_per_node, max_continuation_depth, seed, inline)| {
-            Case { clients, steps, lane_continuation, lanes_per_node, max_continuation_depth, seed, inline }
+        .prop_map(|(clients, steps, lane_continuation, lanes_per_node, max_continuation_depth, seed, submit)| {
+            Case { clients, steps, lane_continuation, lanes_per_node, max_continuation_depth, seed, submit }
         })
 }
 
@@ -394,7 +405,19 @@ fn run_case(case: &Case, policy: PolicyKind) -> Result<Outcome, String> {
                     }
                 };
                 let preds = c.model.op(s, x);
-                let recorded = c.vctx.record_op(c.streams[s], desc).map_err(|e| format!("record_op: {e}"))?;
+                let recorded = if case.submit == Submit::Eager {
+                    let (r, taken) = c
+                        .vctx
+                        .record_op_eager(c.streams[s], desc, |op, d| disp.submit_fresh(ci, op, d))
+                        .map_err(|e| format!("record_op_eager: {e}"))?;
+                    // Only an op without live predecessors may be taken.
+                    if taken && !r.preds.is_empty() {
+                        return Err(format!("op {x} was submitted eagerly with live predecessors {:?}", r.preds));
+                    }
+                    r
+                } else {
+                    c.vctx.record_op(c.streams[s], desc).map_err(|e| format!("record_op: {e}"))?
+                };
                 // The vCtx adds no edge outside H: each direct predecessor it reports is in H.
                 for p in &recorded.preds {
                     let pi = ops
@@ -405,7 +428,7 @@ fn run_case(case: &Case, policy: PolicyKind) -> Result<Outcome, String> {
                         return Err(format!("op {x}: the vCtx made op {pi} a predecessor, which H does not"));
                     }
                 }
-                if case.inline {
+                if case.submit == Submit::Inline {
                     disp.pump_submit().map_err(|e| format!("pump_submit failed: {e}"))?;
                 }
                 ops.push(OpRec {
@@ -537,12 +560,12 @@ fn check(case: &Case, out: &Outcome) -> Result<(), String> {
         host_seen[x] += 1;
         let s = &out.spans[span_of[x].expect("checked")];
         // Span ends are the times completions were observed. Pump rounds poll before they submit,
-        // so there they are exact; inline submission does not poll, so an op may be queued behind
+        // so there they are exact; inline and eager submission do not poll, so an op may be queued behind
         // one that already finished unobserved, whose span then ends late: the host function
         // still ran after its submission and before it was observed complete.
         let exact = s.end_ns == t && start[span_of[x].expect("checked")] + HOST_FN_NS as u64 == t;
         let bounded = s.submitted_ns + HOST_FN_NS as u64 <= t && t <= s.end_ns;
-        if !(exact || case.inline && bounded) {
+        if !(exact || case.submit != Submit::Rounds && bounded) {
             return Err(format!("host function of op {x} ran at {t} ns; its span says {s:?}"));
         }
     }
@@ -634,7 +657,7 @@ fn lane_continuation_binds_a_dependent_chain_early_only_when_enabled() {
                 lane_continuation,
                 lanes_per_node: 4,
                 max_continuation_depth: 2,
-                inline: false,
+                submit: Submit::Rounds,
                 seed: 7,
             };
             let out = run_and_check(&case, policy).unwrap_or_else(|e| panic!("{e}"));
@@ -645,6 +668,43 @@ fn lane_continuation_binds_a_dependent_chain_early_only_when_enabled() {
                 assert!(continued >= 4, "{policy}: only {continued} of 24 chained kernels were continued");
             } else {
                 assert_eq!(continued, 0, "{policy}: lane continuation is off, yet ops were continued");
+            }
+        }
+    }
+}
+
+/// Eager binding (the shim's default): a launch-sync loop's every kernel is fresh when recorded
+/// (the stream drained), so the recording thread binds it; a dependent kernel recorded right
+/// after one still running is not fresh and is left to the dispatcher (continued or bound later).
+/// Every policy, with and without lane continuation (eager binding needs it: strict readiness
+/// keeps binding in the rounds).
+#[test]
+fn eager_binding_takes_fresh_ops_only() {
+    use Step::*;
+    let op = |stream, work| Op { client: 0, stream, work };
+    let mut steps = Vec::new();
+    for i in 0..6 {
+        steps.push(op(1, kernel(2_000 + 500 * i)));
+        steps.push(op(1, kernel(1_000)));
+        steps.push(Pump { rounds: 8 });
+    }
+    for policy in PolicyKind::ALL {
+        for lane_continuation in [true, false] {
+            let case = Case {
+                clients: vec![single_client(vec![SKind::NonBlocking], 0)],
+                steps: steps.clone(),
+                lane_continuation,
+                lanes_per_node: 2,
+                max_continuation_depth: 64,
+                submit: Submit::Eager,
+                seed: 3,
+            };
+            let out = run_and_check(&case, policy).unwrap_or_else(|e| panic!("{policy}: {e}"));
+            if lane_continuation {
+                // The first kernel of each pair; the second follows a live one.
+                assert_eq!(out.stats.eager, 6, "{policy}: {:?}", out.stats);
+            } else {
+                assert_eq!(out.stats.eager, 0, "{policy}: strict readiness binds in rounds only");
             }
         }
     }
@@ -680,7 +740,7 @@ fn fixed_program_with_legacy_stream_events_and_host_functions() {
                 lane_continuation,
                 lanes_per_node: 2,
                 max_continuation_depth: 2,
-                inline: false,
+                submit: Submit::Rounds,
                 seed: 3,
             };
             let out = run_and_check(&case, policy).unwrap_or_else(|e| panic!("{e}"));
@@ -709,7 +769,7 @@ fn service_partition_spans_start_on_their_own_lane() {
         lane_continuation: true,
         lanes_per_node: 1,
         max_continuation_depth: 2,
-        inline: false,
+        submit: Submit::Rounds,
         seed: 0,
     };
     let out = run_and_check(&case, PolicyKind::Throughput).unwrap_or_else(|e| panic!("{e}"));
@@ -738,7 +798,7 @@ fn static_policy_runs_a_cooperative_launch_larger_than_its_partition_elsewhere()
         lane_continuation: true,
         lanes_per_node: 4,
         max_continuation_depth: 2,
-        inline: false,
+        submit: Submit::Rounds,
         seed: 1,
     };
     for policy in [PolicyKind::Throughput, PolicyKind::Tpot, PolicyKind::Exclusive, PolicyKind::Chaos] {

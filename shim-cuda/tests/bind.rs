@@ -239,6 +239,13 @@ fn every_policy_and_strict_readiness_keep_the_program_s_semantics() {
             ],
         ),
         ("chaos-no-submit-thread", vec![("VITAMIN_POLICY", "chaos"), ("VITAMIN_SUBMIT_THREAD", "0")]),
+        // Eager binding by the recording thread off (on by default): the dispatcher thread
+        // binds every op.
+        ("chaos-no-eager", vec![("VITAMIN_POLICY", "chaos"), ("VITAMIN_SEED", "3"), ("VITAMIN_EAGER", "0")]),
+        // Lanes fenced by host-mapped memory words instead of events (the default), and the
+        // fallback to events on a device without 64-bit stream memory operations.
+        ("chaos-memory-fence", vec![("VITAMIN_POLICY", "chaos"), ("VITAMIN_SEED", "11"), ("VITAMIN_FENCE", "memory")]),
+        ("throughput-memory-fence-no-memops", vec![("VITAMIN_FENCE", "memory"), ("FAKE_CUDA_NO_MEMOPS", "1")]),
         // The experimental native wait on lane streams.
         ("throughput-native-wait", vec![("VITAMIN_NATIVE_WAIT", "1")]),
     ] {
@@ -251,6 +258,17 @@ fn every_policy_and_strict_readiness_keep_the_program_s_semantics() {
             assert_eq!(b["lane_continuation"], false);
             assert_eq!(b["dispatcher"]["continued"], 0, "strict readiness continues nothing: {b:#}");
         }
+        // Eager binding: the program's fresh launches (ready when recorded, e.g. the first after
+        // a synchronize) are bound by the application thread when the dispatcher is free.
+        let eager = b["dispatcher"]["eager"].as_u64().expect("eager count in the census");
+        match name {
+            "chaos-no-eager" | "chaos-strict" => assert_eq!(eager, 0, "{name}: {b:#}"),
+            // Inline submission takes precedence.
+            n if n.contains("inline") => assert_eq!(eager, 0, "{name}: {b:#}"),
+            _ => assert!(eager > 0, "{name}: no op was bound eagerly: {b:#}"),
+        }
+        let fence = if name == "chaos-memory-fence" { "memory" } else { "event" };
+        assert_eq!(b["dispatcher"]["fence"], fence, "{name}: {b:#}");
         let submit = &b["dispatcher"]["submit_thread"];
         match name {
             "chaos-no-submit-thread" => assert!(submit.is_null(), "no submission thread: {b:#}"),

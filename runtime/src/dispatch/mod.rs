@@ -174,6 +174,9 @@ pub struct DispatchStats {
     pub rounds: u64,
     /// [`Dispatcher::pump_submit`] calls that submitted something.
     pub inline_rounds: u64,
+    /// Fresh ops bound and submitted by the thread that recorded them
+    /// ([`Dispatcher::submit_fresh`]; part of `bound`).
+    pub eager: u64,
     /// Completion polls (each polls every partition with work in flight).
     pub polls: u64,
     /// Wall time per phase, if [`DispatchConfig::profile_phases`] is on.
@@ -291,6 +294,9 @@ pub struct Dispatcher<B: Backend, P: Policy> {
     /// Set when lane continuation met an op whose predecessors sit on different lanes (it
     /// becomes ready only once they are observed complete); cleared by the next poll.
     awaiting_completion: bool,
+    /// Cleared while [`submit_fresh`](Self::submit_fresh) binds: the recording thread holds the
+    /// op's vCtx lock and marks the op submitted itself.
+    mark_in_vctx: bool,
 }
 
 impl<B: Backend, P: Policy> std::fmt::Debug for Dispatcher<B, P> {
@@ -359,6 +365,7 @@ impl<B: Backend, P: Policy> Dispatcher<B, P> {
             now: 0,
             satisfied: Vec::new(),
             awaiting_completion: false,
+            mark_in_vctx: true,
         })
     }
 
@@ -520,6 +527,20 @@ impl<B: Backend, P: Policy> Dispatcher<B, P> {
             || (!self.config.waiters_poll && self.clients.iter().any(|c| c.vctx.has_waiters()))
     }
 
+    /// Whether the only progress possible is observing completions that host threads wait for:
+    /// work in flight, a thread in a synchronize call, nothing ready, deferred or waiting for
+    /// other lanes. A pumping thread may then poll in a tight loop
+    /// ([`poll_completions`](Self::poll_completions)) instead of running whole rounds, until a
+    /// poll completes something or new work arrives (which a round must take in).
+    pub fn waits_only_on_completions(&self) -> bool {
+        !self.inflight.is_empty()
+            && self.ready.is_empty()
+            && self.deferred.is_empty()
+            && self.retry_unit_free.is_empty()
+            && !self.awaiting_completion
+            && self.clients.iter().any(|c| c.vctx.has_waiters())
+    }
+
     /// The submitting half of a round, for a thread that just recorded work (inline submission):
     /// intake and binding of ready ops, without lane continuation, polling completions,
     /// releasing leases or `maintain` (the next [`pump`](Self::pump) does those). Ready ops are
@@ -539,6 +560,81 @@ impl<B: Backend, P: Policy> Dispatcher<B, P> {
             self.stats.inline_rounds += 1;
         }
         Ok(progress)
+    }
+
+    /// Eager binding of a fresh op by the thread recording it (see
+    /// [`VirtualContext::record_op_eager`](crate::VirtualContext::record_op_eager), which calls
+    /// this with the op's vCtx lock held): binds `op` of client `client` through the policy's
+    /// Pick/Select as a round would and submits it at once, so the first launch after the
+    /// application waited reaches the driver without a hand-off to the dispatcher thread.
+    ///
+    /// Only a kernel or graph launch, only when no other op waits for a node or for its lane
+    /// (nothing ready, nothing deferred: the policy would otherwise weigh them in the same
+    /// round), and only under lane continuation (strict readiness keeps every binding with
+    /// the dispatcher's rounds). Returns whether the op was submitted; if not, nothing changed
+    /// and the op takes the usual path. Must not be called for an op the dispatcher has taken.
+    pub fn submit_fresh(&mut self, client: usize, op: OpId, desc: &Arc<OpDesc>) -> bool {
+        let eligible = self.config.lane_continuation
+            && client < self.clients.len()
+            && self.ready.is_empty()
+            && self.deferred.is_empty()
+            && self.retry_unit_free.is_empty()
+            && desc.uses_units()
+            && matches!(**desc, OpDesc::Kernel(_) | OpDesc::Graph(_))
+            && self.partitions[self.pool.root().0 as usize].can_execute(desc).is_ok();
+        if !eligible {
+            return false;
+        }
+        crate::trace::mark(crate::trace::Tag::EagerBegin, op.0);
+        self.finish_completed();
+        self.release_idle_leases();
+        self.now = self.backend.now_ns();
+        self.seq += 1;
+        // A policy that already knows the lone op's node (Throughput's memoized plan on a
+        // quiescent pool) is asked directly; otherwise a round's Pick/Select binds it.
+        let solo = match desc.as_kernel() {
+            Some(k) => {
+                let view = ReadyOpView {
+                    client: self.clients[client].info.holder,
+                    op,
+                    kernel: k,
+                    ready_since_ns: self.now,
+                    seq: self.seq,
+                    deadline_ns: self.clients[client].info.deadline_ns,
+                };
+                let state = sched_state!(self, self.now);
+                self.policy.solo_node(&view, &state)
+            }
+            None => None,
+        };
+        self.ready.push(ReadyEntry { client, op, desc: desc.clone(), ready_since: self.now, seq: self.seq });
+        self.in_ready.insert((client, op));
+        self.mark_in_vctx = false;
+        let bound = match solo {
+            Some(node) => self.bind_at(self.ready.len() - 1, node).map(|done| {
+                if done {
+                    self.ready.pop();
+                    self.in_ready.remove(&(client, op));
+                }
+                usize::from(done)
+            }),
+            None => self.bind(),
+        };
+        self.mark_in_vctx = true;
+        let submitted = matches!(bound, Ok(1)) && !self.in_ready.contains(&(client, op));
+        if !submitted {
+            // Refused (or failed): leave no trace; the dispatcher takes the op from the vCtx.
+            self.ready.retain(|e| !(e.client == client && e.op == op));
+            self.in_ready.remove(&(client, op));
+            self.submit_attempts.remove(&(client, op));
+            if let Err(e) = bound {
+                tracing::debug!(error = %e, "eager binding failed; the dispatcher binds the op");
+            }
+            return false;
+        }
+        self.stats.eager += 1;
+        self.submitted_last_round = true;
+        submitted
     }
 
     /// Adds the time since `clock` to one phase counter and restarts the clock (profiling only).
@@ -913,7 +1009,9 @@ impl<B: Backend, P: Policy> Dispatcher<B, P> {
                 if !self.submit_attempts.is_empty() {
                     self.submit_attempts.remove(&(client, op));
                 }
-                self.clients[client].vctx.mark_submitted(op);
+                if self.mark_in_vctx {
+                    self.clients[client].vctx.mark_submitted(op);
+                }
                 self.places.insert((client, op), Place { node, lane });
                 self.inflight.insert((node, fence), Inflight { client, op, desc, node, submitted: now, continued });
                 Ok(true)

@@ -238,6 +238,14 @@ pub trait Policy: Send {
 
     /// Feedback: a kernel completed.
     fn on_complete(&mut self, _c: &Completion<'_>, _state: &SchedState<'_>) {}
+
+    /// A node for a lone ready `op` that the policy already knows without a round: exactly what
+    /// [`begin_round`](Self::begin_round) + [`pick`](Self::pick) + [`select`](Self::select)
+    /// would return for a queue of just `op` (the fast path of
+    /// [`Dispatcher::submit_fresh`](crate::dispatch::Dispatcher::submit_fresh)). Default: none.
+    fn solo_node(&mut self, _op: &ReadyOpView<'_>, _state: &SchedState<'_>) -> Option<NodeId> {
+        None
+    }
 }
 
 /// Oldest op (smallest `seq`) in the queue.
@@ -369,6 +377,9 @@ impl Policy for AnyPolicy {
     }
     fn on_complete(&mut self, c: &Completion<'_>, state: &SchedState<'_>) {
         each!(self, p => p.on_complete(c, state))
+    }
+    fn solo_node(&mut self, op: &ReadyOpView<'_>, state: &SchedState<'_>) -> Option<NodeId> {
+        each!(self, p => p.solo_node(op, state))
     }
 }
 

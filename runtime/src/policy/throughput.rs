@@ -408,6 +408,16 @@ impl Policy for ThroughputOriented {
         chosen
     }
 
+    /// The memoized plan of a lone op on a quiescent pool (see `solo_memo`): a round would plan
+    /// the same node (MinBind + widening depend only on the op's curve there), select keeps it (it
+    /// is eligible, and with nothing running there is no wider node to wait for).
+    fn solo_node(&mut self, op: &ReadyOpView<'_>, state: &SchedState<'_>) -> Option<NodeId> {
+        if !state.pool.is_quiescent() || !self.waiting.is_empty() || !self.deferred.is_empty() {
+            return None;
+        }
+        self.solo_memo.get(&shape_key(op.kernel)).copied()
+    }
+
     fn continue_on_lane(&mut self, op: &ReadyOpView<'_>, node: NodeId, state: &SchedState<'_>) -> bool {
         if !self.waiting.iter().all(|&h| h == op.client) {
             return false;

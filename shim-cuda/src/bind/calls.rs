@@ -42,7 +42,7 @@ fn per_thread(id: HookId) -> bool {
 }
 
 fn record(b: &Bind, s: vitamin_runtime::StreamId, desc: OpDesc) -> CUresult {
-    b.record_inline(|| match b.vctx.record_op(s, Arc::new(desc)) {
+    b.record_inline(|| match b.record_op(s, Arc::new(desc)) {
         Ok(r) => {
             trace::mark(Tag::LaunchExit, r.op.0);
             (CUDA_SUCCESS, true)

@@ -82,8 +82,10 @@ pub struct Tuning {
     /// `VITAMIN_SYNC_SPIN_US`: how long synchronize calls spin before they park (`None`: by the
     /// application's scheduling flags).
     pub sync_spin: Option<Duration>,
-    /// `VITAMIN_SYNC_YIELD=0`: synchronize calls spin without `sched_yield`.
-    pub sync_yield: bool,
+    /// `VITAMIN_SYNC_YIELD=0|1`: whether spinning synchronize calls yield the CPU between checks
+    /// (`None`: by the application's scheduling flags, as CUDA does: only under
+    /// `cudaDeviceScheduleYield`).
+    pub sync_yield: Option<bool>,
     /// `VITAMIN_DISPATCH_CPU`: the CPU the dispatcher thread pins itself to (placement
     /// experiments; unpinned by default).
     pub dispatch_cpu: Option<usize>,
@@ -95,6 +97,13 @@ pub struct Tuning {
     pub submit_burst: Duration,
     /// `VITAMIN_SUBMIT_SPIN_US`: how long the idle submission thread spins before it parks.
     pub submit_spin: Duration,
+    /// `VITAMIN_TIGHT_POLL`: whether the dispatcher thread polls completions in a tight loop
+    /// (no rounds, no yield) while host threads wait and nothing else is to be done (on by
+    /// default).
+    pub tight_poll: bool,
+    /// `VITAMIN_EAGER`: whether a thread recording a fresh op (ready at once) binds and submits
+    /// it itself when the dispatcher is free ([`Coordinator::record_eager`]; on by default).
+    pub eager: bool,
 }
 
 impl Tuning {
@@ -113,11 +122,13 @@ impl Tuning {
             native_wait: flag("VITAMIN_NATIVE_WAIT", "1"),
             idle_spin: num("VITAMIN_IDLE_SPIN_US").map_or(IDLE_SPIN, Duration::from_micros),
             sync_spin: num("VITAMIN_SYNC_SPIN_US").map(Duration::from_micros),
-            sync_yield: !flag("VITAMIN_SYNC_YIELD", "0"),
+            sync_yield: get("VITAMIN_SYNC_YIELD").map(|v| v.trim() != "0"),
             dispatch_cpu: num("VITAMIN_DISPATCH_CPU").and_then(|c| usize::try_from(c).ok()),
             submit_thread: get("VITAMIN_SUBMIT_THREAD").map_or(SUBMIT_THREAD, |v| v.trim() == "1"),
             submit_burst: num("VITAMIN_SUBMIT_BURST_US").map_or(SUBMIT_BURST, Duration::from_micros),
             submit_spin: num("VITAMIN_SUBMIT_SPIN_US").map_or(vitamin_hal_cuda::SUBMIT_SPIN, Duration::from_micros),
+            eager: get("VITAMIN_EAGER").map_or(EAGER, |v| v.trim() == "1"),
+            tight_poll: get("VITAMIN_TIGHT_POLL").map_or(TIGHT_POLL, |v| v.trim() == "1"),
         }
     }
 }
@@ -239,6 +250,33 @@ impl Coordinator {
             }
         }
         out
+    }
+
+    /// Eager binding ([`Tuning::eager`], on by default): records `desc` on `s` of `vctx` (the
+    /// application's context, the dispatcher's only client) and, if the op is ready at once and
+    /// the dispatcher is free, binds and submits it from this thread through the policy
+    /// ([`Dispatcher::submit_fresh`]) before returning: the first launch after the application
+    /// waited (a launch-sync loop's every launch) reaches the driver without waiting for the
+    /// dispatcher thread to notice, take in and bind it. Ops with live predecessors, and every
+    /// op while the dispatcher thread is in a round, are only recorded (continuation and
+    /// binding stay with that thread). The dispatcher lock is only tried, inside the vCtx lock
+    /// (the reverse of the dispatcher thread's order, hence never waited for). Never blocks on
+    /// the dispatcher.
+    pub fn record_eager(
+        &self,
+        vctx: &VirtualContext,
+        s: vitamin_runtime::StreamId,
+        desc: Arc<vitamin_hal::OpDesc>,
+    ) -> Result<vitamin_runtime::Recorded, vitamin_runtime::VctxError> {
+        let (recorded, taken) = vctx.record_op_eager(s, desc, |op, desc| {
+            let Some(mut slot) = self.dispatcher.try_lock() else { return false };
+            slot.as_mut().is_some_and(|d| d.submit_fresh(0, op, desc))
+        })?;
+        if taken {
+            // The dispatcher thread must poll it, not park.
+            self.inline_submits.fetch_add(1, Ordering::AcqRel);
+        }
+        Ok(recorded)
     }
 
     /// Wait assist: a thread spinning in a synchronize call polls completions itself when the
@@ -420,6 +458,12 @@ fn run(
                 std::hint::spin_loop();
                 std::thread::yield_now();
             }
+        } else if settings.tuning.tight_poll {
+            // Progress waits on completions. While only waiting threads need them, poll in a
+            // tight loop (no intake, continuation or binding, no yield): a synchronize call then
+            // sees its completion within about one event query, as a native spinning wait would.
+            // New work, a completion or anything else to do ends it and runs a round.
+            poll_for_waiters(slot, &vctx, stop, &inline_new);
         } else {
             // Progress waits on completions: poll again after a yield.
             std::thread::yield_now();
@@ -432,10 +476,45 @@ fn run(
         published["submit_thread"] = serde_json::json!({ "handed_off": handed_off, "direct": direct });
     }
     published["policy"] = d.policy().name().into();
+    published["fence"] = match d.backend().fence_mode() {
+        vitamin_hal_cuda::FenceMode::Memory => "memory",
+        vitamin_hal_cuda::FenceMode::Event => "event",
+    }
+    .into();
     *stats.lock().unwrap_or_else(|e| e.into_inner()) = Some(published);
     // The process is exiting: leave the green contexts to the driver instead of draining and
     // destroying every pool node here.
     std::mem::forget(d);
+}
+
+/// The dispatcher thread's tight completion polling while host threads wait and nothing else
+/// is to be done ([`Dispatcher::waits_only_on_completions`]); returns when a poll completed
+/// something, new work arrived, or there is more to do than polling.
+fn poll_for_waiters(slot: &Slot, vctx: &VirtualContext, stop: &AtomicBool, inline_new: &dyn Fn() -> bool) {
+    loop {
+        if stop.load(Ordering::Acquire) || vctx.has_work_hint() || inline_new() {
+            return;
+        }
+        {
+            let Some(mut g) = slot.try_lock() else {
+                std::thread::yield_now();
+                continue;
+            };
+            let Some(d) = g.as_mut() else { return };
+            if !d.waits_only_on_completions() {
+                return;
+            }
+            match d.poll_completions() {
+                Ok(0) => {}
+                Ok(_) => return,
+                Err(e) => {
+                    vlog!(LogLevel::Debug, "completion poll failed: {e}; a round handles it");
+                    return;
+                }
+            }
+        }
+        std::hint::spin_loop();
+    }
 }
 
 /// Pins the calling thread to `cpu` (`VITAMIN_DISPATCH_CPU`).
@@ -457,6 +536,10 @@ const IDLE_SPIN: Duration = Duration::from_micros(100);
 /// chain of 10,000 tiny kernels ran 0.87-0.88x native instead of 0.72-0.77x on the H200
 /// (docs/results/shim-bind-overhead.md, session 3).
 const SUBMIT_THREAD: bool = true;
+/// Whether eager binding is on by default (`VITAMIN_EAGER`).
+const EAGER: bool = true;
+/// Whether tight completion polling for waiting threads is on by default (`VITAMIN_TIGHT_POLL`).
+const TIGHT_POLL: bool = true;
 /// Submissions closer than this to the previous one go to the submission thread.
 const SUBMIT_BURST: Duration = Duration::from_micros(10);
 

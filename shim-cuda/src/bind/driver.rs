@@ -154,13 +154,32 @@ const CTX_SCHED_BLOCKING_SYNC: u32 = 0x04;
 /// `CU_CTX_SCHED_MASK`.
 const CTX_SCHED_MASK: u32 = 0x07;
 
-/// Whether the application asked for blocking synchronization on `dev`'s primary context
-/// (`cudaDeviceScheduleBlockingSync`); `false` when the driver cannot tell.
-pub fn blocking_sync(dev: c_int) -> bool {
+/// `CU_CTX_SCHED_YIELD`.
+const CTX_SCHED_YIELD: u32 = 0x02;
+
+/// How the application asked host threads to wait for the device (`cudaSetDeviceFlags`'s
+/// scheduling part, the primary context's `CU_CTX_SCHED_*` flags).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Sched {
+    /// `cudaDeviceScheduleAuto` or `Spin` (or unknown): spin.
+    Spin,
+    /// `cudaDeviceScheduleYield`: spin, yielding the CPU between checks.
+    Yield,
+    /// `cudaDeviceScheduleBlockingSync`: block.
+    BlockingSync,
+}
+
+/// The scheduling mode of `dev`'s primary context ([`Sched::Spin`] when the driver cannot tell).
+pub fn sched_mode(dev: c_int) -> Sched {
     let (mut flags, mut active) = (0u32, 0 as c_int);
     // SAFETY: valid out pointers and a device the driver named.
     let r = unsafe { primary_ctx_get_state(dev, &mut flags, &mut active) };
-    r == CUDA_SUCCESS && flags & CTX_SCHED_MASK == CTX_SCHED_BLOCKING_SYNC
+    match flags & CTX_SCHED_MASK {
+        _ if r != CUDA_SUCCESS => Sched::Spin,
+        CTX_SCHED_BLOCKING_SYNC => Sched::BlockingSync,
+        CTX_SCHED_YIELD => Sched::Yield,
+        _ => Sched::Spin,
+    }
 }
 
 /// The primary context of `dev` (retained and released again: the application holds its own).

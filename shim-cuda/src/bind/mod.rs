@@ -319,9 +319,12 @@ impl Bind {
         // Synchronize calls wait like the application asked: CUDA spins (polling) unless it chose
         // blocking synchronization; a spinning waiter polls completions itself.
         let t = settings.tuning;
-        let blocking = driver::blocking_sync(device);
+        let sched = driver::sched_mode(device);
+        let blocking = sched == driver::Sched::BlockingSync;
         vctx.set_sync_spin(t.sync_spin.unwrap_or(if blocking { vitamin_runtime::SYNC_SPIN } else { SPIN_WAIT }));
-        vctx.set_sync_yield(t.sync_yield);
+        // CUDA spins without yielding unless the application asked it to yield (or has more
+        // contexts than CPUs, which one primary context on a multi-core host never has).
+        vctx.set_sync_yield(t.sync_yield.unwrap_or(sched == driver::Sched::Yield));
         // Experimental: spinning waiters wait natively on their lanes (not under blocking
         // synchronization), or poll completions themselves.
         if t.wait_assist || (t.native_wait && !blocking) {
@@ -351,6 +354,22 @@ impl Bind {
             self.coordinator.record_inline(record)
         } else {
             record().0
+        }
+    }
+
+    /// Records an op, eagerly bound by this thread when it is fresh and the dispatcher is free
+    /// ([`Coordinator::record_eager`]; `VITAMIN_EAGER`, on by default), under the same context
+    /// condition as inline submission. Inline submission (an experiment, off) takes precedence.
+    fn record_op(
+        &self,
+        s: vitamin_runtime::StreamId,
+        desc: Arc<vitamin_hal::OpDesc>,
+    ) -> Result<vitamin_runtime::Recorded, vitamin_runtime::VctxError> {
+        let t = &self.settings.tuning;
+        if t.eager && !t.inline && driver::current_context().is_ok_and(|c| c == self.context) {
+            self.coordinator.record_eager(&self.vctx, s, desc)
+        } else {
+            self.vctx.record_op(s, desc)
         }
     }
 
