@@ -8,6 +8,11 @@
 //     about 50 us apiece on the whole H200) + cudaStreamSynchronize, repeated; p50 / p95, and a
 //     checksum of the result (identical natively and under bind mode if nothing was reordered), and
 //     the medians of the first launch call, of all 8 launch calls and of the synchronize call.
+//  4. operator_gpu: the same operator with each kernel stamping the GPU's %globaltimer (earliest
+//     block start, latest block end): splits the host-measured latency into the GPU's span (first
+//     kernel start -> last kernel end, including the gaps between kernels) and the host's share
+//     (total - span: the time before the first kernel starts plus the time until the synchronize
+//     call returns). Medians over its repetitions.
 // The counter is checked after every chain (a lost or reordered launch would change it).
 // Output: one JSON object per measurement on stdout. Build: nvcc -O2 -arch=sm_90 chain_bench.cu -o chain_bench
 #include <cuda_runtime.h>
@@ -28,6 +33,26 @@ __global__ void layer(const float* x, float* y, int iters) {
     float v = x[i];
     for (int k = 0; k < iters; k++) v = fmaf(v, 0.999f, 0.001f * (float)(k & 7));
     y[i] = v;
+}
+
+__device__ __forceinline__ unsigned long long gtimer() {
+    unsigned long long t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    return t;
+}
+
+// `layer` that also stamps its earliest block start (ts[0], atomicMin) and latest block end (ts[1]).
+__global__ void layer_ts(const float* x, float* y, int iters, unsigned long long* ts) {
+    unsigned long long t0 = gtimer();
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    float v = x[i];
+    for (int k = 0; k < iters; k++) v = fmaf(v, 0.999f, 0.001f * (float)(k & 7));
+    y[i] = v;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        atomicMin(&ts[0], t0);
+        atomicMax(&ts[1], gtimer());
+    }
 }
 
 #define CK(x)                                                                    \
@@ -125,5 +150,37 @@ int main(int argc, char** argv) {
                 "\"p99_us\": %.2f, \"first_launch_p50_us\": %.2f, \"launches_p50_us\": %.2f, \"sync_p50_us\": %.2f, "
                 "\"checksum\": \"%016llx\"}\n",
                 op_reps, layers, qo(0.5), qo(0.95), qo(0.99), med(first_us), med(launches_us), med(sync_us), sum);
+
+    // 4. operator_gpu (see the header).
+    unsigned long long* ts;
+    CK(cudaMalloc(&ts, 2 * layers * sizeof(*ts)));
+    std::vector<unsigned long long> ts_init(2 * layers), ts_h(2 * layers);
+    for (int l = 0; l < layers; l++) ts_init[2 * l] = ~0ull, ts_init[2 * l + 1] = 0;
+    std::vector<double> g_total, g_span, g_gaps, g_kernel, g_host;
+    const int gpu_reps = op_reps / 3 > 50 ? op_reps / 3 : 50;
+    for (int r = 0; r < gpu_reps + 10; r++) {
+        CK(cudaMemcpy(ts, ts_init.data(), ts_init.size() * sizeof(*ts), cudaMemcpyHostToDevice));
+        CK(cudaMemcpy(a, h.data(), elems * sizeof(float), cudaMemcpyHostToDevice));
+        auto t0 = clk::now();
+        for (int l = 0; l < layers; l++) {
+            if (l % 2 == 0) layer_ts<<<blocks, threads, 0, s>>>(a, b, layer_iters, ts + 2 * l);
+            else layer_ts<<<blocks, threads, 0, s>>>(b, a, layer_iters, ts + 2 * l);
+        }
+        CK(cudaStreamSynchronize(s));
+        auto t3 = clk::now();
+        CK(cudaMemcpy(ts_h.data(), ts, ts_h.size() * sizeof(*ts), cudaMemcpyDeviceToHost));
+        if (r < 10) continue;
+        double total = us_since(t0, t3);
+        double span = (double)(ts_h[2 * layers - 1] - ts_h[0]) / 1000.0, gaps = 0, kern = 0;
+        for (int l = 0; l < layers; l++) {
+            kern += (double)(ts_h[2 * l + 1] - ts_h[2 * l]) / 1000.0 / layers;
+            if (l > 0) gaps += ((double)ts_h[2 * l] - (double)ts_h[2 * l - 1]) / 1000.0;
+        }
+        g_total.push_back(total), g_span.push_back(span), g_gaps.push_back(gaps), g_kernel.push_back(kern);
+        g_host.push_back(total - span);
+    }
+    std::printf("{\"test\": \"operator_gpu\", \"reps\": %d, \"total_p50_us\": %.2f, \"span_p50_us\": %.2f, "
+                "\"gaps_p50_us\": %.2f, \"kernel_p50_us\": %.2f, \"host_p50_us\": %.2f}\n",
+                gpu_reps, med(g_total), med(g_span), med(g_gaps), med(g_kernel), med(g_host));
     return got == expected ? 0 : 2;
 }

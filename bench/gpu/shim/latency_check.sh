@@ -88,7 +88,7 @@ for r in $(seq 1 "$ROUNDS"); do
     done
 done
 
-step "per configuration, over rounds (chain median ms; small-op and operator p50/p95 us; operator launch/sync split)"
+step "per configuration, over rounds (chain median ms; small-op and operator p50/p95 us; operator launch/sync split; operator_gpu: GPU span, gaps, kernel, host share)"
 python3 - "$OUT/latency.log" <<'PY'
 import collections, json, re, statistics, sys
 d = collections.defaultdict(lambda: collections.defaultdict(list))
@@ -107,6 +107,9 @@ for line in open(sys.argv[1]):
             if k in j:
                 d[name]["op_" + k].append(j[k])
         d[name]["checksums"].append(j["checksum"])
+    elif t == "operator_gpu":
+        for k in ("total_p50_us", "span_p50_us", "gaps_p50_us", "kernel_p50_us", "host_p50_us"):
+            d[name]["gpu_" + k].append(j[k])
 for name, v in d.items():
     med = {k: round(statistics.median(x), 2) for k, x in v.items() if k not in ("chain_ok", "checksums")}
     print(name, "runs", len(v["chain_ms"]), "medians", json.dumps(med), "counters ok", all(v["chain_ok"]),

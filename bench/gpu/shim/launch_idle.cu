@@ -1,0 +1,77 @@
+// Host cost of the *first* launch after the application waited (a launch-sync loop: one tiny
+// kernel, then a spinning cudaStreamSynchronize), per launch path, no interposer: only the launch
+// call is timed. Paths: the runtime's <<<>>> and cuLaunchKernel (its CUfunction) on a primary-
+// context stream; cuLaunchKernel on a green-context stream (every SM) with the primary context
+// current (what vitamin does) and with the green context current (cuCtxFromGreenCtx); <<<>>> on
+// the green-context stream. Rounds alternate the paths. Output: one JSON object per path and round
+// (median and p95 of the launch call, us).
+// Build: nvcc -O2 -arch=sm_90 launch_idle.cu -lcuda -o launch_idle
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <vector>
+
+#include "check.cuh"
+
+using clk = std::chrono::steady_clock;
+
+__global__ void bump(unsigned long long* c) {
+    if (threadIdx.x == 0) c[0] += 1;
+}
+
+static double pct(std::vector<double> v, double f) {
+    std::sort(v.begin(), v.end());
+    return v[(size_t)(f * (v.size() - 1))];
+}
+
+int main(int argc, char** argv) {
+    const int rounds = argc > 1 ? std::atoi(argv[1]) : 3;
+    const int reps = argc > 2 ? std::atoi(argv[2]) : 2000;
+    RK(cudaFree(0));
+    CUdevice dev;
+    CK(cuCtxGetDevice(&dev));
+    CUcontext primary;
+    CK(cuCtxGetCurrent(&primary));
+    CUdevResource all;
+    CK(cuDeviceGetDevResource(dev, &all, CU_DEV_RESOURCE_TYPE_SM));
+    CUdevResourceDesc desc;
+    CK(cuDevResourceGenerateDesc(&desc, &all, 1));
+    CUgreenCtx g;
+    CK(cuGreenCtxCreate(&g, desc, dev, CU_GREEN_CTX_DEFAULT_STREAM));
+    CUcontext gctx;
+    CK(cuCtxFromGreenCtx(&gctx, g));
+    CUstream gs;
+    CK(cuGreenCtxStreamCreate(&gs, g, CU_STREAM_NON_BLOCKING, 0));
+    cudaStream_t ps;
+    RK(cudaStreamCreateWithFlags(&ps, cudaStreamNonBlocking));
+    unsigned long long* c;
+    RK(cudaMalloc(&c, 8));
+    CUfunction f;
+    RK(cudaGetFuncBySymbol(&f, (const void*)bump));
+    const char* names[] = {"runtime_primary", "driver_primary", "driver_green_primary_current",
+                           "driver_green_green_current", "runtime_green"};
+    for (int r = 1; r <= rounds; r++) {
+        for (int p = 0; p < 5; p++) {
+            std::vector<double> us;
+            CUstream s = (p <= 1) ? (CUstream)ps : gs;
+            for (int i = 0; i < reps + 20; i++) {
+                void* args[] = {&c};
+                if (p == 3) CK(cuCtxSetCurrent(gctx));
+                auto t0 = clk::now();
+                switch (p) {
+                case 0: bump<<<1, 32, 0, ps>>>(c); break;
+                case 4: bump<<<1, 32, 0, (cudaStream_t)gs>>>(c); break;
+                default: CK(cuLaunchKernel(f, 1, 1, 1, 32, 1, 1, 0, s, args, nullptr)); break;
+                }
+                auto t1 = clk::now();
+                if (p == 3) CK(cuCtxSetCurrent(primary));
+                RK(cudaStreamSynchronize((cudaStream_t)s));
+                if (i >= 20) us.push_back(std::chrono::duration<double, std::micro>(t1 - t0).count());
+            }
+            std::printf("{\"round\": %d, \"path\": \"%s\", \"launch_p50_us\": %.2f, \"launch_p95_us\": %.2f}\n", r, names[p],
+                        pct(us, 0.5), pct(us, 0.95));
+        }
+    }
+    return 0;
+}
