@@ -24,16 +24,8 @@
 #include <cstring>
 #include <vector>
 
-__global__ void bump(unsigned long long* c) {
-    if (threadIdx.x == 0) c[0] += 1;
-}
+#include "common.cuh"
 
-__global__ void layer(const float* x, float* y, int iters) {
-    int i = blockIdx.x * blockDim.x + threadIdx.x;
-    float v = x[i];
-    for (int k = 0; k < iters; k++) v = fmaf(v, 0.999f, 0.001f * (float)(k & 7));
-    y[i] = v;
-}
 
 __device__ __forceinline__ unsigned long long gtimer() {
     unsigned long long t;
@@ -55,14 +47,6 @@ __global__ void layer_ts(const float* x, float* y, int iters, unsigned long long
     }
 }
 
-#define CK(x)                                                                    \
-    do {                                                                         \
-        cudaError_t e_ = (x);                                                    \
-        if (e_ != cudaSuccess) {                                                 \
-            std::fprintf(stderr, "FAILED %s: %s\n", #x, cudaGetErrorString(e_)); \
-            std::exit(1);                                                        \
-        }                                                                        \
-    } while (0)
 
 using clk = std::chrono::steady_clock;
 
@@ -73,23 +57,23 @@ int main(int argc, char** argv) {
     const int op_reps = argc > 4 ? std::atoi(argv[4]) : 300;
     const int layer_iters = argc > 5 ? std::atoi(argv[5]) : 2000;
     cudaStream_t s;
-    CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    RK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
     unsigned long long* c;
-    CK(cudaMalloc(&c, sizeof(*c)));
-    CK(cudaMemsetAsync(c, 0, sizeof(*c), s));
+    RK(cudaMalloc(&c, sizeof(*c)));
+    RK(cudaMemsetAsync(c, 0, sizeof(*c), s));
     for (int i = 0; i < 100; i++) bump<<<1, 32, 0, s>>>(c);  // warm-up (pool realization in bind mode)
-    CK(cudaStreamSynchronize(s));
+    RK(cudaStreamSynchronize(s));
     unsigned long long expected = 100;
     std::vector<double> ms;
     for (int r = 0; r < reps; r++) {
         auto t0 = clk::now();
         for (int i = 0; i < n; i++) bump<<<1, 32, 0, s>>>(c);
-        CK(cudaStreamSynchronize(s));
+        RK(cudaStreamSynchronize(s));
         ms.push_back(std::chrono::duration<double, std::milli>(clk::now() - t0).count());
         expected += n;
     }
     unsigned long long got = 0;
-    CK(cudaMemcpy(&got, c, sizeof(got), cudaMemcpyDeviceToHost));
+    RK(cudaMemcpy(&got, c, sizeof(got), cudaMemcpyDeviceToHost));
     std::sort(ms.begin(), ms.end());
     std::printf("{\"test\": \"chain\", \"kernels\": %d, \"reps\": %d, \"median_ms\": %.3f, \"min_ms\": %.3f, "
                 "\"kernels_per_s\": %.0f, \"counter_ok\": %s}\n",
@@ -98,7 +82,7 @@ int main(int argc, char** argv) {
     for (int i = 0; i < small_ops; i++) {
         auto t0 = clk::now();
         bump<<<1, 32, 0, s>>>(c);
-        CK(cudaStreamSynchronize(s));
+        RK(cudaStreamSynchronize(s));
         us.push_back(std::chrono::duration<double, std::micro>(clk::now() - t0).count());
     }
     std::sort(us.begin(), us.end());
@@ -110,12 +94,12 @@ int main(int argc, char** argv) {
     std::vector<float> h(elems);
     for (int i = 0; i < elems; i++) h[i] = (float)(i % 1000) / 1000.0f;
     float *a, *b;
-    CK(cudaMalloc(&a, elems * sizeof(float)));
-    CK(cudaMalloc(&b, elems * sizeof(float)));
+    RK(cudaMalloc(&a, elems * sizeof(float)));
+    RK(cudaMalloc(&b, elems * sizeof(float)));
     std::vector<double> op_us, first_us, launches_us, sync_us;
     auto us_since = [](clk::time_point a, clk::time_point b) { return std::chrono::duration<double, std::micro>(b - a).count(); };
     for (int r = 0; r < op_reps + 10; r++) {  // 10 warm-up repetitions, not counted
-        CK(cudaMemcpy(a, h.data(), elems * sizeof(float), cudaMemcpyHostToDevice));
+        RK(cudaMemcpy(a, h.data(), elems * sizeof(float), cudaMemcpyHostToDevice));
         auto t0 = clk::now();
         clk::time_point t1;
         for (int l = 0; l < layers; l++) {
@@ -124,7 +108,7 @@ int main(int argc, char** argv) {
             if (l == 0) t1 = clk::now();
         }
         auto t2 = clk::now();
-        CK(cudaStreamSynchronize(s));
+        RK(cudaStreamSynchronize(s));
         auto t3 = clk::now();
         if (r >= 10) {
             op_us.push_back(us_since(t0, t3));
@@ -137,7 +121,7 @@ int main(int argc, char** argv) {
         std::sort(v.begin(), v.end());
         return v[v.size() / 2];
     };
-    CK(cudaMemcpy(h.data(), a, elems * sizeof(float), cudaMemcpyDeviceToHost));
+    RK(cudaMemcpy(h.data(), a, elems * sizeof(float), cudaMemcpyDeviceToHost));
     unsigned long long sum = 1469598103934665603ull;  // FNV-1a over the result bits
     for (int i = 0; i < elems; i++) {
         unsigned int u;
@@ -153,22 +137,22 @@ int main(int argc, char** argv) {
 
     // 4. operator_gpu (see the header).
     unsigned long long* ts;
-    CK(cudaMalloc(&ts, 2 * layers * sizeof(*ts)));
+    RK(cudaMalloc(&ts, 2 * layers * sizeof(*ts)));
     std::vector<unsigned long long> ts_init(2 * layers), ts_h(2 * layers);
     for (int l = 0; l < layers; l++) ts_init[2 * l] = ~0ull, ts_init[2 * l + 1] = 0;
     std::vector<double> g_total, g_span, g_gaps, g_kernel, g_host;
     const int gpu_reps = op_reps / 3 > 50 ? op_reps / 3 : 50;
     for (int r = 0; r < gpu_reps + 10; r++) {
-        CK(cudaMemcpy(ts, ts_init.data(), ts_init.size() * sizeof(*ts), cudaMemcpyHostToDevice));
-        CK(cudaMemcpy(a, h.data(), elems * sizeof(float), cudaMemcpyHostToDevice));
+        RK(cudaMemcpy(ts, ts_init.data(), ts_init.size() * sizeof(*ts), cudaMemcpyHostToDevice));
+        RK(cudaMemcpy(a, h.data(), elems * sizeof(float), cudaMemcpyHostToDevice));
         auto t0 = clk::now();
         for (int l = 0; l < layers; l++) {
             if (l % 2 == 0) layer_ts<<<blocks, threads, 0, s>>>(a, b, layer_iters, ts + 2 * l);
             else layer_ts<<<blocks, threads, 0, s>>>(b, a, layer_iters, ts + 2 * l);
         }
-        CK(cudaStreamSynchronize(s));
+        RK(cudaStreamSynchronize(s));
         auto t3 = clk::now();
-        CK(cudaMemcpy(ts_h.data(), ts, ts_h.size() * sizeof(*ts), cudaMemcpyDeviceToHost));
+        RK(cudaMemcpy(ts_h.data(), ts, ts_h.size() * sizeof(*ts), cudaMemcpyDeviceToHost));
         if (r < 10) continue;
         double total = us_since(t0, t3);
         double span = (double)(ts_h[2 * layers - 1] - ts_h[0]) / 1000.0, gaps = 0, kern = 0;

@@ -3,7 +3,7 @@
 # sync latency loop, natively and under bind mode (Throughput policy; lane continuation on, then
 # off). Stage here:
 #   cargo build --release -p vitamin-shim-cuda
-#   D=/work/main/.device/chain; mkdir -p $D; cp target/release/libvitamin_cuda.so bench/gpu/shim/chain_bench.cu bench/gpu/shim/chain_check.sh $D/
+#   D=/work/main/.device/chain; mkdir -p $D; cp target/release/libvitamin_cuda.so bench/gpu/shim/{chain_bench.cu,common.cuh,check.cuh,chain_check.sh} $D/
 # Run there (carry .device/chain): bash .device/chain/chain_check.sh
 set -uo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)

@@ -14,25 +14,12 @@
 #include <cstdlib>
 #include <vector>
 
-#include "check.cuh"
+#include "common.cuh"
 
 using clk = std::chrono::steady_clock;
 
-__global__ void bump(unsigned long long* c) {
-    if (threadIdx.x == 0) c[0] += 1;
-}
-__global__ void layer(const float* x, float* y, int iters) {
-    int i = blockIdx.x * blockDim.x + threadIdx.x;
-    float v = x[i];
-    for (int k = 0; k < iters; k++) v = fmaf(v, 0.999f, 0.001f * (float)(k & 7));
-    y[i] = v;
-}
 __global__ void empty() {}
 
-static double pct(std::vector<double> v, double f) {
-    std::sort(v.begin(), v.end());
-    return v[(size_t)(f * (v.size() - 1))];
-}
 
 static void run(const char* name, cudaStream_t s, int round, unsigned long long* c, float* a, float* b, int n) {
     for (int i = 0; i < 100; i++) bump<<<1, 32, 0, s>>>(c);
@@ -96,14 +83,7 @@ int main(int argc, char** argv) {
     RK(cudaFree(0));
     CUdevice dev;
     CK(cuCtxGetDevice(&dev));
-    CUdevResource all;
-    CK(cuDeviceGetDevResource(dev, &all, CU_DEV_RESOURCE_TYPE_SM));
-    CUdevResourceDesc desc;
-    CK(cuDevResourceGenerateDesc(&desc, &all, 1));
-    CUgreenCtx g;
-    CK(cuGreenCtxCreate(&g, desc, dev, CU_GREEN_CTX_DEFAULT_STREAM));
-    CUstream gs;
-    CK(cuGreenCtxStreamCreate(&gs, g, CU_STREAM_NON_BLOCKING, 0));
+    CUstream gs = green_all(dev).stream;
     cudaStream_t ps;
     RK(cudaStreamCreateWithFlags(&ps, cudaStreamNonBlocking));
     unsigned long long* c;

@@ -12,18 +12,11 @@
 #include <cstdlib>
 #include <vector>
 
-#include "check.cuh"
+#include "common.cuh"
 
 using clk = std::chrono::steady_clock;
 
-__global__ void bump(unsigned long long* c) {
-    if (threadIdx.x == 0) c[0] += 1;
-}
 
-static double pct(std::vector<double> v, double f) {
-    std::sort(v.begin(), v.end());
-    return v[(size_t)(f * (v.size() - 1))];
-}
 
 int main(int argc, char** argv) {
     const int rounds = argc > 1 ? std::atoi(argv[1]) : 3;
@@ -33,16 +26,10 @@ int main(int argc, char** argv) {
     CK(cuCtxGetDevice(&dev));
     CUcontext primary;
     CK(cuCtxGetCurrent(&primary));
-    CUdevResource all;
-    CK(cuDeviceGetDevResource(dev, &all, CU_DEV_RESOURCE_TYPE_SM));
-    CUdevResourceDesc desc;
-    CK(cuDevResourceGenerateDesc(&desc, &all, 1));
-    CUgreenCtx g;
-    CK(cuGreenCtxCreate(&g, desc, dev, CU_GREEN_CTX_DEFAULT_STREAM));
+    GreenAll g = green_all(dev);
     CUcontext gctx;
-    CK(cuCtxFromGreenCtx(&gctx, g));
-    CUstream gs;
-    CK(cuGreenCtxStreamCreate(&gs, g, CU_STREAM_NON_BLOCKING, 0));
+    CK(cuCtxFromGreenCtx(&gctx, g.ctx));
+    CUstream gs = g.stream;
     cudaStream_t ps;
     RK(cudaStreamCreateWithFlags(&ps, cudaStreamNonBlocking));
     unsigned long long* c;

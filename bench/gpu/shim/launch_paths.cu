@@ -17,13 +17,10 @@
 #include <thread>
 #include <vector>
 
-#include "check.cuh"
+#include "common.cuh"
 
 using clk = std::chrono::steady_clock;
 
-__global__ void bump(unsigned long long* c) {
-    if (threadIdx.x == 0) c[0] += 1;
-}
 
 static unsigned long long expected = 0;
 
@@ -66,14 +63,7 @@ int main() {
     cudaStream_t ps;
     RK(cudaStreamCreateWithFlags(&ps, cudaStreamNonBlocking));
     // A green context over every SM (vitamin's root node).
-    CUdevResource sms;
-    CK(cuDeviceGetDevResource(dev, &sms, CU_DEV_RESOURCE_TYPE_SM));
-    CUdevResourceDesc desc;
-    CK(cuDevResourceGenerateDesc(&desc, &sms, 1));
-    CUgreenCtx g;
-    CK(cuGreenCtxCreate(&g, desc, dev, CU_GREEN_CTX_DEFAULT_STREAM));
-    CUstream gs;
-    CK(cuGreenCtxStreamCreate(&gs, g, CU_STREAM_NON_BLOCKING, 0));
+    CUstream gs = green_all(dev).stream;
     CK(cuCtxSetCurrent(primary));
 
     struct Path {

@@ -14,24 +14,11 @@
 #include <cstdlib>
 #include <vector>
 
-#include "check.cuh"
+#include "common.cuh"
 
 using clk = std::chrono::steady_clock;
 
-__global__ void bump(unsigned long long* c) {
-    if (threadIdx.x == 0) c[0] += 1;
-}
-__global__ void layer(const float* x, float* y, int iters) {
-    int i = blockIdx.x * blockDim.x + threadIdx.x;
-    float v = x[i];
-    for (int k = 0; k < iters; k++) v = fmaf(v, 0.999f, 0.001f * (float)(k & 7));
-    y[i] = v;
-}
 
-static double pct(std::vector<double> v, double f) {
-    std::sort(v.begin(), v.end());
-    return v[(size_t)(f * (v.size() - 1))];
-}
 static double us(clk::time_point a, clk::time_point b) { return std::chrono::duration<double, std::micro>(b - a).count(); }
 
 int main(int argc, char** argv) {
@@ -41,14 +28,7 @@ int main(int argc, char** argv) {
     CK(cuCtxGetDevice(&dev));
     int memops = -1;
     CK(cuDeviceGetAttribute(&memops, CU_DEVICE_ATTRIBUTE_CAN_USE_64_BIT_STREAM_MEM_OPS, dev));
-    CUdevResource all;
-    CK(cuDeviceGetDevResource(dev, &all, CU_DEV_RESOURCE_TYPE_SM));
-    CUdevResourceDesc desc;
-    CK(cuDevResourceGenerateDesc(&desc, &all, 1));
-    CUgreenCtx g;
-    CK(cuGreenCtxCreate(&g, desc, dev, CU_GREEN_CTX_DEFAULT_STREAM));
-    CUstream s;
-    CK(cuGreenCtxStreamCreate(&s, g, CU_STREAM_NON_BLOCKING, 0));
+    CUstream s = green_all(dev).stream;
     volatile unsigned long long* slot;
     CK(cuMemHostAlloc((void**)&slot, 4096, CU_MEMHOSTALLOC_DEVICEMAP | CU_MEMHOSTALLOC_PORTABLE));
     CUdeviceptr dslot;

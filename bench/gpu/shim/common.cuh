@@ -1,0 +1,44 @@
+// Pieces shared by the interposer-free benchmark programs (green_chain.cu, launch_paths.cu,
+// memfence_probe.cu, launch_idle.cu): their kernels, a percentile helper and a green context over
+// every SM with one stream (what vitamin's root pool node is). Error checks: check.cuh.
+#pragma once
+#include <algorithm>
+#include <vector>
+
+#include "check.cuh"
+
+// Adds 1 to a counter (a tiny kernel; a chain of them is dependent).
+__global__ void bump(unsigned long long* c) {
+    if (threadIdx.x == 0) c[0] += 1;
+}
+
+// One layer of the 8-kernel operator: a fixed FMA loop per element (528 x 256 threads: ~50 us
+// on the whole H200).
+__global__ void layer(const float* x, float* y, int iters) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    float v = x[i];
+    for (int k = 0; k < iters; k++) v = fmaf(v, 0.999f, 0.001f * (float)(k & 7));
+    y[i] = v;
+}
+
+// The `f` quantile (0..1) of `v`.
+static inline double pct(std::vector<double> v, double f) {
+    std::sort(v.begin(), v.end());
+    return v[(size_t)(f * (v.size() - 1))];
+}
+
+// A green context over every SM of `dev` and one non-blocking stream in it.
+struct GreenAll {
+    CUgreenCtx ctx;
+    CUstream stream;
+};
+static inline GreenAll green_all(CUdevice dev) {
+    CUdevResource sms;
+    CK(cuDeviceGetDevResource(dev, &sms, CU_DEV_RESOURCE_TYPE_SM));
+    CUdevResourceDesc desc;
+    CK(cuDevResourceGenerateDesc(&desc, &sms, 1));
+    GreenAll g;
+    CK(cuGreenCtxCreate(&g.ctx, desc, dev, CU_GREEN_CTX_DEFAULT_STREAM));
+    CK(cuGreenCtxStreamCreate(&g.stream, g.ctx, CU_STREAM_NON_BLOCKING, 0));
+    return g;
+}
