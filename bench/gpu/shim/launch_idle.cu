@@ -3,7 +3,8 @@
 // call is timed. Paths: the runtime's <<<>>> and cuLaunchKernel (its CUfunction) on a primary-
 // context stream; cuLaunchKernel on a green-context stream (every SM) with the primary context
 // current (what vitamin does) and with the green context current (cuCtxFromGreenCtx); <<<>>> on
-// the green-context stream. Rounds alternate the paths. Output: one JSON object per path and round
+// the green-context stream; cuLaunchKernel with the runtime's CUkernel handle (cudaGetKernel) on the
+// green-context stream (the driver resolves it for the stream's context). Rounds alternate the paths. Output: one JSON object per path and round
 // (median and p95 of the launch call, us).
 // Build: nvcc -O2 -arch=sm_90 launch_idle.cu -lcuda -o launch_idle
 #include <algorithm>
@@ -36,10 +37,12 @@ int main(int argc, char** argv) {
     RK(cudaMalloc(&c, 8));
     CUfunction f;
     RK(cudaGetFuncBySymbol(&f, (const void*)bump));
+    cudaKernel_t rk;
+    RK(cudaGetKernel(&rk, (const void*)bump));
     const char* names[] = {"runtime_primary", "driver_primary", "driver_green_primary_current",
-                           "driver_green_green_current", "runtime_green"};
+                           "driver_green_green_current", "runtime_green", "driver_green_cukernel"};
     for (int r = 1; r <= rounds; r++) {
-        for (int p = 0; p < 5; p++) {
+        for (int p = 0; p < 6; p++) {
             std::vector<double> us;
             CUstream s = (p <= 1) ? (CUstream)ps : gs;
             for (int i = 0; i < reps + 20; i++) {
@@ -49,6 +52,7 @@ int main(int argc, char** argv) {
                 switch (p) {
                 case 0: bump<<<1, 32, 0, ps>>>(c); break;
                 case 4: bump<<<1, 32, 0, (cudaStream_t)gs>>>(c); break;
+                case 5: CK(cuLaunchKernel((CUfunction)rk, 1, 1, 1, 32, 1, 1, 0, gs, args, nullptr)); break;
                 default: CK(cuLaunchKernel(f, 1, 1, 1, 32, 1, 1, 0, s, args, nullptr)); break;
                 }
                 auto t1 = clk::now();
