@@ -8,16 +8,19 @@
 //! `cuGraphLaunch`, a marker with nothing at all (it completes with its lane's earlier work).
 //!
 //! ## Fences
-//! Submitting records **no** event: a lane's ops complete in order, so one event recorded after
-//! the newest op fences everything before it. A lane has few fence events in flight (each event
-//! is a command the GPU runs between the lane's kernels): [`PhysicalPartition::poll`] records one
-//! (from a shared pool) when the lane has unfenced ops and none in flight, or [`FENCE_EVERY`]
-//! unfenced ops and fewer than [`MAX_FENCES`] in flight (so a deep backlog is reported complete in
-//! steps, not all at once when the lane ran dry); it queries them oldest first and reports every
-//! sequence number the completed ones cover. Submission therefore costs one driver call, and
-//! polling one query per busy lane (plus records as fences complete), whatever the number of ops.
-//! With the submission thread (`crate::submit`), launches and fence records may be issued by
-//! that thread; a fence is queried only once its record was issued.
+//! Submitting records no fence per op: a lane's ops complete in order, so one fence after the
+//! newest op covers everything before it. A lane has few fences in flight (each is a command the
+//! GPU runs between the lane's kernels): a lone submission issued directly on a lane without a
+//! fence in flight is fenced at once (its completion is then seen as soon as it ends);
+//! otherwise [`PhysicalPartition::poll`] fences a lane that has unfenced ops and no fence in
+//! flight, or [`FENCE_EVERY`] unfenced ops and fewer than [`MAX_FENCES`] fences in flight (so a
+//! deep backlog is reported complete in steps, not all at once when the lane ran dry). A fence is
+//! an event from a shared pool, queried oldest first (the default), or with `VITAMIN_FENCE=memory`
+//! a `cuStreamWriteValue64` of the lane's newest sequence number into its pinned, device-mapped
+//! host word, read without a driver call (the stream is asked for asynchronous errors every
+//! [`ERROR_CHECK_NS`] while the word does not advance). With the submission thread
+//! (`crate::submit`), launches and fences may be issued by that thread; an event fence is queried
+//! only once its record was issued.
 //!
 //! ## Teardown
 //! Dropping a partition synchronizes every lane (drain), destroys the streams, returns the events
@@ -314,48 +317,37 @@ impl CudaPartition {
     /// H200 with the submission thread: a 10,000-kernel chain ran at the depth's pace).
     fn fence_lane(&self, lane: &mut Lane) -> Result<(), HalError> {
         let unfenced = lane.submitted - lane.fenced;
-        if unfenced > 0 && (lane.events.is_empty() || (unfenced >= FENCE_EVERY && lane.events.len() < MAX_FENCES)) {
-            if let Some(word) = lane.word {
-                // Memory fence: the lane writes its newest sequence number to its word.
-                let value = lane.submitted;
-                let ticket = match self.shared.submitter() {
-                    Some(sub) if !sub.idle() => {
-                        let t = sub.push(Command::Write {
-                            stream: lane.stream,
-                            addr: word.device,
-                            value,
-                            slot: self.slot(sub),
-                        });
-                        lane.last_ticket = t;
-                        t
-                    }
-                    // SAFETY: the stream is live and the word outlives the partition.
-                    _ => unsafe { stream::write_value64(lane.stream, word.device, value) }.map(|()| 0)?,
-                };
-                lane.events.push_back((value, std::ptr::null_mut(), ticket));
-                lane.fenced = value;
-                return Ok(());
-            }
-            let e = self.shared.take_event()?;
-            let ticket = match self.shared.submitter() {
-                // Behind handed-off submissions: the record must follow them.
-                Some(sub) if !sub.idle() => {
-                    let t = sub.push(Command::Record { event: e, stream: lane.stream, slot: self.slot(sub) });
-                    lane.last_ticket = t;
-                    t
-                }
-                _ => {
-                    // SAFETY: `e` is an idle pooled event and the stream is live.
-                    if let Err(err) = unsafe { event::record(e, lane.stream) } {
-                        self.shared.return_events([e]);
-                        return Err(err);
-                    }
-                    0
-                }
-            };
-            lane.events.push_back((lane.submitted, e, ticket));
-            lane.fenced = lane.submitted;
+        if unfenced == 0 || !(lane.events.is_empty() || (unfenced >= FENCE_EVERY && lane.events.len() < MAX_FENCES)) {
+            return Ok(());
         }
+        // Memory fence: the lane writes its newest sequence number to its word (no event).
+        let (event, command) = match lane.word {
+            Some(word) => (
+                std::ptr::null_mut(),
+                Command::Write { stream: lane.stream, addr: word.device, value: lane.submitted, slot: 0 },
+            ),
+            None => {
+                let e = self.shared.take_event()?;
+                (e, Command::Record { event: e, stream: lane.stream, slot: 0 })
+            }
+        };
+        let ticket = match self.shared.submitter() {
+            // Behind handed-off submissions: the fence must follow them.
+            Some(sub) if !sub.idle() => {
+                let t = sub.push(command.with_slot(self.slot(sub)));
+                lane.last_ticket = t;
+                t
+            }
+            _ => {
+                if let Err(err) = command.run(&|| self.errors.clone()) {
+                    self.shared.return_events([event]);
+                    return Err(err);
+                }
+                0
+            }
+        };
+        lane.events.push_back((lane.submitted, event, ticket));
+        lane.fenced = lane.submitted;
         Ok(())
     }
 

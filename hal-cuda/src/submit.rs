@@ -50,6 +50,37 @@ pub(crate) enum Command {
     Write { stream: CUstream, addr: crate::driver::CUdeviceptr, value: u64, slot: u32 },
 }
 
+impl Command {
+    /// Issues the command on the calling thread (host functions report panics into `errors`).
+    pub(crate) fn run(&self, errors: &dyn Fn() -> Errors) -> Result<(), HalError> {
+        match self {
+            Command::Issue { stream, op, .. } => crate::partition::issue(*stream, op, errors),
+            // SAFETY: the event is a pooled idle event and the stream a live lane stream.
+            Command::Record { event, stream, .. } => unsafe { event::record(*event, *stream) },
+            // SAFETY: a live lane stream and its fence word, which outlives the partition.
+            Command::Write { stream, addr, value, .. } => unsafe {
+                crate::driver::stream::write_value64(*stream, *addr, *value)
+            },
+        }
+    }
+
+    /// The error slot the command reports its failure to.
+    fn slot(&self) -> u32 {
+        match self {
+            Command::Issue { slot, .. } | Command::Record { slot, .. } | Command::Write { slot, .. } => *slot,
+        }
+    }
+
+    /// The command reporting its failure to error slot `slot`.
+    pub(crate) fn with_slot(self, slot: u32) -> Command {
+        match self {
+            Command::Issue { stream, op, .. } => Command::Issue { stream, op, slot },
+            Command::Record { event, stream, .. } => Command::Record { event, stream, slot },
+            Command::Write { stream, addr, value, .. } => Command::Write { stream, addr, value, slot },
+        }
+    }
+}
+
 // SAFETY: streams and events are driver handles usable from any thread; the op is immutable.
 unsafe impl Send for Command {}
 
@@ -266,17 +297,8 @@ fn run(inner: &Inner, spin: Duration) {
 }
 
 fn execute(inner: &Inner, cmd: Command) {
-    let (result, slot) = match cmd {
-        Command::Issue { stream, op, slot } => {
-            (crate::partition::issue(stream, &op, &|| inner.slot(slot).unwrap_or_default()), slot)
-        }
-        // SAFETY: the event is a pooled idle event and the stream a live lane stream.
-        Command::Record { event, stream, slot } => (unsafe { event::record(event, stream) }, slot),
-        Command::Write { stream, addr, value, slot } => {
-            // SAFETY: a live lane stream and its fence word, which outlives the partition.
-            (unsafe { crate::driver::stream::write_value64(stream, addr, value) }, slot)
-        }
-    };
+    let slot = cmd.slot();
+    let result = cmd.run(&|| inner.slot(slot).unwrap_or_default());
     if let Err(e) = result {
         match inner.slot(slot) {
             Some(errors) => {

@@ -26,6 +26,9 @@
 //!
 //! [`Dispatcher::pump_submit`] is the submitting half of a round (intake and binding) for a thread
 //! that just recorded work.
+//! [`Dispatcher::submit_fresh`] binds one fresh op (no live predecessor, nothing else ready) for
+//! the thread recording it, inside
+//! [`VirtualContext::record_op_eager`](crate::VirtualContext::record_op_eager) (eager binding).
 //!
 //! The dispatcher only ever holds `Arc<OpDesc>`: it has no way to alter a descriptor.
 //!

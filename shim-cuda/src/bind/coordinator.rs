@@ -261,14 +261,19 @@ impl Coordinator {
     /// op while the dispatcher thread is in a round, are only recorded (continuation and
     /// binding stay with that thread). The dispatcher lock is only tried, inside the vCtx lock
     /// (the reverse of the dispatcher thread's order, hence never waited for). Never blocks on
-    /// the dispatcher.
+    /// the dispatcher. `in_pool_context` is asked only for a fresh op: whether this thread's
+    /// current context is the pool's (the backend would otherwise switch it).
     pub fn record_eager(
         &self,
         vctx: &VirtualContext,
         s: vitamin_runtime::StreamId,
         desc: Arc<vitamin_hal::OpDesc>,
+        in_pool_context: impl FnOnce() -> bool,
     ) -> Result<vitamin_runtime::Recorded, vitamin_runtime::VctxError> {
         let (recorded, taken) = vctx.record_op_eager(s, desc, |op, desc| {
+            if !in_pool_context() {
+                return false;
+            }
             let Some(mut slot) = self.dispatcher.try_lock() else { return false };
             slot.as_mut().is_some_and(|d| d.submit_fresh(0, op, desc))
         })?;

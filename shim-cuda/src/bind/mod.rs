@@ -357,17 +357,20 @@ impl Bind {
         }
     }
 
-    /// Records an op, eagerly bound by this thread when it is fresh and the dispatcher is free
-    /// ([`Coordinator::record_eager`]; `VITAMIN_EAGER`, on by default), under the same context
-    /// condition as inline submission. Inline submission (an experiment, off) takes precedence.
+    /// Records an op, eagerly bound by this thread when it is fresh, the dispatcher is free and
+    /// the thread's current context is the pool's ([`Coordinator::record_eager`]; `VITAMIN_EAGER`,
+    /// on by default; the same context condition as inline submission). Inline submission (an experiment, off) takes precedence.
     fn record_op(
         &self,
         s: vitamin_runtime::StreamId,
         desc: Arc<vitamin_hal::OpDesc>,
     ) -> Result<vitamin_runtime::Recorded, vitamin_runtime::VctxError> {
         let t = &self.settings.tuning;
-        if t.eager && !t.inline && driver::current_context().is_ok_and(|c| c == self.context) {
-            self.coordinator.record_eager(&self.vctx, s, desc)
+        if t.eager && !t.inline {
+            // The context is asked only for a fresh op (a driver call, kept off the path of ops
+            // that wait for predecessors).
+            let in_pool_context = || driver::current_context().is_ok_and(|c| c == self.context);
+            self.coordinator.record_eager(&self.vctx, s, desc, in_pool_context)
         } else {
             self.vctx.record_op(s, desc)
         }
