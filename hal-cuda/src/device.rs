@@ -381,9 +381,8 @@ impl CudaBackend {
         Ok(self.shared.submitter.set(s).is_ok())
     }
 
-    /// The submission thread's counts, if it was started: (commands handed to it, submissions
-    /// issued directly by the submitting thread).
-    pub fn submission_counts(&self) -> Option<(u64, u64)> {
+    /// The submission thread's counts, if it was started.
+    pub fn submission_counts(&self) -> Option<crate::SubmitCounts> {
         self.shared.submitter().map(Submitter::counts)
     }
 

@@ -42,4 +42,4 @@ mod submit;
 pub use device::{CudaBackend, FenceMode, RealizationStats, FENCE_ENV};
 pub use partition::{CudaPartition, WAIT_TIMEOUT};
 pub use probe::{probe, probe_device, CudaCapabilities};
-pub use submit::SPIN as SUBMIT_SPIN;
+pub use submit::{SubmitCounts, SPIN as SUBMIT_SPIN};

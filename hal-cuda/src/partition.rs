@@ -33,13 +33,14 @@ use std::sync::{Arc, OnceLock};
 
 use parking_lot::Mutex;
 use smallvec::SmallVec;
+use vitamin_hal::trace::{self, Tag};
 use vitamin_hal::{
     Endpoint, Fence, HalError, HostFunction, Incompatibility, KernelLaunch, LaneId, OpDesc, PhysicalPartition, UnitSet,
 };
 
 use crate::device::{FenceWord, Shared};
 use crate::driver::{self, event, green, launch, mem, occupancy, resource, stream, CUevent, CUgreenCtx, CUstream};
-use crate::submit::{Command, Errors, Submitter};
+use crate::submit::{Command, Errors, HandOff, Submitter};
 
 /// A lane with this many unfenced ops gets another fence even while one is in flight.
 pub const FENCE_EVERY: u64 = 64;
@@ -520,15 +521,29 @@ impl PhysicalPartition for CudaPartition {
         if let OpDesc::Kernel(k) = &**op {
             self.check_kernel(k)?;
         }
+        trace::step(14);
         self.shared.make_current()?;
+        trace::step(15);
         let mut st = l.lock();
-        let direct = match self.shared.submitter() {
-            Some(sub) if sub.should_hand_off() => {
+        trace::step(16);
+        let sub = self.shared.submitter();
+        let decision = sub.map_or(HandOff::Direct, |s| s.should_hand_off());
+        trace::step(17);
+        let direct = match (sub, decision) {
+            (Some(sub), HandOff::Yes) => {
                 st.last_ticket = sub.push(Command::Issue { stream: st.stream, op: op.clone(), slot: self.slot(sub) });
                 false
             }
             _ => {
-                issue(st.stream, op, &|| self.errors.clone())?;
+                trace::mark(Tag::IssueBegin, 0);
+                let issued = issue(st.stream, op, &|| self.errors.clone());
+                trace::mark(Tag::IssueEnd, 0);
+                if let Err(e) = issued {
+                    if let (Some(sub), HandOff::DirectThenWake) = (sub, decision) {
+                        sub.wake();
+                    }
+                    return Err(e);
+                }
                 true
             }
         };
@@ -550,6 +565,10 @@ impl PhysicalPartition for CudaPartition {
             if let Err(e) = self.fence_lane(&mut st) {
                 tracing::debug!(error = %e, "fence record at submission failed; the next poll fences");
             }
+        }
+        drop(st);
+        if let (Some(sub), HandOff::DirectThenWake) = (sub, decision) {
+            sub.wake();
         }
         Ok(fence)
     }

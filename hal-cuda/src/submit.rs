@@ -35,6 +35,13 @@ use crate::driver::{ctx, event, CUcontext, CUevent, CUstream};
 /// How long the idle submission thread spins before it parks, by default.
 pub const SPIN: Duration = Duration::from_micros(200);
 
+/// A parked thread is woken only once a burst is long: at its 16th consecutive submission less
+/// than `burst` after the previous one. The wake-up costs the waking thread 2-4 us on the H200
+/// host and the woken thread runs 13-19 us later (`bench/gpu/host/host_probe.c`): worth it for a
+/// streamed chain, not for the few launches of an operator, which the submitting thread issues
+/// itself meanwhile.
+const WAKE_AFTER: u64 = 16;
+
 /// Error slot of a partition.
 pub(crate) type Errors = Arc<Mutex<Option<String>>>;
 
@@ -101,6 +108,28 @@ impl Inner {
     }
 }
 
+/// What a submission thread did so far ([`crate::CudaBackend::submission_counts`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct SubmitCounts {
+    /// Commands handed to the thread.
+    pub handed_off: u64,
+    /// Submissions the submitting thread issued itself.
+    pub direct: u64,
+    /// Times a submitting thread woke the parked thread (a system call each).
+    pub wakes: u64,
+}
+
+/// What [`Submitter::should_hand_off`] decided for one submission.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum HandOff {
+    /// Push it to the thread.
+    Yes,
+    /// Issue it directly (nothing pending, not in a burst).
+    Direct,
+    /// Issue it directly, then [`Submitter::wake`] the parked thread for the rest of the burst.
+    DirectThenWake,
+}
+
 /// The submission thread of one backend.
 pub(crate) struct Submitter {
     inner: Arc<Inner>,
@@ -110,6 +139,10 @@ pub(crate) struct Submitter {
     last_submit_ns: AtomicU64,
     /// Submissions issued directly by the submitting thread.
     direct: AtomicU64,
+    /// Times a submitting thread woke the parked thread.
+    wakes: AtomicU64,
+    /// Consecutive submissions less than `burst` apart, up to now.
+    burst_run: AtomicU64,
 }
 
 impl std::fmt::Debug for Submitter {
@@ -171,6 +204,8 @@ impl Submitter {
             burst_ns: burst.as_nanos() as u64,
             last_submit_ns: AtomicU64::new(0),
             direct: AtomicU64::new(0),
+            wakes: AtomicU64::new(0),
+            burst_run: AtomicU64::new(0),
         })
     }
 
@@ -187,36 +222,62 @@ impl Submitter {
     }
 
     /// Called at each submission: whether to hand it off (see the module docs). A burst that
-    /// finds the thread parked is not handed to it (waking a parked thread takes tens of
+    /// finds the thread parked is not handed to it (waking a parked thread takes 15-20
     /// microseconds on the H200 host, which the submission would wait for): the submission is
-    /// issued directly and the thread is woken for the rest of the burst.
-    pub(crate) fn should_hand_off(&self) -> bool {
+    /// issued directly, and the caller wakes the thread for the rest of the burst with
+    /// [`wake`](Self::wake) **after** issuing it (the wake-up is a system call of 2-4 us there,
+    /// which would otherwise delay this submission's launch).
+    pub(crate) fn should_hand_off(&self) -> HandOff {
         let now = self.epoch.elapsed().as_nanos() as u64;
         let last = self.last_submit_ns.swap(now, Ordering::AcqRel);
         let burst = now.saturating_sub(last) < self.burst_ns;
+        // Consecutive submissions in the burst so far: a launch-sync loop whose iterations
+        // happen to come closer than `burst` is no burst worth waking the thread for.
+        let run = if burst { self.burst_run.fetch_add(1, Ordering::Relaxed) + 1 } else { 0 };
+        if !burst {
+            self.burst_run.store(0, Ordering::Relaxed);
+        }
         // In a burst the thread's progress counter (a cache line it writes at every command) is
         // read only if the thread sleeps.
-        let hand_off = if burst {
+        let decision = if burst {
             if self.inner.sleeping.load(Ordering::SeqCst) && self.idle() {
-                if let Some(t) = self.inner.thread.get() {
-                    t.unpark();
+                if run >= WAKE_AFTER {
+                    HandOff::DirectThenWake
+                } else {
+                    HandOff::Direct
                 }
-                false
             } else {
-                true
+                HandOff::Yes
             }
+        } else if self.idle() {
+            HandOff::Direct
         } else {
-            !self.idle()
+            HandOff::Yes
         };
-        if !hand_off {
+        if decision != HandOff::Yes {
             self.direct.fetch_add(1, Ordering::Relaxed);
         }
-        hand_off
+        decision
     }
 
-    /// (commands handed off, submissions issued directly) so far.
-    pub(crate) fn counts(&self) -> (u64, u64) {
-        (self.inner.pushed.load(Ordering::Acquire), self.direct.load(Ordering::Relaxed))
+    /// Wakes the thread if it is parked (after a [`HandOff::DirectThenWake`] submission).
+    pub(crate) fn wake(&self) {
+        if self.inner.sleeping.load(Ordering::SeqCst) {
+            if let Some(t) = self.inner.thread.get() {
+                vitamin_hal::trace::mark(vitamin_hal::trace::Tag::Wake, 1);
+                self.wakes.fetch_add(1, Ordering::Relaxed);
+                t.unpark();
+            }
+        }
+    }
+
+    /// Commands handed off, submissions issued directly, and wake-ups of the parked thread so far.
+    pub(crate) fn counts(&self) -> SubmitCounts {
+        SubmitCounts {
+            handed_off: self.inner.pushed.load(Ordering::Acquire),
+            direct: self.direct.load(Ordering::Relaxed),
+            wakes: self.wakes.load(Ordering::Relaxed),
+        }
     }
 
     /// Hands `cmd` off; returns its ticket.
@@ -226,11 +287,7 @@ impl Submitter {
         // Pairs with the fence in `run`: either the thread sees this command before it parks, or
         // this sees it sleeping and unparks it (no lost wake-up).
         std::sync::atomic::fence(Ordering::SeqCst);
-        if self.inner.sleeping.load(Ordering::SeqCst) {
-            if let Some(t) = self.inner.thread.get() {
-                t.unpark();
-            }
-        }
+        self.wake();
         ticket
     }
 
@@ -298,7 +355,9 @@ fn run(inner: &Inner, spin: Duration) {
 
 fn execute(inner: &Inner, cmd: Command) {
     let slot = cmd.slot();
+    vitamin_hal::trace::mark(vitamin_hal::trace::Tag::IssueBegin, 0);
     let result = cmd.run(&|| inner.slot(slot).unwrap_or_default());
+    vitamin_hal::trace::mark(vitamin_hal::trace::Tag::IssueEnd, 0);
     if let Err(e) = result {
         match inner.slot(slot) {
             Some(errors) => {

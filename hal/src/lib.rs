@@ -30,6 +30,7 @@ pub mod error;
 pub mod op;
 pub mod sim;
 pub mod topology;
+pub mod trace;
 pub mod unitset;
 
 pub use backend::{check_union_of_leaves, Backend, Fence, LaneId, PhysicalPartition};

@@ -24,12 +24,14 @@ pub mod vctx;
 
 pub use pool::{HolderId, NodeId, NodeState, Pool, PoolError, Realized, Reservation};
 pub use vctx::{
-    ContinuableOp, EventId, OpId, ReadyOp, Recorded, StreamId, StreamKind, VctxError, VctxId, VirtualContext,
-    WaitAssist, SYNC_SPIN,
+    contended_locks, ContinuableOp, EventId, OpId, ReadyOp, Recorded, StreamId, StreamKind, VctxError, VctxId,
+    VirtualContext, WaitAssist, SYNC_SPIN,
 };
 
 pub mod dispatch;
 pub mod policy;
 pub mod profile;
 pub mod scenario;
-pub mod trace;
+/// The op timeline (`VITAMIN_TRACE`), kept in `vitamin-hal` so that backends mark their driver
+/// calls too.
+pub use vitamin_hal::trace;

@@ -137,8 +137,11 @@ enum Submit {
     /// Inline after every recorded op (`Dispatcher::pump_submit`, the shim's `VITAMIN_INLINE`).
     Inline,
     /// Eager binding of fresh ops while recording them (`VirtualContext::record_op_eager` +
-    /// `Dispatcher::submit_fresh`, the shim's default).
+    /// `Dispatcher::submit_fresh`, the shim's `VITAMIN_EAGER_CONTINUE=0`).
     Eager,
+    /// Eager binding and eager continuation of ops behind submitted predecessors
+    /// (`Dispatcher::submit_continued`, the shim's default).
+    EagerContinue,
 }
 
 fn client_spec() -> impl Strategy<Value = ClientSpec> {
@@ -182,7 +185,7 @@ fn case(max_clients: usize, max_steps: usize) -> impl Strategy<Value = Case> {
         1usize..=4,
         prop_oneof![1u32..=4, Just(64u32)],
         any::<u64>(),
-        prop_oneof![Just(Submit::Rounds), Just(Submit::Inline), Just(Submit::Eager)],
+        prop_oneof![Just(Submit::Rounds), Just(Submit::Inline), Just(Submit::Eager), Just(Submit::EagerContinue)],
     )
         .prop_map(|(clients, steps, lane_continuation, lanes_per_node, max_continuation_depth, seed, submit)| {
             Case { clients, steps, lane_continuation, lanes_per_node, max_continuation_depth, seed, submit }
@@ -405,13 +408,21 @@ fn run_case(case: &Case, policy: PolicyKind) -> Result<Outcome, String> {
                     }
                 };
                 let preds = c.model.op(s, x);
-                let recorded = if case.submit == Submit::Eager {
+                let recorded = if matches!(case.submit, Submit::Eager | Submit::EagerContinue) {
+                    let continue_too = case.submit == Submit::EagerContinue;
                     let (r, taken) = c
                         .vctx
-                        .record_op_eager(c.streams[s], desc, |op, d| disp.submit_fresh(ci, op, d))
+                        .record_op_eager(c.streams[s], desc, |op, d, preds| {
+                            if preds.is_empty() {
+                                disp.submit_fresh(ci, op, d)
+                            } else {
+                                continue_too && disp.submit_continued(ci, op, d, preds)
+                            }
+                        })
                         .map_err(|e| format!("record_op_eager: {e}"))?;
-                    // Only an op without live predecessors may be taken.
-                    if taken && !r.preds.is_empty() {
+                    // Only an op without live predecessors may be bound eagerly; one with live
+                    // predecessors only continued, and only under eager continuation.
+                    if taken && !r.preds.is_empty() && !continue_too {
                         return Err(format!("op {x} was submitted eagerly with live predecessors {:?}", r.preds));
                     }
                     r
@@ -705,6 +716,44 @@ fn eager_binding_takes_fresh_ops_only() {
                 assert_eq!(out.stats.eager, 6, "{policy}: {:?}", out.stats);
             } else {
                 assert_eq!(out.stats.eager, 0, "{policy}: strict readiness binds in rounds only");
+            }
+        }
+    }
+}
+
+/// Eager continuation: the second kernel of each pair follows the first, which was bound eagerly
+/// and is still running, so the recording thread continues it on that lane itself when the
+/// policy agrees; never under strict readiness.
+#[test]
+fn eager_continuation_follows_submitted_predecessors_only() {
+    use Step::*;
+    let op = |stream, work| Op { client: 0, stream, work };
+    let mut steps = Vec::new();
+    for i in 0..6 {
+        steps.push(op(1, kernel(2_000 + 500 * i)));
+        steps.push(op(1, kernel(1_000)));
+        steps.push(Pump { rounds: 8 });
+    }
+    for policy in PolicyKind::ALL {
+        for lane_continuation in [true, false] {
+            let case = Case {
+                clients: vec![single_client(vec![SKind::NonBlocking], 0)],
+                steps: steps.clone(),
+                lane_continuation,
+                lanes_per_node: 2,
+                max_continuation_depth: 64,
+                submit: Submit::EagerContinue,
+                seed: 3,
+            };
+            let out = run_and_check(&case, policy).unwrap_or_else(|e| panic!("{policy}: {e}"));
+            if lane_continuation {
+                assert_eq!(out.stats.eager, 6, "{policy}: {:?}", out.stats);
+                assert!(out.stats.eager_continued <= out.stats.continued, "{policy}: {:?}", out.stats);
+                if matches!(policy, PolicyKind::Throughput | PolicyKind::Exclusive) {
+                    assert_eq!(out.stats.eager_continued, 6, "{policy}: {:?}", out.stats);
+                }
+            } else {
+                assert_eq!(out.stats.eager + out.stats.eager_continued, 0, "{policy}: {:?}", out.stats);
             }
         }
     }

@@ -468,36 +468,49 @@ fn a_wait_assist_that_saw_the_ops_run_retires_them_and_their_live_history() {
     assert_eq!(c.outstanding(), 0);
 }
 
-/// `record_op_eager` offers only an op with no live predecessor, before any other thread can see
-/// it; a taken op counts as submitted (never handed out, its successors are continuable), a
-/// refused one takes the usual path.
+/// `record_op_eager` offers an op with no live predecessor (fresh), or one whose live
+/// predecessors are all submitted (with them), before any other thread can see it; a taken op
+/// counts as submitted (never handed out, its successors are continuable), a refused one takes
+/// the usual path; an op behind an unsubmitted predecessor is never offered.
 #[test]
-fn eager_recording_offers_only_fresh_ops_and_a_taken_op_is_never_handed_out() {
+fn eager_recording_offers_fresh_and_continuable_ops_and_a_taken_op_is_never_handed_out() {
     let c = ctx();
     let s = c.create_stream(StreamKind::NonBlocking, 0);
     let mut offered = Vec::new();
     let (a, taken) = c
-        .record_op_eager(s, op(), |id, _| {
-            offered.push(id);
+        .record_op_eager(s, op(), |id, _, preds| {
+            offered.push((id, preds.to_vec()));
             true
         })
         .unwrap();
     assert!(taken && a.preds.is_empty());
-    assert_eq!(offered, vec![a.op]);
+    assert_eq!(offered, vec![(a.op, vec![])]);
     assert!(c.is_submitted(a.op), "a taken op counts as submitted");
     assert!(ready(&c).is_empty(), "a taken op is never handed out");
-    // Behind a live op: not offered; it waits for its predecessor (continuable, a is submitted).
-    let (b, taken) = c.record_op_eager(s, op(), |_, _| panic!("b has a live predecessor")).unwrap();
+    // Behind a live but submitted op: offered with it; refused, it is continuable as usual.
+    let (b, taken) = c
+        .record_op_eager(s, op(), |id, _, preds| {
+            offered.push((id, preds.to_vec()));
+            false
+        })
+        .unwrap();
     assert!(!taken);
     assert_eq!(b.preds.as_slice(), &[a.op]);
+    assert_eq!(offered[1], (b.op, vec![a.op]));
+    // Behind b, which is neither submitted nor complete: never offered.
+    let (x, taken) = c.record_op_eager(s, op(), |_, _, _| panic!("x waits for an unsubmitted op")).unwrap();
+    assert!(!taken);
+    assert_eq!(x.preds.as_slice(), &[b.op]);
     let mut cont = Vec::new();
     c.take_continuable(&mut cont);
     assert_eq!(cont.iter().map(|x| x.op).collect::<Vec<_>>(), vec![b.op]);
     c.satisfy(a.op);
     c.mark_submitted(b.op);
     c.satisfy(b.op);
+    c.mark_submitted(x.op);
+    c.satisfy(x.op);
     // Fresh again but refused by the submitter: handed out as usual.
-    let (d, taken) = c.record_op_eager(s, op(), |_, _| false).unwrap();
+    let (d, taken) = c.record_op_eager(s, op(), |_, _, _| false).unwrap();
     assert!(!taken);
     assert_eq!(ready(&c), vec![d.op]);
     assert_eq!(c.outstanding(), 1);

@@ -224,9 +224,13 @@ fn every_policy_and_strict_readiness_keep_the_program_s_semantics() {
         ("static", vec![("VITAMIN_POLICY", "static")]),
         ("exclusive", vec![("VITAMIN_POLICY", "exclusive")]),
         ("chaos-strict", vec![("VITAMIN_POLICY", "chaos"), ("VITAMIN_SEED", "99"), ("VITAMIN_LANE_CONTINUATION", "0")]),
-        // The experimental inline submission and waiter-side polling (off by default).
+        // The experimental inline submission (off by default), with waiter-side polling (on by
+        // default) and without it (the dispatcher thread then polls for waiting threads).
         ("chaos-inline", vec![("VITAMIN_POLICY", "chaos"), ("VITAMIN_SEED", "5"), ("VITAMIN_INLINE", "1")]),
         ("throughput-inline-assist", vec![("VITAMIN_INLINE", "1"), ("VITAMIN_WAIT_ASSIST", "1")]),
+        ("throughput-no-assist", vec![("VITAMIN_WAIT_ASSIST", "0")]),
+        // Eager continuation off (on by default): the dispatcher thread continues every op.
+        ("exclusive-no-eager-continue", vec![("VITAMIN_POLICY", "exclusive"), ("VITAMIN_EAGER_CONTINUE", "0")]),
         // The submission thread (on by default) handing off every submission that follows
         // another within 1 s (spinning, never parked); and the dispatcher thread issuing
         // everything itself.
@@ -266,6 +270,19 @@ fn every_policy_and_strict_readiness_keep_the_program_s_semantics() {
             // Inline submission takes precedence.
             n if n.contains("inline") => assert_eq!(eager, 0, "{name}: {b:#}"),
             _ => assert!(eager > 0, "{name}: no op was bound eagerly: {b:#}"),
+        }
+        // Eager continuation: dependent launches recorded while their predecessor runs are
+        // continued on its lane by the application thread (2 ms kernels: the dispatcher is free).
+        let continued = b["dispatcher"]["eager_continued"].as_u64().expect("eager_continued in the census");
+        match name {
+            "chaos-no-eager" | "chaos-strict" | "exclusive-no-eager-continue" => {
+                assert_eq!(continued, 0, "{name}: {b:#}")
+            }
+            n if n.contains("inline") => assert_eq!(continued, 0, "{name}: {b:#}"),
+            "throughput" | "exclusive" | "throughput-no-assist" => {
+                assert!(continued > 0, "{name}: no op was continued eagerly: {b:#}")
+            }
+            _ => {}
         }
         let fence = if name == "chaos-memory-fence" { "memory" } else { "event" };
         assert_eq!(b["dispatcher"]["fence"], fence, "{name}: {b:#}");

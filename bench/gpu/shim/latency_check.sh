@@ -39,6 +39,9 @@ FAR=$(for c in $(seq 4 "$(($(nproc) - 1))"); do
 done)
 FAR=${FAR:-8}
 echo "placement: app on 2, sibling $SIB, other core $FAR"
+if [ -f "$HERE/host_probe.c" ]; then  # clock, yield, futex wake-up costs of this host
+    cc -O2 -pthread -o "$W/host_probe" "$HERE/host_probe.c" && "$W/host_probe"
+fi
 
 nvcc -O2 -arch=sm_90 "$HERE/chain_bench.cu" -o "$W/chain_bench" || { echo "nvcc chain_bench failed"; exit 1; }
 if [ -f "$HERE/launch_paths.cu" ] && [ "${PATHS:-1}" = 1 ]; then
@@ -62,11 +65,12 @@ run_cfg() { # run_cfg NAME VARS ROUND [trace]
             esac
         done
         unset IFS
+        # The label is set before the pipeline (the pipeline's left side runs in a subshell).
         label="$name $r"
+        if [ -n "$traced" ]; then export VITAMIN_TRACE="$W/trace_${name}_$r.csv"; label="trace_$name $r"; fi
         if [[ $name == native* ]]; then
             timeout 120 "${pin[@]}" "${CB[@]}"
         else
-            if [ -n "$traced" ]; then export VITAMIN_TRACE="$W/trace_${name}_$r.csv"; label="trace_$name $r"; fi
             LD_PRELOAD="$SHIM" VITAMIN_MODE=bind VITAMIN_POLICY=${POLICY:-throughput} VITAMIN_PROFILE_DISPATCH=1 \
                 VITAMIN_CENSUS="$W/census_${label// /_}.json" timeout 120 "${pin[@]}" "${CB[@]}"
         fi | sed "s/^/$label /"
@@ -124,6 +128,7 @@ for t in "$W"/trace_*.csv; do
     [ -f "$t" ] || continue
     echo "--- $(basename "$t")"
     python3 "$HERE/trace_summary.py" "$t" --json "$OUT/$(basename "$t" .csv).json"
+    [ -f "$HERE/trace_phases.py" ] && python3 "$HERE/trace_phases.py" "$t" 1 8
 done
 mkdir -p "$OUT/latency_runs"
 cp "$W"/census_*.json "$OUT/latency_runs/" 2>/dev/null

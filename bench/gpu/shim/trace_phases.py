@@ -41,7 +41,9 @@ def phases(rows, n):
         count += 1
         t0, th = rows[s0][0], rows[s0][2]
         seen = {}
-        for t, tag, thr, _ in rows[s0 : e0 + 1]:
+        for t, tag, thr, arg in rows[s0 : e0 + 1]:
+            if tag == "step":  # numbered points (runtime/hal trace::step)
+                tag = f"step{arg}"
             key = tag if thr == th else "d_" + tag
             seen.setdefault(key, (t - t0) / 1000)
         sat = [(rows[j][0] - t0) / 1000 for j in range(s0, e0 + 1) if rows[j][1] == "satisfied"]

@@ -180,6 +180,9 @@ pub struct DispatchStats {
     /// Fresh ops bound and submitted by the thread that recorded them
     /// ([`Dispatcher::submit_fresh`]; part of `bound`).
     pub eager: u64,
+    /// Ops continued on their predecessors' lane by the thread that recorded them
+    /// ([`Dispatcher::submit_continued`]; part of `continued`).
+    pub eager_continued: u64,
     /// Completion polls (each polls every partition with work in flight).
     pub polls: u64,
     /// Wall time per phase, if [`DispatchConfig::profile_phases`] is on.
@@ -591,6 +594,7 @@ impl<B: Backend, P: Policy> Dispatcher<B, P> {
         crate::trace::mark(crate::trace::Tag::EagerBegin, op.0);
         self.finish_completed();
         self.release_idle_leases();
+        crate::trace::step(10);
         self.now = self.backend.now_ns();
         self.seq += 1;
         // A policy that already knows the lone op's node (Throughput's memoized plan on a
@@ -610,6 +614,7 @@ impl<B: Backend, P: Policy> Dispatcher<B, P> {
             }
             None => None,
         };
+        crate::trace::step(11);
         self.ready.push(ReadyEntry { client, op, desc: desc.clone(), ready_since: self.now, seq: self.seq });
         self.in_ready.insert((client, op));
         self.mark_in_vctx = false;
@@ -638,6 +643,53 @@ impl<B: Backend, P: Policy> Dispatcher<B, P> {
         self.stats.eager += 1;
         self.submitted_last_round = true;
         submitted
+    }
+
+    /// Eager continuation by the thread recording `op` of client `client` (see
+    /// [`VirtualContext::record_op_eager`](crate::VirtualContext::record_op_eager), which calls
+    /// this with the op's vCtx lock held when every live predecessor in `preds` is submitted):
+    /// lane continuation as a round would do it ([`continuation_target`](Self::continuation_target)),
+    /// submitted at once onto the predecessors' lane, so the recording thread launches a
+    /// dependent op itself, on the lane it launched the previous one on, as a native program
+    /// launches on its stream. Only a kernel or graph launch whose predecessors are all placed on
+    /// one node lane; anything else (or a lane the policy or the depth bound refuses now)
+    /// returns `false` without a trace, and the op takes the usual path.
+    pub fn submit_continued(&mut self, client: usize, op: OpId, desc: &Arc<OpDesc>, preds: &[OpId]) -> bool {
+        if !self.config.lane_continuation
+            || client >= self.clients.len()
+            || preds.is_empty()
+            || !matches!(**desc, OpDesc::Kernel(_) | OpDesc::Graph(_))
+        {
+            return false;
+        }
+        let place = common_place(preds.iter().map(|p| self.places.get(&(client, *p)).copied()));
+        self.now = self.backend.now_ns();
+        let Continuation::Lane(Some(node), lane) = self.continuation_target(client, op, desc, place) else {
+            return false;
+        };
+        if self.pool.begin_submit(node, self.clients[client].info.holder).is_err() {
+            return false;
+        }
+        self.mark_in_vctx = false;
+        let submitted = self.submit_at(client, op, desc.clone(), Some(node), lane, true);
+        self.mark_in_vctx = true;
+        match submitted {
+            Ok(true) => {
+                self.stats.continued += 1;
+                self.stats.eager_continued += 1;
+                self.submitted_last_round = true;
+                true
+            }
+            Ok(false) => {
+                // Refused (its pool accounting undone): leave no trace; the dispatcher takes it.
+                self.submit_attempts.remove(&(client, op));
+                false
+            }
+            Err(e) => {
+                tracing::debug!(error = %e, "eager continuation failed; the dispatcher continues the op");
+                false
+            }
+        }
     }
 
     /// Adds the time since `clock` to one phase counter and restarts the clock (profiling only).
@@ -783,39 +835,14 @@ impl<B: Backend, P: Policy> Dispatcher<B, P> {
             let place =
                 common_place(c.pending_preds.iter().filter_map(|p| self.places.get(&(ci, *p)).copied()).map(Some));
             let holder = self.clients[ci].info.holder;
-            let target = match place {
-                Some(Place { node: Some(node), lane }) => {
-                    let leased = matches!(self.pool.state(node), NodeState::Leased { holder: h, .. } if *h == holder);
-                    let (nd, ln) = (node.0 as usize, lane as usize);
-                    let shallow = self.lane_load[nd][ln] < self.config.max_continuation_depth
-                        && self.lane_busy_until[nd][ln].saturating_sub(self.now) < self.config.max_continuation_ns;
-                    let allowed = leased
-                        && shallow
-                        && self.partitions[node.0 as usize].can_execute(&c.desc).is_ok()
-                        && match c.desc.as_kernel() {
-                            Some(k) => {
-                                let state = sched_state!(self, self.now);
-                                let view = ReadyOpView {
-                                    client: holder,
-                                    op: c.op,
-                                    kernel: k,
-                                    ready_since_ns: state.now_ns,
-                                    seq: self.seq,
-                                    deadline_ns: self.clients[ci].info.deadline_ns,
-                                };
-                                self.policy.continue_on_lane(&view, node, &state)
-                            }
-                            None => true,
-                        };
-                    if !allowed && leased {
-                        // Retry next round: the lane may get shallower or the policy may agree.
-                        self.deferred.push((ci, c.clone()));
-                    }
-                    allowed.then_some((Some(node), lane))
+            let target = match self.continuation_target(ci, c.op, &c.desc, place) {
+                Continuation::Lane(node, lane) => Some((node, lane)),
+                Continuation::NotNow => {
+                    // Retry next round: the lane may get shallower or the policy may agree.
+                    self.deferred.push((ci, c.clone()));
+                    None
                 }
-                // Unit-free ops behind unit-free predecessors on a service lane: FIFO there.
-                Some(Place { node: None, lane }) if !c.desc.uses_units() => Some((None, lane)),
-                _ => None,
+                Continuation::No => None,
             };
             // Not continued: it becomes ready only once its predecessors are observed complete.
             self.awaiting_completion |= target.is_none();
@@ -842,6 +869,49 @@ impl<B: Backend, P: Policy> Dispatcher<B, P> {
             }
         }
         Ok(n)
+    }
+
+    /// Whether op `op` (descriptor `desc`) of client `ci`, whose placed pending predecessors all
+    /// sit at `place` (`None`: none placed, or on different lanes), may follow them there now:
+    /// on a node lane, only under the client's lease, within the continuation depth and
+    /// backlog bounds, when the node runs the op unchanged and the policy agrees; unit-free
+    /// ops behind unit-free predecessors follow them on their service lane.
+    fn continuation_target(&mut self, ci: usize, op: OpId, desc: &Arc<OpDesc>, place: Option<Place>) -> Continuation {
+        match place {
+            Some(Place { node: Some(node), lane }) => {
+                let holder = self.clients[ci].info.holder;
+                let leased = matches!(self.pool.state(node), NodeState::Leased { holder: h, .. } if *h == holder);
+                if !leased {
+                    return Continuation::No;
+                }
+                let (nd, ln) = (node.0 as usize, lane as usize);
+                let allowed = self.lane_load[nd][ln] < self.config.max_continuation_depth
+                    && self.lane_busy_until[nd][ln].saturating_sub(self.now) < self.config.max_continuation_ns
+                    && self.partitions[nd].can_execute(desc).is_ok()
+                    && match desc.as_kernel() {
+                        Some(k) => {
+                            let state = sched_state!(self, self.now);
+                            let view = ReadyOpView {
+                                client: holder,
+                                op,
+                                kernel: k,
+                                ready_since_ns: state.now_ns,
+                                seq: self.seq,
+                                deadline_ns: self.clients[ci].info.deadline_ns,
+                            };
+                            self.policy.continue_on_lane(&view, node, &state)
+                        }
+                        None => true,
+                    };
+                if allowed {
+                    Continuation::Lane(Some(node), lane)
+                } else {
+                    Continuation::NotNow
+                }
+            }
+            Some(Place { node: None, lane }) if !desc.uses_units() => Continuation::Lane(None, lane),
+            _ => Continuation::No,
+        }
     }
 
     fn apply_preparations(&mut self, plan: Vec<Preparation>) {
@@ -960,6 +1030,7 @@ impl<B: Backend, P: Policy> Dispatcher<B, P> {
             return Ok(false);
         }
         let lane = least_loaded(&self.lane_load[node.0 as usize]);
+        crate::trace::step(12);
         let (client, op, desc) = (entry.client, entry.op, entry.desc.clone());
         let submitted = self.submit_at(client, op, desc, Some(node), lane, false)?;
         if submitted {
@@ -1077,6 +1148,7 @@ impl<B: Backend, P: Policy> Dispatcher<B, P> {
                 }
             }
         }
+        crate::trace::step(20);
         // Tokens first: a thread waiting in a synchronize call sees its completion at once; the
         // pool, policy and prediction bookkeeping of the batch follows (`finish_completed`).
         self.flush_satisfied();
@@ -1189,6 +1261,16 @@ fn views<'a>(ready: &'a [ReadyEntry], clients: &[Client], tried: &[bool]) -> Vec
 }
 
 /// The one place all pending predecessors share, if they are all placed and all in one place.
+/// Where an op may be continued ([`Dispatcher::continuation_target`]).
+enum Continuation {
+    /// On this (node or service) lane, now.
+    Lane(Option<NodeId>, LaneId),
+    /// Under the client's lease, but not now (lane too deep, policy disagrees): retry later.
+    NotNow,
+    /// Not at all: it waits for its predecessors' completion.
+    No,
+}
+
 fn common_place(places: impl Iterator<Item = Option<Place>>) -> Option<Place> {
     let mut common: Option<Place> = None;
     for p in places {

@@ -141,16 +141,16 @@ impl VirtualContext {
     /// Releases the lock, then wakes whoever the mutation concerns.
     fn finish(&self, mut g: MutexGuard<'_, State>) {
         let fx = g.dag.take_effects();
-        let wake_work = fx.new_work && g.work_waiters > 0;
+        let wake_work = (fx.new_work || fx.submitted_eagerly) && g.work_waiters > 0;
         if fx.new_work {
             self.work_hint.store(true, Ordering::Release);
         }
         drop(g);
-        if fx.woke_watched {
-            self.completion.notify_all();
+        if fx.woke_watched && self.completion.notify_all() {
+            crate::trace::mark(crate::trace::Tag::Wake, 3);
         }
-        if wake_work {
-            self.work.notify_all();
+        if wake_work && self.work.notify_all() {
+            crate::trace::mark(crate::trace::Tag::Wake, 2);
         }
     }
 
@@ -215,31 +215,38 @@ impl VirtualContext {
         let mut g = self.state.lock();
         let st = &mut *g;
         let recorded = st.order.record_op(s, &mut st.dag, desc)?;
+        crate::trace::mark(crate::trace::Tag::Recorded, recorded.op.0);
         self.finish(g);
         Ok(recorded)
     }
 
     /// [`record_op`](Self::record_op) with an eager submission: if the op is ready at once (no
-    /// live predecessor), `submit` is offered it **before any other thread can see it** (the
-    /// context's lock is held) and the op counts as submitted if `submit` returns `true`, so the
-    /// dispatcher never hands it out. This lets the recording thread bind and launch a fresh op
-    /// itself without a hand-off, while keeping the op's place in its stream's order: no other
-    /// op can be recorded between the check and the launch. `submit` must not call back into
-    /// this context. Returns the record and whether `submit` took the op.
+    /// live predecessor) or every live predecessor is already submitted (it could follow them
+    /// on their lane), `submit` is offered it with those predecessors (empty: fresh) **before any
+    /// other thread can see it** (the context's lock is held) and the op counts as submitted if
+    /// `submit` returns `true`, so the dispatcher never hands it out. This lets the recording
+    /// thread bind and launch a fresh op, or continue a dependent one, itself without a
+    /// hand-off, while keeping the op's place in its stream's order: no other op can be recorded
+    /// between the check and the launch. `submit` must not call back into this context. Returns
+    /// the record and whether `submit` took the op.
     pub fn record_op_eager(
         &self,
         s: StreamId,
         desc: Arc<OpDesc>,
-        submit: impl FnOnce(OpId, &Arc<OpDesc>) -> bool,
+        submit: impl FnOnce(OpId, &Arc<OpDesc>, &[OpId]) -> bool,
     ) -> Result<(Recorded, bool), VctxError> {
         let mut g = self.state.lock();
         let st = &mut *g;
+        let had_work = st.dag.pending_new_work();
         let recorded = st.order.record_op(s, &mut st.dag, desc.clone())?;
-        let taken = recorded.preds.is_empty() && submit(recorded.op, &desc);
+        crate::trace::mark(crate::trace::Tag::Recorded, recorded.op.0);
+        let offered = recorded.preds.iter().all(|p| st.dag.is_submitted(*p));
+        let taken = offered && submit(recorded.op, &desc, &recorded.preds);
         if taken {
-            g.dag.mark_submitted(recorded.op);
+            // No work for the dispatcher (no hint), but a parked one is woken: it has a
+            // submitted op to observe.
+            g.dag.recorded_op_submitted_eagerly(recorded.op, had_work);
         }
-        // Still wakes the dispatcher (new work): it has a submitted op to poll.
         self.finish(g);
         Ok((recorded, taken))
     }

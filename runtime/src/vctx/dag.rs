@@ -97,6 +97,9 @@ pub(crate) struct Effects {
     pub(crate) woke_watched: bool,
     /// The ready or continuable queue received an entry.
     pub(crate) new_work: bool,
+    /// An op was submitted by the thread that recorded it (eagerly): a parked dispatcher must
+    /// wake to observe its completion, though there is no work for it to take.
+    pub(crate) submitted_eagerly: bool,
 }
 
 /// The live ops of one virtual context and the edges between them.
@@ -154,6 +157,20 @@ impl Dag {
     }
 
     /// Returns and clears the accumulated effects.
+    /// Whether the effects not yet taken include new work.
+    pub(crate) fn pending_new_work(&self) -> bool {
+        self.effects.new_work
+    }
+
+    /// The op just recorded was submitted by its recording thread: the ready entry it got is
+    /// no work for the dispatcher (its queue entry is skipped when taken), so the new-work
+    /// effect goes back to `had_work`, what it was before the op was recorded.
+    pub(crate) fn recorded_op_submitted_eagerly(&mut self, op: OpId, had_work: bool) {
+        self.effects.new_work = had_work;
+        self.effects.submitted_eagerly = true;
+        self.mark_submitted(op);
+    }
+
     pub(crate) fn take_effects(&mut self) -> Effects {
         std::mem::take(&mut self.effects)
     }

@@ -94,3 +94,4 @@ pub use context::{VirtualContext, WaitAssist, SYNC_SPIN};
 pub use dag::{ContinuableOp, ReadyOp, Recorded};
 pub use error::{Handle, VctxError};
 pub use ids::{EventId, OpId, StreamId, StreamKind, VctxId};
+pub use sync::contended_locks;

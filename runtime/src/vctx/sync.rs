@@ -5,7 +5,16 @@
 //! [`VirtualContext`](super::VirtualContext) is model-checked by `runtime/tests/vctx_loom.rs`.
 //! loom does not model time: a timed wait there is an untimed wait that reports no timeout.
 
+use std::sync::atomic::AtomicU64;
 use std::time::Instant;
+
+static CONTENDED: AtomicU64 = AtomicU64::new(0);
+
+/// How many acquisitions of a virtual context's lock in this process found it held (not counted
+/// under loom).
+pub fn contended_locks() -> u64 {
+    CONTENDED.load(std::sync::atomic::Ordering::Relaxed)
+}
 
 #[cfg(not(loom))]
 mod imp {
@@ -21,7 +30,15 @@ mod imp {
         pub(crate) fn new(value: T) -> Self {
             Mutex(parking_lot::Mutex::new(value))
         }
+        /// Locks; an acquisition that finds the lock held is counted ([`contended_locks`]) and
+        /// marked in the op timeline: it may park the thread, and then costs its releaser a
+        /// wake-up system call and itself the wake-up latency.
         pub(crate) fn lock(&self) -> MutexGuard<'_, T> {
+            if let Some(g) = self.0.try_lock() {
+                return g;
+            }
+            super::CONTENDED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            crate::trace::mark(crate::trace::Tag::Contended, 1);
             self.0.lock()
         }
     }
@@ -47,8 +64,9 @@ mod imp {
             let timed_out = self.0.wait_until(&mut guard, deadline).timed_out();
             (guard, timed_out)
         }
-        pub(crate) fn notify_all(&self) {
-            self.0.notify_all();
+        /// Wakes every waiter; returns whether there was one (a system call was made).
+        pub(crate) fn notify_all(&self) -> bool {
+            self.0.notify_all() > 0
         }
     }
 }
@@ -91,8 +109,10 @@ mod imp {
         ) -> (MutexGuard<'a, T>, bool) {
             (self.wait(guard), false)
         }
-        pub(crate) fn notify_all(&self) {
+        /// Wakes every waiter (loom cannot say whether there was one: reports `true`).
+        pub(crate) fn notify_all(&self) -> bool {
             self.0.notify_all();
+            true
         }
     }
 }

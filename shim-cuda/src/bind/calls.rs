@@ -75,8 +75,10 @@ fn launch(id: HookId, real: &dyn Fn() -> CUresult, c: LaunchCall) -> CUresult {
         Ok(Target::Native(s)) => return b.native(Some(s), c.stream, pt, true, real),
         Ok(Target::Record(s)) => s,
     };
+    trace::step(1);
     match capture_launch(b, &c) {
         Ok(k) => {
+            trace::mark(Tag::Captured, 0);
             b.counters.kernels.bump();
             record(b, s, OpDesc::Kernel(k))
         }
@@ -97,6 +99,7 @@ fn capture_launch(b: &Bind, c: &LaunchCall) -> Result<KernelLaunch, Decline> {
         return Err(Decline::Invalid("null function".into()));
     }
     let info = b.functions.get(c.f as usize, b.device);
+    trace::step(2);
     let Some(layout) = info.layout.clone() else {
         return Err(Decline::Unmodelled(format!("no parameter layout for {}", info.name)));
     };
@@ -145,6 +148,7 @@ fn capture_launch(b: &Bind, c: &LaunchCall) -> Result<KernelLaunch, Decline> {
         }
         capture::pack_params(&layout, &values)?
     };
+    trace::step(3);
     let n = c.num_attrs as usize;
     if n > 0 && c.attrs.is_null() {
         return Err(Decline::Invalid(format!("{n} launch attributes at a null pointer")));

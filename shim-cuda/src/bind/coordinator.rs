@@ -70,8 +70,8 @@ pub struct Tuning {
     /// `VITAMIN_INLINE=1`: application threads submit the ready ops they record when the
     /// dispatcher is free (experimental; off).
     pub inline: bool,
-    /// `VITAMIN_WAIT_ASSIST=1`: threads spinning in a synchronize call poll completions
-    /// themselves when the dispatcher is free (experimental; off; replaces the native wait).
+    /// `VITAMIN_WAIT_ASSIST`: threads spinning in a synchronize call poll completions
+    /// themselves when the dispatcher is free (on by default; replaces the native wait).
     pub wait_assist: bool,
     /// `VITAMIN_NATIVE_WAIT=1`: threads spinning in a synchronize call wait on the lanes their
     /// ops were submitted to with `cuStreamSynchronize` ([`Coordinator::native_wait`]; not under
@@ -104,6 +104,10 @@ pub struct Tuning {
     /// `VITAMIN_EAGER`: whether a thread recording a fresh op (ready at once) binds and submits
     /// it itself when the dispatcher is free ([`Coordinator::record_eager`]; on by default).
     pub eager: bool,
+    /// `VITAMIN_EAGER_CONTINUE`: whether, under eager binding, a thread recording an op whose
+    /// live predecessors are all submitted continues it on their lane itself when the
+    /// dispatcher is free (lane continuation on the recording thread; on by default).
+    pub eager_continue: bool,
 }
 
 impl Tuning {
@@ -118,7 +122,7 @@ impl Tuning {
             poll_interval_ns: num("VITAMIN_POLL_INTERVAL_US").map_or(POLL_INTERVAL_NS, |us| us.saturating_mul(1000)),
             profile_phases: flag("VITAMIN_PROFILE_DISPATCH", "1"),
             inline: flag("VITAMIN_INLINE", "1"),
-            wait_assist: flag("VITAMIN_WAIT_ASSIST", "1"),
+            wait_assist: get("VITAMIN_WAIT_ASSIST").map_or(WAIT_ASSIST, |v| v.trim() == "1"),
             native_wait: flag("VITAMIN_NATIVE_WAIT", "1"),
             idle_spin: num("VITAMIN_IDLE_SPIN_US").map_or(IDLE_SPIN, Duration::from_micros),
             sync_spin: num("VITAMIN_SYNC_SPIN_US").map(Duration::from_micros),
@@ -128,6 +132,7 @@ impl Tuning {
             submit_burst: num("VITAMIN_SUBMIT_BURST_US").map_or(SUBMIT_BURST, Duration::from_micros),
             submit_spin: num("VITAMIN_SUBMIT_SPIN_US").map_or(vitamin_hal_cuda::SUBMIT_SPIN, Duration::from_micros),
             eager: get("VITAMIN_EAGER").map_or(EAGER, |v| v.trim() == "1"),
+            eager_continue: get("VITAMIN_EAGER_CONTINUE").map_or(EAGER_CONTINUE, |v| v.trim() == "1"),
             tight_poll: get("VITAMIN_TIGHT_POLL").map_or(TIGHT_POLL, |v| v.trim() == "1"),
         }
     }
@@ -163,9 +168,20 @@ pub struct Coordinator {
     /// Inline submission from application threads (`VITAMIN_INLINE=1`; off by default).
     inline: bool,
     inline_errors: std::sync::atomic::AtomicU64,
-    /// Bumped by every inline submission that submitted something: the dispatcher thread must
-    /// not park while such work is in flight unobserved.
-    inline_submits: Arc<std::sync::atomic::AtomicU64>,
+    /// Submissions made by application threads, which the dispatcher thread must learn of.
+    submits: Arc<Submits>,
+}
+
+/// Counts of submissions made by application threads ([`Coordinator`]).
+#[derive(Debug, Default)]
+struct Submits {
+    /// Inline submissions that submitted something: the dispatcher thread runs a round at once
+    /// (and must not park while such work is in flight unobserved).
+    inline: std::sync::atomic::AtomicU64,
+    /// Eager submissions: the dispatcher thread must not park while such work is in flight
+    /// unobserved, but leaves its lock to the application thread (which continues its lane and
+    /// polls its own completions) for a poll interval before its next round.
+    eager: std::sync::atomic::AtomicU64,
 }
 
 impl std::fmt::Debug for Coordinator {
@@ -182,13 +198,13 @@ impl Coordinator {
         let stop = Arc::new(AtomicBool::new(false));
         let stats = Arc::new(Mutex::new(None));
         let dispatcher: Slot = Arc::new(parking_lot::Mutex::new(None));
-        let inline_submits = Arc::new(std::sync::atomic::AtomicU64::new(0));
-        let (stop2, stats2, slot2, inline2) = (stop.clone(), stats.clone(), dispatcher.clone(), inline_submits.clone());
+        let submits = Arc::new(Submits::default());
+        let (stop2, stats2, slot2, submits2) = (stop.clone(), stats.clone(), dispatcher.clone(), submits.clone());
         let spawned = std::thread::Builder::new().name("vitamin-dispatch".into()).spawn(move || {
             let _entered = guard::enter();
             let ready_tx2 = ready_tx.clone();
             let run = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                let shared = ThreadShared { stop: &stop2, stats: &stats2, slot: &slot2, inline_submits: &inline2 };
+                let shared = ThreadShared { stop: &stop2, stats: &stats2, slot: &slot2, submits: &submits2 };
                 run(ordinal, vctx, settings, ready_tx, shared);
             }));
             if run.is_err() {
@@ -209,7 +225,7 @@ impl Coordinator {
                 dispatcher,
                 inline: settings.tuning.inline,
                 inline_errors: std::sync::atomic::AtomicU64::new(0),
-                inline_submits,
+                submits,
             }),
             Ok(Err(e)) => Err(e),
             Err(_) => Err("the dispatcher thread ended during start-up".into()),
@@ -241,7 +257,7 @@ impl Coordinator {
         match d.pump_submit() {
             Ok(0) => {}
             Ok(_) => {
-                self.inline_submits.fetch_add(1, Ordering::AcqRel);
+                self.submits.inline.fetch_add(1, Ordering::AcqRel);
             }
             Err(e) => {
                 if self.inline_errors.fetch_add(1, Ordering::Relaxed) < 10 {
@@ -257,29 +273,48 @@ impl Coordinator {
     /// the dispatcher is free, binds and submits it from this thread through the policy
     /// ([`Dispatcher::submit_fresh`]) before returning: the first launch after the application
     /// waited (a launch-sync loop's every launch) reaches the driver without waiting for the
-    /// dispatcher thread to notice, take in and bind it. Ops with live predecessors, and every
-    /// op while the dispatcher thread is in a round, are only recorded (continuation and
-    /// binding stay with that thread). The dispatcher lock is only tried, inside the vCtx lock
-    /// (the reverse of the dispatcher thread's order, hence never waited for). Never blocks on
-    /// the dispatcher. `in_pool_context` is asked only for a fresh op: whether this thread's
-    /// current context is the pool's (the backend would otherwise switch it).
+    /// dispatcher thread to notice, take in and bind it. With `continue_too`
+    /// ([`Tuning::eager_continue`]) an op whose live predecessors are all submitted is continued
+    /// on their lane the same way ([`Dispatcher::submit_continued`]): the application thread
+    /// then launches an operator's kernels on its lane itself, as natively, and the stream's
+    /// driver state stays with that thread (a first launch after another thread launched on the
+    /// stream cost 1.2-1.3 us more on the H200, `bench/gpu/shim/launch_xthread.cu`). Other ops,
+    /// and every op while the dispatcher thread is in a round, are only recorded. The dispatcher
+    /// lock is only tried, inside the vCtx lock (the reverse of the dispatcher thread's order,
+    /// hence never waited for). Never blocks on the dispatcher. `in_pool_context` is asked only
+    /// for an offered op: whether this thread's current context is the pool's (the backend
+    /// would otherwise switch it).
     pub fn record_eager(
         &self,
         vctx: &VirtualContext,
         s: vitamin_runtime::StreamId,
         desc: Arc<vitamin_hal::OpDesc>,
+        continue_too: bool,
         in_pool_context: impl FnOnce() -> bool,
     ) -> Result<vitamin_runtime::Recorded, vitamin_runtime::VctxError> {
-        let (recorded, taken) = vctx.record_op_eager(s, desc, |op, desc| {
-            if !in_pool_context() {
+        // The dispatcher lock is released only after the vCtx lock: the dispatcher thread,
+        // waiting for it (it only ever tries it), cannot then find the vCtx lock held by this
+        // thread, park on it and cost this thread a wake-up system call when it releases it.
+        let mut held = None;
+        let (recorded, taken) = vctx.record_op_eager(s, desc, |op, desc, preds| {
+            if !(preds.is_empty() || continue_too) || !in_pool_context() {
                 return false;
             }
             let Some(mut slot) = self.dispatcher.try_lock() else { return false };
-            slot.as_mut().is_some_and(|d| d.submit_fresh(0, op, desc))
+            let taken = slot.as_mut().is_some_and(|d| {
+                if preds.is_empty() {
+                    d.submit_fresh(0, op, desc)
+                } else {
+                    d.submit_continued(0, op, desc, preds)
+                }
+            });
+            held = Some(slot);
+            taken
         })?;
+        drop(held);
         if taken {
             // The dispatcher thread must poll it, not park.
-            self.inline_submits.fetch_add(1, Ordering::AcqRel);
+            self.submits.eager.fetch_add(1, Ordering::AcqRel);
         }
         Ok(recorded)
     }
@@ -348,7 +383,7 @@ struct ThreadShared<'a> {
     stop: &'a AtomicBool,
     stats: &'a Mutex<Option<serde_json::Value>>,
     slot: &'a Slot,
-    inline_submits: &'a std::sync::atomic::AtomicU64,
+    submits: &'a Submits,
 }
 
 fn run(
@@ -358,7 +393,7 @@ fn run(
     ready: mpsc::Sender<Result<Started, String>>,
     shared: ThreadShared<'_>,
 ) {
-    let ThreadShared { stop, stats, slot, inline_submits } = shared;
+    let ThreadShared { stop, stats, slot, submits } = shared;
     let t0 = Instant::now();
     if let Some(cpu) = settings.tuning.dispatch_cpu {
         match pin_to_cpu(cpu) {
@@ -407,7 +442,8 @@ fn run(
     let mut watch = Stall::default();
     while !stop.load(Ordering::Acquire) {
         // The lock is held for one round only: application threads submit inline in between.
-        let inline_seen = inline_submits.load(Ordering::Acquire);
+        let inline_seen = submits.inline.load(Ordering::Acquire);
+        let eager_seen = submits.eager.load(Ordering::Acquire);
         let (pumped, idle, eager) = {
             // Never park on the lock: an application thread releasing it would then pay for a
             // futex wake-up on its launch path.
@@ -422,7 +458,9 @@ fn run(
             (d.pump(), d.is_idle(), d.needs_completions())
         };
         // Something an application thread submitted inline since this round began.
-        let inline_new = || inline_submits.load(Ordering::Acquire) != inline_seen;
+        let inline_new = || submits.inline.load(Ordering::Acquire) != inline_seen;
+        // Something an application thread submitted eagerly since this round began.
+        let eager_new = || submits.eager.load(Ordering::Acquire) != eager_seen;
         match pumped {
             Ok(n) if n > 0 => continue,
             Ok(_) => {}
@@ -438,7 +476,7 @@ fn run(
             // Spin briefly (yielding) before parking: the next op of a launch-sync loop usually
             // arrives within microseconds, and a futex wake-up costs more than that.
             let spin_until = Instant::now() + idle_spin;
-            let mut woke = false;
+            let (mut woke, mut grace) = (false, false);
             while Instant::now() < spin_until {
                 // Lock-free checks: spinning on the vCtx lock would contend with the recording
                 // application thread.
@@ -446,11 +484,26 @@ fn run(
                     woke = true;
                     break;
                 }
+                if eager_new() {
+                    grace = true;
+                    break;
+                }
                 std::hint::spin_loop();
                 std::thread::yield_now();
             }
-            // Parked, a recorded op or a thread starting to wait in a synchronize call wakes it.
-            if !woke && !inline_new() {
+            if grace {
+                // An application thread bound a fresh op itself: it continues the op's lane
+                // and polls its own completions, so leave it the lock for a poll interval
+                // (taking it now would make it hand its next launch over); new work nobody
+                // took, or an inline submission, ends the wait.
+                let until = Instant::now() + poll_interval;
+                while Instant::now() < until && !woken() && !inline_new() {
+                    std::hint::spin_loop();
+                    std::thread::yield_now();
+                }
+            } else if !woke && !inline_new() && !eager_new() {
+                // Parked, a recorded op, an eager submission or a thread starting to wait in a
+                // synchronize call wakes it.
                 vctx.wait_for_work(Duration::from_millis(2));
             }
         } else if !eager {
@@ -477,9 +530,11 @@ fn run(
     let Some(d) = slot.lock().take() else { return };
     let mut published = serde_json::to_value(d.stats()).unwrap_or_default();
     published["round_errors"] = errors.into();
-    if let Some((handed_off, direct)) = d.backend().submission_counts() {
-        published["submit_thread"] = serde_json::json!({ "handed_off": handed_off, "direct": direct });
+    if let Some(c) = d.backend().submission_counts() {
+        published["submit_thread"] =
+            serde_json::json!({ "handed_off": c.handed_off, "direct": c.direct, "wakes": c.wakes });
     }
+    published["vctx_lock_contended"] = vitamin_runtime::contended_locks().into();
     published["policy"] = d.policy().name().into();
     published["fence"] = match d.backend().fence_mode() {
         vitamin_hal_cuda::FenceMode::Memory => "memory",
@@ -543,6 +598,13 @@ const IDLE_SPIN: Duration = Duration::from_micros(100);
 const SUBMIT_THREAD: bool = true;
 /// Whether eager binding is on by default (`VITAMIN_EAGER`).
 const EAGER: bool = true;
+/// Whether eager continuation is on by default (`VITAMIN_EAGER_CONTINUE`).
+const EAGER_CONTINUE: bool = true;
+/// Whether waiting threads poll completions themselves by default (`VITAMIN_WAIT_ASSIST`): with
+/// eager binding the application thread then launches, fences and polls its own lane, as a
+/// native program does (session 5 call 4 on the H200: the 8-kernel operator's p95 +0.9% over
+/// native instead of +3.3%, the small op's p50 11.1 us instead of 16.5).
+const WAIT_ASSIST: bool = true;
 /// Whether tight completion polling for waiting threads is on by default (`VITAMIN_TIGHT_POLL`).
 const TIGHT_POLL: bool = true;
 /// Submissions closer than this to the previous one go to the submission thread.

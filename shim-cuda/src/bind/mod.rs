@@ -370,7 +370,7 @@ impl Bind {
             // The context is asked only for a fresh op (a driver call, kept off the path of ops
             // that wait for predecessors).
             let in_pool_context = || driver::current_context().is_ok_and(|c| c == self.context);
-            self.coordinator.record_eager(&self.vctx, s, desc, in_pool_context)
+            self.coordinator.record_eager(&self.vctx, s, desc, t.eager_continue, in_pool_context)
         } else {
             self.vctx.record_op(s, desc)
         }

@@ -45,10 +45,27 @@ pub enum Tag {
     BindBegin = 12,
     /// A recording thread starts binding its fresh op itself (argument: op id; eager binding).
     EagerBegin = 13,
+    /// An application thread built a launch's descriptor (its arguments copied).
+    Captured = 14,
+    /// An op was recorded in its virtual context (argument: op id), inside the vCtx lock.
+    Recorded = 15,
+    /// A backend calls the driver to issue an op (the launch, copy, ... itself).
+    IssueBegin = 16,
+    /// The driver call issuing an op returned.
+    IssueEnd = 17,
+    /// A thread wakes a parked thread (argument: 1 the submission thread, 2 the dispatcher
+    /// thread, 3 threads waiting for completions): a system call, and the woken thread runs
+    /// only microseconds later.
+    Wake = 18,
+    /// A thread found a lock held and waits for it (argument: 1 a virtual context's lock).
+    Contended = 19,
+    /// A numbered point on a hot path, for finer diagnosis (argument: the point's number, see
+    /// [`step`] and its call sites).
+    Step = 20,
 }
 
 /// Every tag with its name in the CSV.
-const TAGS: [(Tag, &str); 13] = [
+const TAGS: [(Tag, &str); 20] = [
     (Tag::LaunchEnter, "launch_enter"),
     (Tag::LaunchExit, "launch_exit"),
     (Tag::SyncEnter, "sync_enter"),
@@ -62,6 +79,13 @@ const TAGS: [(Tag, &str); 13] = [
     (Tag::IntakeEnd, "intake_end"),
     (Tag::BindBegin, "bind_begin"),
     (Tag::EagerBegin, "eager_begin"),
+    (Tag::Captured, "captured"),
+    (Tag::Recorded, "recorded"),
+    (Tag::IssueBegin, "issue_begin"),
+    (Tag::IssueEnd, "issue_end"),
+    (Tag::Wake, "wake"),
+    (Tag::Contended, "contended"),
+    (Tag::Step, "step"),
 ];
 
 impl Tag {
@@ -116,6 +140,16 @@ pub fn mark(tag: Tag, arg: u64) {
     if enabled() {
         mark_slow(tag, arg);
     }
+}
+
+/// Marks the numbered point `n` of a hot path ([`Tag::Step`]). Points in use: launch capture
+/// 1 (stream resolved), 2 (function known), 3 (arguments copied); eager binding 10 (completions
+/// finished, idle leases released), 11 (policy asked), 12 (lease and lane chosen); backend
+/// submission 14 (descriptor checked), 15 (context current), 16 (lane locked), 17 (hand-off
+/// decided); completion poll 20 (backend polled, before satisfying tokens).
+#[inline]
+pub fn step(n: u64) {
+    mark(Tag::Step, n);
 }
 
 #[cold]
