@@ -229,6 +229,8 @@ fn every_policy_and_strict_readiness_keep_the_program_s_semantics() {
         ("chaos-inline", vec![("VITAMIN_POLICY", "chaos"), ("VITAMIN_SEED", "5"), ("VITAMIN_INLINE", "1")]),
         ("throughput-inline-assist", vec![("VITAMIN_INLINE", "1"), ("VITAMIN_WAIT_ASSIST", "1")]),
         ("throughput-no-assist", vec![("VITAMIN_WAIT_ASSIST", "0")]),
+        // The dispatcher thread napping between rounds (experimental; it spins by default).
+        ("chaos-nap", vec![("VITAMIN_POLICY", "chaos"), ("VITAMIN_SEED", "13"), ("VITAMIN_DISPATCH_NAP", "all")]),
         // Eager continuation off (on by default): the dispatcher thread continues every op.
         ("exclusive-no-eager-continue", vec![("VITAMIN_POLICY", "exclusive"), ("VITAMIN_EAGER_CONTINUE", "0")]),
         // The submission thread (on by default) handing off every submission that follows

@@ -22,6 +22,9 @@ struct State {
     sticky: Option<VctxError>,
     /// Threads blocked in [`VirtualContext::wait_for_work`].
     work_waiters: usize,
+    /// Of `work_waiters`, those that also wake for an eager submission (an idle dispatcher,
+    /// which must observe the op; a napping one polls at the end of its nap anyway).
+    eager_waiters: usize,
     /// Host threads blocked in a synchronize call.
     blocked: usize,
 }
@@ -141,7 +144,7 @@ impl VirtualContext {
     /// Releases the lock, then wakes whoever the mutation concerns.
     fn finish(&self, mut g: MutexGuard<'_, State>) {
         let fx = g.dag.take_effects();
-        let wake_work = (fx.new_work || fx.submitted_eagerly) && g.work_waiters > 0;
+        let wake_work = (fx.new_work && g.work_waiters > 0) || (fx.submitted_eagerly && g.eager_waiters > 0);
         if fx.new_work {
             self.work_hint.store(true, Ordering::Release);
         }
@@ -328,8 +331,9 @@ impl VirtualContext {
             }
             Block::Until(deadline) => deadline,
         };
-        // A parked dispatcher must poll completions for this thread: wake it.
-        if g.work_waiters > 0 {
+        // A parked dispatcher must poll completions for this thread: wake it (unless this thread
+        // polls for itself with the wait assist: the wake-up would only cost it a system call).
+        if g.work_waiters > 0 && self.assist.get().is_none() {
             self.work.notify_all();
         }
         // Spin briefly before parking: completions usually arrive from the dispatcher thread
@@ -640,19 +644,34 @@ impl VirtualContext {
     }
 
     /// Blocks until the ready or continuable queue holds something, a host thread starts
-    /// waiting in a synchronize call, or `timeout` passed (also on a notification whose work
-    /// another thread already took: the caller re-checks its own state). Returns whether there
-    /// is (possibly stale) work to take.
+    /// waiting in a synchronize call (without a wait assist), an op is submitted eagerly, or
+    /// `timeout` passed (also on a notification whose work another thread already took: the
+    /// caller re-checks its own state). Returns whether there is (possibly stale) work to take.
     pub fn wait_for_work(&self, timeout: Duration) -> bool {
+        self.wait_work(timeout, true)
+    }
+
+    /// [`wait_for_work`](Self::wait_for_work) for a dispatcher with work in flight that nothing
+    /// needs now: an eager submission does not end the nap (the submitting thread continues
+    /// and observes its own work; the napper polls when the nap ends), so that thread is spared
+    /// the wake-up system call. Busy-waiting instead would keep a CPU busy, which slowed a
+    /// native launch-bound chain by 5-17% on the H200 host (`bench/gpu/host/spin_check.sh`).
+    pub fn nap_for_work(&self, timeout: Duration) -> bool {
+        self.wait_work(timeout, false)
+    }
+
+    fn wait_work(&self, timeout: Duration, wake_on_eager: bool) -> bool {
         let deadline = Instant::now().checked_add(timeout);
         let mut g = self.state.lock();
         if g.dag.has_work() {
             return true;
         }
         g.work_waiters += 1;
+        g.eager_waiters += usize::from(wake_on_eager);
         let (g2, _) = wait_opt(&self.work, g, deadline);
         g = g2;
         g.work_waiters -= 1;
+        g.eager_waiters -= usize::from(wake_on_eager);
         g.dag.has_work()
     }
 }

@@ -77,7 +77,7 @@ pub struct Tuning {
     /// ops were submitted to with `cuStreamSynchronize` ([`Coordinator::native_wait`]; not under
     /// blocking synchronization; experimental, off: no gain measured on the H200).
     pub native_wait: bool,
-    /// `VITAMIN_IDLE_SPIN_US`: how long the idle dispatcher thread spins before it parks.
+    /// `VITAMIN_IDLE_SPIN_US`: how long the idle dispatcher thread naps before it parks.
     pub idle_spin: Duration,
     /// `VITAMIN_SYNC_SPIN_US`: how long synchronize calls spin before they park (`None`: by the
     /// application's scheduling flags).
@@ -104,6 +104,10 @@ pub struct Tuning {
     /// `VITAMIN_EAGER`: whether a thread recording a fresh op (ready at once) binds and submits
     /// it itself when the dispatcher is free ([`Coordinator::record_eager`]; on by default).
     pub eager: bool,
+    /// `VITAMIN_DISPATCH_NAP`: how the dispatcher thread waits between rounds when nothing
+    /// needs it at once (`off`, the default: it spins, yielding; `all`: it naps, idle or with
+    /// work in flight; `busy`: it naps only with work in flight; experimental, measured worse).
+    pub nap: Nap,
     /// `VITAMIN_EAGER_CONTINUE`: whether, under eager binding, a thread recording an op whose
     /// live predecessors are all submitted continues it on their lane itself when the
     /// dispatcher is free (lane continuation on the recording thread; on by default).
@@ -132,6 +136,12 @@ impl Tuning {
             submit_burst: num("VITAMIN_SUBMIT_BURST_US").map_or(SUBMIT_BURST, Duration::from_micros),
             submit_spin: num("VITAMIN_SUBMIT_SPIN_US").map_or(vitamin_hal_cuda::SUBMIT_SPIN, Duration::from_micros),
             eager: get("VITAMIN_EAGER").map_or(EAGER, |v| v.trim() == "1"),
+            nap: match get("VITAMIN_DISPATCH_NAP").as_deref().map(str::trim) {
+                Some("off") => Nap::Off,
+                Some("busy") => Nap::Busy,
+                Some("all") => Nap::All,
+                _ => NAP,
+            },
             eager_continue: get("VITAMIN_EAGER_CONTINUE").map_or(EAGER_CONTINUE, |v| v.trim() == "1"),
             tight_poll: get("VITAMIN_TIGHT_POLL").map_or(TIGHT_POLL, |v| v.trim() == "1"),
         }
@@ -473,48 +483,61 @@ fn run(
             }
         }
         if idle {
-            // Spin briefly (yielding) before parking: the next op of a launch-sync loop usually
-            // arrives within microseconds, and a futex wake-up costs more than that.
-            let spin_until = Instant::now() + idle_spin;
-            let (mut woke, mut grace) = (false, false);
-            while Instant::now() < spin_until {
-                // Lock-free checks: spinning on the vCtx lock would contend with the recording
-                // application thread.
+            // Wait briefly (spinning, yielding; or napping under `VITAMIN_DISPATCH_NAP=all`)
+            // before parking: the next op of a launch-sync loop usually arrives within
+            // microseconds, and an application thread would pay for waking a parked dispatcher
+            // (2-4 us there, and it runs 13-19 us later: `bench/gpu/host/host_probe.c`). An
+            // eager submission (an application thread bound a fresh op itself, and continues
+            // its lane and polls its own completions) is left the lock for a poll interval:
+            // taking it at once would make that thread hand its next launch over.
+            let until = Instant::now() + idle_spin;
+            let mut woke = false;
+            loop {
                 if woken() || inline_new() {
                     woke = true;
                     break;
                 }
-                if eager_new() {
-                    grace = true;
+                let now = Instant::now();
+                if now >= until || stop.load(Ordering::Acquire) {
                     break;
                 }
-                std::hint::spin_loop();
-                std::thread::yield_now();
-            }
-            if grace {
-                // An application thread bound a fresh op itself: it continues the op's lane
-                // and polls its own completions, so leave it the lock for a poll interval
-                // (taking it now would make it hand its next launch over); new work nobody
-                // took, or an inline submission, ends the wait.
-                let until = Instant::now() + poll_interval;
-                while Instant::now() < until && !woken() && !inline_new() {
+                if settings.tuning.nap == Nap::All {
+                    vctx.nap_for_work(poll_interval.min(until - now));
+                } else if eager_new() {
+                    // Spinning: an eager submission is left the lock for a poll interval.
+                    let grace = now + poll_interval;
+                    while Instant::now() < grace && !woken() && !inline_new() {
+                        std::hint::spin_loop();
+                        std::thread::yield_now();
+                    }
+                    break;
+                } else {
                     std::hint::spin_loop();
                     std::thread::yield_now();
                 }
-            } else if !woke && !inline_new() && !eager_new() {
-                // Parked, a recorded op, an eager submission or a thread starting to wait in a
-                // synchronize call wakes it.
+            }
+            // Parked, a recorded op, an eager submission or a thread starting to wait in a
+            // synchronize call (without the wait assist) wakes it.
+            if !woke && !inline_new() && !eager_new() {
                 vctx.wait_for_work(Duration::from_millis(2));
             }
         } else if !eager {
-            // Work in flight and nothing waits on its completion: the next round when new work
-            // arrives that no application thread took, when somebody starts waiting, or when the
-            // poll interval has passed. Spinning on atomics keeps the lock free for inline
-            // submission, and the driver free of event queries while the application launches.
-            let until = Instant::now() + poll_interval;
-            while Instant::now() < until && !woken() {
-                std::hint::spin_loop();
-                std::thread::yield_now();
+            // Work in flight and nothing waits on its completion (waiting threads poll for
+            // themselves): the next round when new work arrives that no application thread took,
+            // when somebody starts waiting without the wait assist, or when the poll interval
+            // has passed. Spinning on atomics keeps the lock free for the application thread's
+            // submissions and the driver free of event queries while it launches. (Napping
+            // would also leave the CPU free: a busy CPU beside it slowed a native launch-bound
+            // chain by 5-17% on the H200 host, `bench/gpu/host/spin_check.sh`; but the napping
+            // dispatcher measured worse overall, see [`NAP`].)
+            if settings.tuning.nap == Nap::Off {
+                let until = Instant::now() + poll_interval;
+                while Instant::now() < until && !woken() {
+                    std::hint::spin_loop();
+                    std::thread::yield_now();
+                }
+            } else if !woken() && !inline_new() {
+                vctx.nap_for_work(poll_interval);
             }
         } else if settings.tuning.tight_poll {
             // Progress waits on completions. While only waiting threads need them, poll in a
@@ -587,9 +610,9 @@ fn pin_to_cpu(cpu: usize) -> std::io::Result<()> {
     rustix::thread::sched_setaffinity(None, &set).map_err(std::io::Error::from)
 }
 
-/// How long the idle dispatcher thread spins (yielding) before it parks ([`Tuning::idle_spin`]
-/// overrides it for measurements). A parked thread takes tens of microseconds to wake on this
-/// VM, which the next op would wait for.
+/// How long the idle dispatcher thread naps (timed waits that new work ends) before it parks
+/// until woken ([`Tuning::idle_spin`] overrides it for measurements). Waking a parked thread
+/// costs the waker a system call on this VM, and the woken thread runs 13-19 us later.
 const IDLE_SPIN: Duration = Duration::from_micros(100);
 
 /// Whether the submission thread runs by default (`VITAMIN_SUBMIT_THREAD`): on, a dependent
@@ -598,6 +621,22 @@ const IDLE_SPIN: Duration = Duration::from_micros(100);
 const SUBMIT_THREAD: bool = true;
 /// Whether eager binding is on by default (`VITAMIN_EAGER`).
 const EAGER: bool = true;
+/// How the dispatcher thread waits between rounds ([`Tuning::nap`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Nap {
+    /// It spins, yielding.
+    Off,
+    /// It naps only while work is in flight.
+    Busy,
+    /// It naps, idle or not.
+    All,
+}
+
+/// How the dispatcher thread waits by default (`VITAMIN_DISPATCH_NAP`): spinning. Napping
+/// (timed waits) left a CPU free but measured worse on the H200 (session 5 call 10, 4 rounds:
+/// operator p95 440.8 us napping, 441.1 napping only with work in flight, 432.6 spinning;
+/// native 426.9), as a napping thread wakes up late for its next round.
+const NAP: Nap = Nap::Off;
 /// Whether eager continuation is on by default (`VITAMIN_EAGER_CONTINUE`).
 const EAGER_CONTINUE: bool = true;
 /// Whether waiting threads poll completions themselves by default (`VITAMIN_WAIT_ASSIST`): with
