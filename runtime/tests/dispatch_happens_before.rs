@@ -684,6 +684,36 @@ fn lane_continuation_binds_a_dependent_chain_early_only_when_enabled() {
     }
 }
 
+/// Six pairs of kernels on one stream, each pair followed by pump rounds that drain it: the first
+/// kernel of a pair is fresh when recorded, the second follows it while it runs. Run under every
+/// policy, with and without lane continuation, with recording-thread submission `submit`; `check`
+/// gets the policy, whether lane continuation was on, and the dispatcher's statistics.
+fn run_kernel_pairs(submit: Submit, check: impl Fn(PolicyKind, bool, &DispatchStats)) {
+    use Step::*;
+    let op = |stream, work| Op { client: 0, stream, work };
+    let mut steps = Vec::new();
+    for i in 0..6 {
+        steps.push(op(1, kernel(2_000 + 500 * i)));
+        steps.push(op(1, kernel(1_000)));
+        steps.push(Pump { rounds: 8 });
+    }
+    for policy in PolicyKind::ALL {
+        for lane_continuation in [true, false] {
+            let case = Case {
+                clients: vec![single_client(vec![SKind::NonBlocking], 0)],
+                steps: steps.clone(),
+                lane_continuation,
+                lanes_per_node: 2,
+                max_continuation_depth: 64,
+                submit,
+                seed: 3,
+            };
+            let out = run_and_check(&case, policy).unwrap_or_else(|e| panic!("{policy}: {e}"));
+            check(policy, lane_continuation, &out.stats);
+        }
+    }
+}
+
 /// Eager binding (the shim's default): a launch-sync loop's every kernel is fresh when recorded
 /// (the stream drained), so the recording thread binds it; a dependent kernel recorded right
 /// after one still running is not fresh and is left to the dispatcher (continued or bound later).
@@ -691,34 +721,15 @@ fn lane_continuation_binds_a_dependent_chain_early_only_when_enabled() {
 /// keeps binding in the rounds).
 #[test]
 fn eager_binding_takes_fresh_ops_only() {
-    use Step::*;
-    let op = |stream, work| Op { client: 0, stream, work };
-    let mut steps = Vec::new();
-    for i in 0..6 {
-        steps.push(op(1, kernel(2_000 + 500 * i)));
-        steps.push(op(1, kernel(1_000)));
-        steps.push(Pump { rounds: 8 });
-    }
-    for policy in PolicyKind::ALL {
-        for lane_continuation in [true, false] {
-            let case = Case {
-                clients: vec![single_client(vec![SKind::NonBlocking], 0)],
-                steps: steps.clone(),
-                lane_continuation,
-                lanes_per_node: 2,
-                max_continuation_depth: 64,
-                submit: Submit::Eager,
-                seed: 3,
-            };
-            let out = run_and_check(&case, policy).unwrap_or_else(|e| panic!("{policy}: {e}"));
-            if lane_continuation {
-                // The first kernel of each pair; the second follows a live one.
-                assert_eq!(out.stats.eager, 6, "{policy}: {:?}", out.stats);
-            } else {
-                assert_eq!(out.stats.eager, 0, "{policy}: strict readiness binds in rounds only");
-            }
+    run_kernel_pairs(Submit::Eager, |policy, lane_continuation, stats| {
+        if lane_continuation {
+            // The first kernel of each pair; the second follows a live one.
+            assert_eq!(stats.eager, 6, "{policy}: {stats:?}");
+            assert_eq!(stats.eager_continued, 0, "{policy}: {stats:?}");
+        } else {
+            assert_eq!(stats.eager, 0, "{policy}: strict readiness binds in rounds only");
         }
-    }
+    });
 }
 
 /// Eager continuation: the second kernel of each pair follows the first, which was bound eagerly
@@ -726,37 +737,17 @@ fn eager_binding_takes_fresh_ops_only() {
 /// policy agrees; never under strict readiness.
 #[test]
 fn eager_continuation_follows_submitted_predecessors_only() {
-    use Step::*;
-    let op = |stream, work| Op { client: 0, stream, work };
-    let mut steps = Vec::new();
-    for i in 0..6 {
-        steps.push(op(1, kernel(2_000 + 500 * i)));
-        steps.push(op(1, kernel(1_000)));
-        steps.push(Pump { rounds: 8 });
-    }
-    for policy in PolicyKind::ALL {
-        for lane_continuation in [true, false] {
-            let case = Case {
-                clients: vec![single_client(vec![SKind::NonBlocking], 0)],
-                steps: steps.clone(),
-                lane_continuation,
-                lanes_per_node: 2,
-                max_continuation_depth: 64,
-                submit: Submit::EagerContinue,
-                seed: 3,
-            };
-            let out = run_and_check(&case, policy).unwrap_or_else(|e| panic!("{policy}: {e}"));
-            if lane_continuation {
-                assert_eq!(out.stats.eager, 6, "{policy}: {:?}", out.stats);
-                assert!(out.stats.eager_continued <= out.stats.continued, "{policy}: {:?}", out.stats);
-                if matches!(policy, PolicyKind::Throughput | PolicyKind::Exclusive) {
-                    assert_eq!(out.stats.eager_continued, 6, "{policy}: {:?}", out.stats);
-                }
-            } else {
-                assert_eq!(out.stats.eager + out.stats.eager_continued, 0, "{policy}: {:?}", out.stats);
+    run_kernel_pairs(Submit::EagerContinue, |policy, lane_continuation, stats| {
+        if lane_continuation {
+            assert_eq!(stats.eager, 6, "{policy}: {stats:?}");
+            assert!(stats.eager_continued <= stats.continued, "{policy}: {stats:?}");
+            if matches!(policy, PolicyKind::Throughput | PolicyKind::Exclusive) {
+                assert_eq!(stats.eager_continued, 6, "{policy}: {stats:?}");
             }
+        } else {
+            assert_eq!(stats.eager + stats.eager_continued, 0, "{policy}: {stats:?}");
         }
-    }
+    });
 }
 
 /// Every construct of the model at once, on a fixed program: the legacy stream between blocking

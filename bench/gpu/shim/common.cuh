@@ -1,6 +1,7 @@
 // Pieces shared by the interposer-free benchmark programs (green_chain.cu, launch_paths.cu,
-// memfence_probe.cu, launch_idle.cu): their kernels, a percentile helper and a green context over
-// every SM with one stream (what vitamin's root pool node is). Error checks: check.cuh.
+// memfence_probe.cu, launch_idle.cu, launch_xthread.cu): their kernels, a percentile helper, the
+// primary context and a green context over every SM with one stream (what vitamin's root pool node
+// is). Error checks: check.cuh.
 #pragma once
 #include <algorithm>
 #include <vector>
@@ -25,6 +26,19 @@ __global__ void layer(const float* x, float* y, int iters) {
 static inline double pct(std::vector<double> v, double f) {
     std::sort(v.begin(), v.end());
     return v[(size_t)(f * (v.size() - 1))];
+}
+
+// The CUDA runtime's primary context, made current by the runtime (cudaFree(0)), and its device.
+struct Primary {
+    CUcontext ctx;
+    CUdevice dev;
+};
+static inline Primary primary_current() {
+    RK(cudaFree(0));
+    Primary p;
+    CK(cuCtxGetCurrent(&p.ctx));
+    CK(cuCtxGetDevice(&p.dev));
+    return p;
 }
 
 // A green context over every SM of `dev` and one non-blocking stream in it.

@@ -22,11 +22,9 @@ using clk = std::chrono::steady_clock;
 int main(int argc, char** argv) {
     const int rounds = argc > 1 ? std::atoi(argv[1]) : 3;
     const int reps = argc > 2 ? std::atoi(argv[2]) : 2000;
-    RK(cudaFree(0));
-    CUdevice dev;
-    CK(cuCtxGetDevice(&dev));
-    CUcontext primary;
-    CK(cuCtxGetCurrent(&primary));
+    const Primary pc = primary_current();
+    const CUdevice dev = pc.dev;
+    const CUcontext primary = pc.ctx;
     GreenAll g = green_all(dev);
     CUcontext gctx;
     CK(cuCtxFromGreenCtx(&gctx, g.ctx));

@@ -46,11 +46,9 @@ static double batches(Via via, cudaStream_t s, CUfunction f, CUkernel k, unsigne
 }
 
 int main() {
-    RK(cudaFree(0));
-    CUcontext primary;
-    CK(cuCtxGetCurrent(&primary));
-    CUdevice dev;
-    CK(cuCtxGetDevice(&dev));
+    const Primary pc = primary_current();
+    const CUdevice dev = pc.dev;
+    const CUcontext primary = pc.ctx;
     unsigned long long* c;
     RK(cudaMalloc(&c, sizeof(*c)));
     RK(cudaMemset(c, 0, sizeof(*c)));

@@ -39,11 +39,9 @@ int main(int argc, char** argv) {
     const int rounds = argc > 1 ? std::atoi(argv[1]) : 3;
     const int reps = argc > 2 ? std::atoi(argv[2]) : 2000;
     const int extra = argc > 3 ? std::atoi(argv[3]) : 0;
-    RK(cudaFree(0));
-    CUdevice dev;
-    CK(cuCtxGetDevice(&dev));
-    CUcontext primary;
-    CK(cuCtxGetCurrent(&primary));
+    const Primary pc = primary_current();
+    const CUdevice dev = pc.dev;
+    const CUcontext primary = pc.ctx;
     std::vector<GreenAll> pool;
     std::vector<CUstream> pool_streams;
     for (int i = 0; i < extra; i++) {

@@ -528,7 +528,7 @@ fn run(
             // has passed. Spinning on atomics keeps the lock free for the application thread's
             // submissions and the driver free of event queries while it launches. (Napping
             // would also leave the CPU free: a busy CPU beside it slowed a native launch-bound
-            // chain by 5-17% on the H200 host, `bench/gpu/host/spin_check.sh`; but the napping
+            // chain by 5-18% on the H200 host, `bench/gpu/host/spin_check.sh`; but the napping
             // dispatcher measured worse overall, see [`NAP`].)
             if settings.tuning.nap == Nap::Off {
                 let until = Instant::now() + poll_interval;
