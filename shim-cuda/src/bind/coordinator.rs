@@ -641,8 +641,9 @@ const NAP: Nap = Nap::Off;
 const EAGER_CONTINUE: bool = true;
 /// Whether waiting threads poll completions themselves by default (`VITAMIN_WAIT_ASSIST`): with
 /// eager binding the application thread then launches, fences and polls its own lane, as a
-/// native program does (session 5 call 4 on the H200: the 8-kernel operator's p95 +0.9% over
-/// native instead of +3.3%, the small op's p50 11.1 us instead of 16.5).
+/// native program does (session 5 call 4 on the H200, two rounds: the 8-kernel operator's p95
+/// 429.2-429.6 us instead of 428.9-436.3, native 425.0-425.8; the small op's p50 10.9-11.3 us
+/// instead of 14.1-16.9).
 const WAIT_ASSIST: bool = true;
 /// Whether tight completion polling for waiting threads is on by default (`VITAMIN_TIGHT_POLL`).
 const TIGHT_POLL: bool = true;
