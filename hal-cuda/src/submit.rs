@@ -130,6 +130,31 @@ pub(crate) enum HandOff {
     DirectThenWake,
 }
 
+/// The hand-off rule of [`Submitter::should_hand_off`] as a pure function of what it reads:
+/// whether this submission comes in a burst, the burst's consecutive submissions so far (`run`),
+/// whether the thread sleeps, and whether it has issued every handed-off command (`idle`, read
+/// only when the rule needs it: in a burst, only if the thread sleeps, since the counter it
+/// reads is a cache line the busy thread writes at every command). A submission is issued
+/// directly only when nothing handed off is pending, so the driver sees every stream's commands
+/// in submission order.
+fn decide(burst: bool, run: u64, sleeping: bool, idle: impl FnOnce() -> bool) -> HandOff {
+    if burst {
+        if sleeping && idle() {
+            if run >= WAKE_AFTER {
+                HandOff::DirectThenWake
+            } else {
+                HandOff::Direct
+            }
+        } else {
+            HandOff::Yes
+        }
+    } else if idle() {
+        HandOff::Direct
+    } else {
+        HandOff::Yes
+    }
+}
+
 /// The submission thread of one backend.
 pub(crate) struct Submitter {
     inner: Arc<Inner>,
@@ -237,23 +262,7 @@ impl Submitter {
         if !burst {
             self.burst_run.store(0, Ordering::Relaxed);
         }
-        // In a burst the thread's progress counter (a cache line it writes at every command) is
-        // read only if the thread sleeps.
-        let decision = if burst {
-            if self.inner.sleeping.load(Ordering::SeqCst) && self.idle() {
-                if run >= WAKE_AFTER {
-                    HandOff::DirectThenWake
-                } else {
-                    HandOff::Direct
-                }
-            } else {
-                HandOff::Yes
-            }
-        } else if self.idle() {
-            HandOff::Direct
-        } else {
-            HandOff::Yes
-        };
+        let decision = decide(burst, run, self.inner.sleeping.load(Ordering::SeqCst), || self.idle());
         if decision != HandOff::Yes {
             self.direct.fetch_add(1, Ordering::Relaxed);
         }
@@ -364,6 +373,46 @@ fn execute(inner: &Inner, cmd: Command) {
                 errors.lock().get_or_insert_with(|| format!("asynchronous submission failed: {e}"));
             }
             None => tracing::error!(error = %e, "asynchronous submission failed for an unknown partition"),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn lone_submissions_go_direct_unless_hand_offs_are_pending() {
+        assert_eq!(decide(false, 0, true, || true), HandOff::Direct);
+        assert_eq!(decide(false, 0, false, || true), HandOff::Direct);
+        assert_eq!(decide(false, 0, false, || false), HandOff::Yes);
+    }
+
+    #[test]
+    fn a_burst_goes_to_an_awake_thread_without_reading_its_progress() {
+        assert_eq!(decide(true, 3, false, || panic!("progress read in a burst")), HandOff::Yes);
+        assert_eq!(decide(true, 40, false, || panic!("progress read in a burst")), HandOff::Yes);
+    }
+
+    #[test]
+    fn a_parked_thread_is_woken_only_by_a_long_burst() {
+        for run in 1..WAKE_AFTER {
+            assert_eq!(decide(true, run, true, || true), HandOff::Direct, "run {run}");
+        }
+        assert_eq!(decide(true, WAKE_AFTER, true, || true), HandOff::DirectThenWake);
+        assert_eq!(decide(true, WAKE_AFTER + 7, true, || true), HandOff::DirectThenWake);
+        // Parked with work still pending (it is about to notice): queue behind it.
+        assert_eq!(decide(true, WAKE_AFTER, true, || false), HandOff::Yes);
+    }
+
+    proptest! {
+        /// The ordering invariant: nothing is issued directly while a hand-off is pending.
+        #[test]
+        fn never_direct_while_hand_offs_are_pending(burst: bool, run in 0u64..64, sleeping: bool, idle: bool) {
+            let d = decide(burst, run, sleeping, || idle);
+            prop_assert!(d == HandOff::Yes || idle, "{d:?} with pending hand-offs");
+            prop_assert!(d != HandOff::DirectThenWake || (burst && sleeping && run >= WAKE_AFTER));
         }
     }
 }
