@@ -137,10 +137,10 @@ enum Submit {
     /// Inline after every recorded op (`Dispatcher::pump_submit`, the shim's `VITAMIN_INLINE`).
     Inline,
     /// Eager binding of fresh ops while recording them (`VirtualContext::record_op_eager` +
-    /// `Dispatcher::submit_fresh`, the shim's `VITAMIN_EAGER_CONTINUE=0`).
+    /// `Dispatcher::submit_fresh`, the shim's default).
     Eager,
     /// Eager binding and eager continuation of ops behind submitted predecessors
-    /// (`Dispatcher::submit_continued`, the shim's default).
+    /// (`Dispatcher::submit_continued`, the shim's `VITAMIN_EAGER_CONTINUE=1`).
     EagerContinue,
 }
 

@@ -110,7 +110,7 @@ pub struct Tuning {
     pub nap: Nap,
     /// `VITAMIN_EAGER_CONTINUE`: whether, under eager binding, a thread recording an op whose
     /// live predecessors are all submitted continues it on their lane itself when the
-    /// dispatcher is free (lane continuation on the recording thread; on by default).
+    /// dispatcher is free (lane continuation on the recording thread; off by default).
     pub eager_continue: bool,
 }
 
@@ -486,10 +486,12 @@ fn run(
             // Wait briefly (spinning, yielding; or napping under `VITAMIN_DISPATCH_NAP=all`)
             // before parking: the next op of a launch-sync loop usually arrives within
             // microseconds, and an application thread would pay for waking a parked dispatcher
-            // (2-4 us there, and it runs 13-19 us later: `bench/gpu/host/host_probe.c`). An
-            // eager submission (an application thread bound a fresh op itself, and continues
-            // its lane and polls its own completions) is left the lock for a poll interval:
-            // taking it at once would make that thread hand its next launch over.
+            // (2-4 us there, and it runs 13-19 us later: `bench/gpu/host/host_probe.c`). Under
+            // eager continuation, an eager submission (an application thread bound a fresh op
+            // itself, and continues its lane and polls its own completions) is left the lock for
+            // a poll interval: taking it at once would make that thread hand its next launch
+            // over. Without it, an eager submission starts a round at once (the dispatcher
+            // continues the ops that follow).
             let until = Instant::now() + idle_spin;
             let mut woke = false;
             loop {
@@ -504,6 +506,10 @@ fn run(
                 if settings.tuning.nap == Nap::All {
                     vctx.nap_for_work(poll_interval.min(until - now));
                 } else if eager_new() {
+                    if !settings.tuning.eager_continue {
+                        woke = true;
+                        break;
+                    }
                     // Spinning: an eager submission is left the lock for a poll interval.
                     let grace = now + poll_interval;
                     while Instant::now() < grace && !woken() && !inline_new() {
@@ -637,8 +643,13 @@ pub enum Nap {
 /// operator p95 440.8 us napping, 441.1 napping only with work in flight, 432.6 spinning;
 /// native 426.9), as a napping thread wakes up late for its next round.
 const NAP: Nap = Nap::Off;
-/// Whether eager continuation is on by default (`VITAMIN_EAGER_CONTINUE`).
-const EAGER_CONTINUE: bool = true;
+/// Whether eager continuation is on by default (`VITAMIN_EAGER_CONTINUE`): off. It made the
+/// 8-kernel operator 0.6-3.6 us faster on the H200 (session 5 calls 5 and 7), but it moves the
+/// launches of sparse launch streams onto the application thread: in the PyTorch training step
+/// the application thread issued 24-31k of its 48k launches itself, and the step measured +7.2%
+/// over native on one machine (7 pairs; -3.1% on another), where launches handed to the
+/// dispatcher and submission threads had kept it at or below native (sessions 2-4).
+const EAGER_CONTINUE: bool = false;
 /// Whether waiting threads poll completions themselves by default (`VITAMIN_WAIT_ASSIST`): with
 /// eager binding the application thread then launches, fences and polls its own lane, as a
 /// native program does (session 5 call 4 on the H200, two rounds: the 8-kernel operator's p95
