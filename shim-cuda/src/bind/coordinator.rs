@@ -18,10 +18,18 @@
 //! launches overlap the dispatcher's bookkeeping; it enters the re-entry guard too. A lone
 //! submission is issued by the dispatcher thread itself.
 //!
+//! Application threads do part of the work themselves: a fresh op (the first launch after a wait)
+//! is bound and launched by the thread recording it ([`Coordinator::record_eager`], eager binding),
+//! optionally with the dependent ops behind it ([`Tuning::eager_continue`]), and a thread waiting
+//! in a synchronize call polls its own completions ([`Tuning::wait_assist`]): on this VM a
+//! hand-off between threads costs microseconds, a wake-up of a parked thread tens.
+//!
 //! Waiting: with work in flight the thread spins (yielding, on lock-free hints) until new work
-//! arrives, a thread starts waiting in a synchronize call, or the poll interval passes; it polls
-//! every round while progress waits on completions. With nothing to do it spins briefly, then
-//! parks in [`VirtualContext::wait_for_work`], which new ops and newly waiting threads wake.
+//! arrives, a thread starts waiting in a synchronize call (without the wait assist), or the poll
+//! interval passes; it polls every round while progress waits on completions. With nothing to do it
+//! spins briefly, then parks in [`VirtualContext::wait_for_work`], which new ops, eager submissions
+//! and newly waiting threads (without the wait assist) wake. `VITAMIN_DISPATCH_NAP` makes it nap
+//! instead of spinning (experimental, measured worse).
 //!
 //! Shutdown ([`Coordinator::stop`], at process exit): the thread publishes its statistics and exits
 //! without tearing the pool down (the process is ending; the driver reclaims the green contexts).

@@ -267,10 +267,10 @@ fn settings() -> Settings {
 /// for blocking synchronization: natively CUDA spins for the whole wait by default.
 const SPIN_WAIT: Duration = Duration::from_secs(1);
 
-/// The wait assist of bind mode's virtual context (experimental, off by default): native waits
-/// on the awaited ops' lanes (`VITAMIN_NATIVE_WAIT=1`, [`Coordinator::native_wait`]) or
-/// completion polling by the waiting thread (`VITAMIN_WAIT_ASSIST=1`,
-/// [`Coordinator::assist_poll`]).
+/// The wait assist of bind mode's virtual context: completion polling by the waiting thread
+/// (`VITAMIN_WAIT_ASSIST`, on by default, [`Coordinator::assist_poll`]) or, with it off, native
+/// waits on the awaited ops' lanes (`VITAMIN_NATIVE_WAIT=1`, experimental,
+/// [`Coordinator::native_wait`]).
 fn wait_assist(ops: &[vitamin_runtime::OpId]) -> bool {
     match BIND.get() {
         Some(Some(b)) if b.settings.tuning.wait_assist => {
@@ -325,8 +325,8 @@ impl Bind {
         // CUDA spins without yielding unless the application asked it to yield (or has more
         // contexts than CPUs, which one primary context on a multi-core host never has).
         vctx.set_sync_yield(t.sync_yield.unwrap_or(sched == driver::Sched::Yield));
-        // Experimental: spinning waiters wait natively on their lanes (not under blocking
-        // synchronization), or poll completions themselves.
+        // Spinning waiters poll completions themselves (the default), or (experimental) wait
+        // natively on their lanes (not under blocking synchronization).
         if t.wait_assist || (t.native_wait && !blocking) {
             vctx.set_wait_assist(Box::new(wait_assist));
         }
