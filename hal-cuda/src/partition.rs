@@ -378,6 +378,78 @@ impl CudaPartition {
     /// issued yet (or failed to issue) is not queried: an event never recorded reports complete.
     /// Queries the lane's fences oldest first and stops at the first not complete (a lane's ops
     /// complete in order): one query per poll while the oldest runs.
+    /// Issues (or hands off) one submission on `lane` (see [`PhysicalPartition::submit`] and
+    /// [`PhysicalPartition::submit_native`]): a native launch is only ever issued directly, and
+    /// refused ([`HalError::Busy`]) while earlier hand-offs are pending, since its argument
+    /// pointers are the caller's and live only during its call.
+    fn submit_on(&self, lane: LaneId, what: Submission<'_>) -> Result<Fence, HalError> {
+        let l = self.lanes.get(lane as usize).ok_or(HalError::InvalidLane { lane, lanes: self.lanes.len() })?;
+        trace::step(14);
+        self.shared.make_current()?;
+        trace::step(15);
+        let mut st = l.lock();
+        trace::step(16);
+        let sub = self.shared.submitter();
+        let decision = sub.map_or(HandOff::Direct, |s| s.should_hand_off());
+        trace::step(17);
+        let staged = match &what {
+            Submission::Desc(op) => match &***op {
+                OpDesc::Copy(c) => match c.src() {
+                    Endpoint::Staged(b) => Some(b.clone()),
+                    _ => None,
+                },
+                _ => None,
+            },
+            Submission::Native(_) => None,
+        };
+        let direct = match (sub, decision, what) {
+            (Some(sub), HandOff::Yes, Submission::Desc(op)) => {
+                st.last_ticket = sub.push(Command::Issue { stream: st.stream, op: op.clone(), slot: self.slot(sub) });
+                false
+            }
+            (Some(_), HandOff::Yes, Submission::Native(_)) => {
+                return Err(HalError::Busy("earlier submissions are not issued yet".into()));
+            }
+            (_, _, what) => {
+                trace::mark(Tag::IssueBegin, 0);
+                let issued = match what {
+                    Submission::Desc(op) => issue(st.stream, op, &|| self.errors.clone()),
+                    Submission::Native(f) => f(st.stream as u64),
+                };
+                trace::mark(Tag::IssueEnd, 0);
+                if let Err(e) = issued {
+                    if let (Some(sub), HandOff::DirectThenWake) = (sub, decision) {
+                        sub.wake();
+                    }
+                    return Err(e);
+                }
+                true
+            }
+        };
+        if let Some(b) = staged {
+            let seq = st.submitted + 1;
+            st.keepalive.push_back((seq, b));
+        }
+        st.submitted += 1;
+        self.shared.outstanding.fetch_add(1, Ordering::AcqRel);
+        let fence = Fence { lane, seq: st.submitted };
+        // A lone submission (issued here, the lane without a fence in flight) is fenced at once:
+        // the fence then runs right behind the op, and its completion is seen as soon as the op
+        // ends instead of after the next poll's record (measured on the H200: a launch-sync loop
+        // otherwise waited for a fence recorded after its kernel had finished). A failed record
+        // is left to the next poll, which records again.
+        if direct && st.events.is_empty() {
+            if let Err(e) = self.fence_lane(&mut st) {
+                tracing::debug!(error = %e, "fence record at submission failed; the next poll fences");
+            }
+        }
+        drop(st);
+        if let (Some(sub), HandOff::DirectThenWake) = (sub, decision) {
+            sub.wake();
+        }
+        Ok(fence)
+    }
+
     fn completed_upto(&self, lane: &Lane) -> Result<Option<u64>, HalError> {
         let mut done = None;
         for &(upto, e, ticket) in &lane.events {
@@ -395,6 +467,13 @@ impl CudaPartition {
         }
         Ok(done)
     }
+}
+
+/// What [`CudaPartition::submit_on`] issues: a descriptor, or a launch the caller makes itself on
+/// the lane's stream (its handle as an integer).
+enum Submission<'a> {
+    Desc(&'a Arc<OpDesc>),
+    Native(&'a mut dyn FnMut(u64) -> Result<(), HalError>),
 }
 
 /// Issues `op` on stream `s` (one driver call; see the module docs). Host functions report panics
@@ -430,6 +509,26 @@ pub(crate) fn issue(s: CUstream, op: &OpDesc, errors: &dyn Fn() -> Errors) -> Re
         OpDesc::Graph(g) => unsafe { launch::graph(g.graph_exec(), s) },
         OpDesc::Marker(_) => Ok(()),
     }
+}
+
+/// Launches `f` with the caller's own parameter pointers on `stream`, a lane's native stream as
+/// handed to a [`PhysicalPartition::submit_native`] closure: `cuLaunchKernel` with no `extra`
+/// and no attributes, exactly the launch the caller describes.
+///
+/// # Safety
+/// `f` is a live `CUfunction` or `CUkernel` handle, `stream` the handle the closure received, and
+/// `params` holds one pointer per parameter of `f` (or is null when it takes none), each valid
+/// for the duration of the call (the driver copies the values at launch).
+pub unsafe fn launch_native(
+    f: u64,
+    grid: [u32; 3],
+    block: [u32; 3],
+    shared_mem_bytes: u32,
+    stream: u64,
+    params: *mut *mut c_void,
+) -> Result<(), HalError> {
+    // SAFETY: forwarded from the caller's contract above.
+    unsafe { launch::kernel(f as driver::CUfunction, grid, block, shared_mem_bytes, stream as CUstream, params) }
 }
 
 /// Launches `k` unchanged on stream `s` with `cuLaunchKernelEx` (its function, grid, block, dynamic
@@ -517,60 +616,18 @@ impl PhysicalPartition for CudaPartition {
     }
 
     fn submit(&self, lane: LaneId, op: &Arc<OpDesc>) -> Result<Fence, HalError> {
-        let l = self.lanes.get(lane as usize).ok_or(HalError::InvalidLane { lane, lanes: self.lanes.len() })?;
         if let OpDesc::Kernel(k) = &**op {
             self.check_kernel(k)?;
         }
-        trace::step(14);
-        self.shared.make_current()?;
-        trace::step(15);
-        let mut st = l.lock();
-        trace::step(16);
-        let sub = self.shared.submitter();
-        let decision = sub.map_or(HandOff::Direct, |s| s.should_hand_off());
-        trace::step(17);
-        let direct = match (sub, decision) {
-            (Some(sub), HandOff::Yes) => {
-                st.last_ticket = sub.push(Command::Issue { stream: st.stream, op: op.clone(), slot: self.slot(sub) });
-                false
-            }
-            _ => {
-                trace::mark(Tag::IssueBegin, 0);
-                let issued = issue(st.stream, op, &|| self.errors.clone());
-                trace::mark(Tag::IssueEnd, 0);
-                if let Err(e) = issued {
-                    if let (Some(sub), HandOff::DirectThenWake) = (sub, decision) {
-                        sub.wake();
-                    }
-                    return Err(e);
-                }
-                true
-            }
-        };
-        if let OpDesc::Copy(c) = &**op {
-            if let Endpoint::Staged(b) = c.src() {
-                let seq = st.submitted + 1;
-                st.keepalive.push_back((seq, b.clone()));
-            }
-        }
-        st.submitted += 1;
-        self.shared.outstanding.fetch_add(1, Ordering::AcqRel);
-        let fence = Fence { lane, seq: st.submitted };
-        // A lone submission (issued here, the lane without a fence in flight) is fenced at once:
-        // the fence then runs right behind the op, and its completion is seen as soon as the op
-        // ends instead of after the next poll's record (measured on the H200: a launch-sync loop
-        // otherwise waited for a fence recorded after its kernel had finished). A failed record
-        // is left to the next poll, which records again.
-        if direct && st.events.is_empty() {
-            if let Err(e) = self.fence_lane(&mut st) {
-                tracing::debug!(error = %e, "fence record at submission failed; the next poll fences");
-            }
-        }
-        drop(st);
-        if let (Some(sub), HandOff::DirectThenWake) = (sub, decision) {
-            sub.wake();
-        }
-        Ok(fence)
+        self.submit_on(lane, Submission::Desc(op))
+    }
+
+    fn submit_native(
+        &self,
+        lane: LaneId,
+        issue: &mut dyn FnMut(u64) -> Result<(), HalError>,
+    ) -> Result<Fence, HalError> {
+        self.submit_on(lane, Submission::Native(issue))
     }
 
     fn poll(&self, completed: &mut Vec<Fence>) -> Result<usize, HalError> {

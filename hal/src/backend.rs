@@ -42,6 +42,21 @@ pub trait PhysicalPartition: Send + Sync {
     /// Returns the op's fence. On error nothing was submitted.
     fn submit(&self, lane: LaneId, op: &Arc<OpDesc>) -> Result<Fence, HalError>;
 
+    /// Submits on `lane` a launch that `issue` makes itself on the lane's native stream (its
+    /// handle as an integer), after everything previously submitted on that lane: for a caller
+    /// that launches an application's call with the application's own argument pointers before
+    /// it copies them into a descriptor (launch-first eager binding). Returns the launch's fence.
+    /// Refused (nothing issued) where the lane's earlier work is not issued yet or the backend
+    /// has no native streams; on error from `issue` nothing counts as submitted.
+    fn submit_native(
+        &self,
+        lane: LaneId,
+        issue: &mut dyn FnMut(u64) -> Result<(), HalError>,
+    ) -> Result<Fence, HalError> {
+        let _ = (lane, issue);
+        Err(HalError::Busy("this backend has no native streams to launch on".into()))
+    }
+
     /// Appends the fences that completed since the last poll (each exactly once, per lane in
     /// submission order) and returns how many were appended. One call covers all lanes.
     fn poll(&self, completed: &mut Vec<Fence>) -> Result<usize, HalError>;

@@ -87,4 +87,7 @@ pub enum HalError {
     /// An executed op failed asynchronously (reported at the next poll/sync).
     #[error("asynchronous failure: {0}")]
     Async(String),
+    /// The backend cannot take the request now; nothing was done (take another path or retry).
+    #[error("busy: {0}")]
+    Busy(String),
 }

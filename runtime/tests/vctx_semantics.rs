@@ -515,3 +515,34 @@ fn eager_recording_offers_fresh_and_continuable_ops_and_a_taken_op_is_never_hand
     assert_eq!(ready(&c), vec![d.op]);
     assert_eq!(c.outstanding(), 1);
 }
+
+/// `record_launched_first` runs its launch only for an op that would be fresh, before the op is
+/// recorded; a launched op is recorded as submitted (never handed out) and committed with its
+/// id; a declined launch records nothing.
+#[test]
+fn launch_first_recording_launches_only_fresh_ops_and_records_them_submitted() {
+    let c = ctx();
+    let s = c.create_stream(StreamKind::NonBlocking, 0);
+    let mut committed = Vec::new();
+    let (a, ()) = c
+        .record_launched_first(s, || Some((op(), 7u32)), |id, _, t| committed.push((id, t)))
+        .unwrap()
+        .expect("a fresh op on an empty stream is launched");
+    assert!(a.preds.is_empty());
+    assert_eq!(committed, vec![(a.op, 7)]);
+    assert!(c.is_submitted(a.op), "a launched op counts as submitted");
+    assert!(ready(&c).is_empty(), "a launched op is never handed out");
+    // Behind a live op: the launch does not run, nothing is recorded.
+    let before = c.outstanding();
+    let r = c.record_launched_first(s, || -> Option<(Arc<OpDesc>, ())> { panic!("not fresh") }, |_, _, ()| ()).unwrap();
+    assert!(r.is_none());
+    assert_eq!(c.outstanding(), before);
+    c.satisfy(a.op);
+    // Fresh again but the launch declines: nothing recorded.
+    let r = c.record_launched_first(s, || -> Option<(Arc<OpDesc>, ())> { None }, |_, _, ()| ()).unwrap();
+    assert!(r.is_none());
+    assert_eq!(c.outstanding(), 0);
+    // An unknown stream is an error, as for any record.
+    let bogus = StreamId(u32::MAX);
+    assert!(c.record_launched_first(bogus, || -> Option<(Arc<OpDesc>, ())> { None }, |_, _, ()| ()).is_err());
+}

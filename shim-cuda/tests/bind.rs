@@ -230,6 +230,10 @@ fn every_policy_and_strict_readiness_keep_the_program_s_semantics() {
         ("chaos-inline", vec![("VITAMIN_POLICY", "chaos"), ("VITAMIN_SEED", "5"), ("VITAMIN_INLINE", "1")]),
         ("throughput-inline-assist", vec![("VITAMIN_INLINE", "1"), ("VITAMIN_WAIT_ASSIST", "1")]),
         ("throughput-no-assist", vec![("VITAMIN_WAIT_ASSIST", "0")]),
+        // Launch-first eager binding (experimental, off): Throughput answers fresh plain launches
+        // from its memoized plan, so they are launched with the application's argument pointers
+        // before their descriptor is copied.
+        ("throughput-launch-first", vec![("VITAMIN_LAUNCH_FIRST", "1")]),
         // The dispatcher thread napping between rounds (experimental; it spins by default).
         ("chaos-nap", vec![("VITAMIN_POLICY", "chaos"), ("VITAMIN_SEED", "13"), ("VITAMIN_DISPATCH_NAP", "all")]),
         // Eager continuation on (off by default): the application thread continues ops behind
@@ -289,6 +293,12 @@ fn every_policy_and_strict_readiness_keep_the_program_s_semantics() {
             eager_continued_total += continued;
         } else {
             assert_eq!(continued, 0, "{name}: eager continuation is off by default: {b:#}");
+        }
+        let launched_first = b["dispatcher"]["launched_first"].as_u64().expect("launched_first in the census");
+        if name.ends_with("-launch-first") {
+            assert!(launched_first > 0, "{name}: no launch was made before its record: {b:#}");
+        } else {
+            assert_eq!(launched_first, 0, "{name}: launch-first is off by default: {b:#}");
         }
         let fence = if name == "chaos-memory-fence" { "memory" } else { "event" };
         assert_eq!(b["dispatcher"]["fence"], fence, "{name}: {b:#}");

@@ -180,6 +180,9 @@ pub struct DispatchStats {
     /// Fresh ops bound and submitted by the thread that recorded them
     /// ([`Dispatcher::submit_fresh`]; part of `bound`).
     pub eager: u64,
+    /// Fresh ops launched by the thread that recorded them before their descriptor was copied
+    /// ([`Dispatcher::launch_fresh_native`]; part of `eager`).
+    pub launched_first: u64,
     /// Ops continued on their predecessors' lane by the thread that recorded them
     /// ([`Dispatcher::submit_continued`]; part of `continued`).
     pub eager_continued: u64,
@@ -580,40 +583,13 @@ impl<B: Backend, P: Policy> Dispatcher<B, P> {
     /// the dispatcher's rounds). Returns whether the op was submitted; if not, nothing changed
     /// and the op takes the usual path. Must not be called for an op the dispatcher has taken.
     pub fn submit_fresh(&mut self, client: usize, op: OpId, desc: &Arc<OpDesc>) -> bool {
-        let eligible = self.config.lane_continuation
-            && client < self.clients.len()
-            && self.ready.is_empty()
-            && self.deferred.is_empty()
-            && self.retry_unit_free.is_empty()
-            && desc.uses_units()
-            && matches!(**desc, OpDesc::Kernel(_) | OpDesc::Graph(_))
-            && self.partitions[self.pool.root().0 as usize].can_execute(desc).is_ok();
-        if !eligible {
+        if !self.fresh_eligible(client, desc) {
             return false;
         }
         crate::trace::mark(crate::trace::Tag::EagerBegin, op.0);
-        self.finish_completed();
-        self.release_idle_leases();
-        crate::trace::step(10);
-        self.now = self.backend.now_ns();
-        self.seq += 1;
         // A policy that already knows the lone op's node (Throughput's memoized plan on a
         // quiescent pool) is asked directly; otherwise a round's Pick/Select binds it.
-        let solo = match desc.as_kernel() {
-            Some(k) => {
-                let view = ReadyOpView {
-                    client: self.clients[client].info.holder,
-                    op,
-                    kernel: k,
-                    ready_since_ns: self.now,
-                    seq: self.seq,
-                    deadline_ns: self.clients[client].info.deadline_ns,
-                };
-                let state = sched_state!(self, self.now);
-                self.policy.solo_node(&view, &state)
-            }
-            None => None,
-        };
+        let solo = self.fresh_solo_node(client, op, desc);
         crate::trace::step(11);
         self.ready.push(ReadyEntry { client, op, desc: desc.clone(), ready_since: self.now, seq: self.seq });
         self.in_ready.insert((client, op));
@@ -643,6 +619,111 @@ impl<B: Backend, P: Policy> Dispatcher<B, P> {
         self.stats.eager += 1;
         self.submitted_last_round = true;
         submitted
+    }
+
+    /// Whether a fresh op of client `client` may be bound by its recording thread: only a kernel
+    /// or graph launch, under lane continuation, with nothing ready, deferred or retried (the
+    /// policy would otherwise weigh them in the same round), and runnable on the whole device.
+    fn fresh_eligible(&self, client: usize, desc: &Arc<OpDesc>) -> bool {
+        self.config.lane_continuation
+            && client < self.clients.len()
+            && self.ready.is_empty()
+            && self.deferred.is_empty()
+            && self.retry_unit_free.is_empty()
+            && desc.uses_units()
+            && matches!(**desc, OpDesc::Kernel(_) | OpDesc::Graph(_))
+            && self.partitions[self.pool.root().0 as usize].can_execute(desc).is_ok()
+    }
+
+    /// Brings completions and leases up to date, then asks the policy for a lone fresh op's
+    /// node without a round ([`Policy::solo_node`]); `None`: the policy has no direct answer.
+    fn fresh_solo_node(&mut self, client: usize, op: OpId, desc: &Arc<OpDesc>) -> Option<NodeId> {
+        self.finish_completed();
+        self.release_idle_leases();
+        crate::trace::step(10);
+        self.now = self.backend.now_ns();
+        self.seq += 1;
+        let view = ReadyOpView {
+            client: self.clients[client].info.holder,
+            op,
+            kernel: desc.as_kernel()?,
+            ready_since_ns: self.now,
+            seq: self.seq,
+            deadline_ns: self.clients[client].info.deadline_ns,
+        };
+        let state = sched_state!(self, self.now);
+        self.policy.solo_node(&view, &state)
+    }
+
+    /// Launch-first eager binding (experimental, the shim's `VITAMIN_LAUNCH_FIRST=1`): binds a
+    /// fresh kernel launch of client `client` that is not recorded yet, described by `probe`
+    /// (its function, grid, block and shared memory; the arguments may be left out), and has the
+    /// backend's [`submit_native`](PhysicalPartition::submit_native) run `issue`, which makes the
+    /// launch itself on the chosen lane's native stream with the application's own argument
+    /// pointers. Only when the policy answers directly (`Policy::solo_node`: Throughput's memoized
+    /// plan on a quiescent pool) and the same conditions as [`submit_fresh`](Self::submit_fresh)
+    /// hold. Returns `None` (nothing done: the caller takes the usual path) when not applicable
+    /// or when the backend cannot issue now, `Some(Err)` when `issue` failed (nothing submitted),
+    /// and `Some(Ok)` when launched: the caller must then record the op and hand it to
+    /// [`commit_native`](Self::commit_native) while it still holds this dispatcher (the pool
+    /// counts the launch until then).
+    pub fn launch_fresh_native(
+        &mut self,
+        client: usize,
+        probe: &Arc<OpDesc>,
+        issue: &mut dyn FnMut(u64) -> Result<(), HalError>,
+    ) -> Option<Result<NativeLaunch, HalError>> {
+        if !self.fresh_eligible(client, probe) || probe.as_kernel().is_none() {
+            return None;
+        }
+        crate::trace::mark(crate::trace::Tag::EagerBegin, 0);
+        // The op is not recorded yet: the policy sees a placeholder id (solo answers depend on
+        // the launch's shape and the pool only).
+        let node = self.fresh_solo_node(client, OpId(u64::MAX), probe)?;
+        let holder = self.clients[client].info.holder;
+        let valid = (node.0 as usize) < self.partitions.len()
+            && self.pool.is_eligible(node, holder)
+            && self.partitions[node.0 as usize].can_execute(probe).is_ok();
+        if !valid {
+            return None;
+        }
+        if !matches!(self.pool.state(node), NodeState::Leased { holder: h, .. } if *h == holder)
+            && self.pool.lease(node, holder).is_err()
+        {
+            return None;
+        }
+        if self.pool.begin_submit(node, holder).is_err() {
+            return None;
+        }
+        let lane = least_loaded(&self.lane_load[node.0 as usize]);
+        crate::trace::step(12);
+        crate::trace::mark(crate::trace::Tag::SubmitBegin, 0);
+        let submitted = self.partitions[node.0 as usize].submit_native(lane, issue);
+        crate::trace::mark(crate::trace::Tag::SubmitEnd, 0);
+        match submitted {
+            Ok(fence) => Some(Ok(NativeLaunch { client, node, lane, fence })),
+            Err(e) => {
+                let _ = self.pool.complete(node);
+                match e {
+                    HalError::Busy(_) => None,
+                    e => Some(Err(e)),
+                }
+            }
+        }
+    }
+
+    /// Completes a [`launch_fresh_native`](Self::launch_fresh_native): `op` is the launch's
+    /// record in the client's vCtx (which the recording thread marks submitted itself) and
+    /// `desc` its descriptor, copied after the launch.
+    pub fn commit_native(&mut self, launch: NativeLaunch, op: OpId, desc: Arc<OpDesc>) {
+        let NativeLaunch { client, node, lane, fence } = launch;
+        self.mark_in_vctx = false;
+        self.note_submitted(client, op, desc, Some(node), lane, fence, false);
+        self.mark_in_vctx = true;
+        self.stats.bound += 1;
+        self.stats.eager += 1;
+        self.stats.launched_first += 1;
+        self.submitted_last_round = true;
     }
 
     /// Eager continuation by the thread recording `op` of client `client` (see
@@ -1065,29 +1146,7 @@ impl<B: Backend, P: Policy> Dispatcher<B, P> {
         }
         match submitted {
             Ok(fence) => {
-                let now = self.backend.now_ns();
-                if let Some(n) = node {
-                    let size = self.pool.node(n).size();
-                    let est =
-                        desc.as_kernel().map_or(0.0, |k| self.curves.time(k, size, &self.pool, &self.profiles)) as u64;
-                    let busy = &mut self.lane_busy_until[n.0 as usize][lane as usize];
-                    *busy = (*busy).max(now) + est;
-                    self.lane_load[n.0 as usize][lane as usize] += 1;
-                    if desc.uses_units() {
-                        self.stats.per_node[n.0 as usize] += 1;
-                    }
-                    if !self.polling.contains(&n) {
-                        self.polling.push(n);
-                    }
-                }
-                if !self.submit_attempts.is_empty() {
-                    self.submit_attempts.remove(&(client, op));
-                }
-                if self.mark_in_vctx {
-                    self.clients[client].vctx.mark_submitted(op);
-                }
-                self.places.insert((client, op), Place { node, lane });
-                self.inflight.insert((node, fence), Inflight { client, op, desc, node, submitted: now, continued });
+                self.note_submitted(client, op, desc, node, lane, fence, continued);
                 Ok(true)
             }
             Err(e) => {
@@ -1113,6 +1172,44 @@ impl<B: Backend, P: Policy> Dispatcher<B, P> {
                 Ok(false)
             }
         }
+    }
+
+    /// The bookkeeping of an op the backend took on (node or service, lane) with `fence`: lane
+    /// load and predicted backlog, placement, the op in flight (and, unless the recording thread
+    /// does it, its submission in the vCtx).
+    #[allow(clippy::too_many_arguments)]
+    fn note_submitted(
+        &mut self,
+        client: usize,
+        op: OpId,
+        desc: Arc<OpDesc>,
+        node: Option<NodeId>,
+        lane: LaneId,
+        fence: Fence,
+        continued: bool,
+    ) {
+        let now = self.backend.now_ns();
+        if let Some(n) = node {
+            let size = self.pool.node(n).size();
+            let est = desc.as_kernel().map_or(0.0, |k| self.curves.time(k, size, &self.pool, &self.profiles)) as u64;
+            let busy = &mut self.lane_busy_until[n.0 as usize][lane as usize];
+            *busy = (*busy).max(now) + est;
+            self.lane_load[n.0 as usize][lane as usize] += 1;
+            if desc.uses_units() {
+                self.stats.per_node[n.0 as usize] += 1;
+            }
+            if !self.polling.contains(&n) {
+                self.polling.push(n);
+            }
+        }
+        if !self.submit_attempts.is_empty() {
+            self.submit_attempts.remove(&(client, op));
+        }
+        if self.mark_in_vctx {
+            self.clients[client].vctx.mark_submitted(op);
+        }
+        self.places.insert((client, op), Place { node, lane });
+        self.inflight.insert((node, fence), Inflight { client, op, desc, node, submitted: now, continued });
     }
 
     /// Polls every partition with work in flight, satisfies what completed, then does its
@@ -1261,6 +1358,17 @@ fn views<'a>(ready: &'a [ReadyEntry], clients: &[Client], tried: &[bool]) -> Vec
 }
 
 /// The one place all pending predecessors share, if they are all placed and all in one place.
+/// A fresh launch made by [`Dispatcher::launch_fresh_native`], to be committed with
+/// [`Dispatcher::commit_native`] once recorded.
+#[derive(Debug)]
+#[must_use = "a native launch counts in the pool until it is committed"]
+pub struct NativeLaunch {
+    client: usize,
+    node: NodeId,
+    lane: LaneId,
+    fence: Fence,
+}
+
 /// Where an op may be continued ([`Dispatcher::continuation_target`]).
 enum Continuation {
     /// On this (node or service) lane, now.

@@ -254,6 +254,37 @@ impl VirtualContext {
         Ok((recorded, taken))
     }
 
+    /// Launch-first recording (experimental): if an op recorded on `s` now would have no live
+    /// predecessor, `launch` runs **before** the op is recorded, with the context's lock held
+    /// (nothing can be recorded in between, so the op's place in its stream's order is kept);
+    /// it launches the op itself and returns its descriptor, copied after the launch, with what
+    /// `commit` needs, or `None` (nothing launched). A launched op is then recorded as submitted
+    /// and handed to `commit` with its id; the record and what `commit` returned are returned. Returns `Ok(None)` when the op would not be fresh or `launch`
+    /// returned `None`: nothing was recorded. `launch` and `commit` must not call back into this
+    /// context.
+    pub fn record_launched_first<T, U>(
+        &self,
+        s: StreamId,
+        launch: impl FnOnce() -> Option<(Arc<OpDesc>, T)>,
+        commit: impl FnOnce(OpId, &Arc<OpDesc>, T) -> U,
+    ) -> Result<Option<(Recorded, U)>, VctxError> {
+        let mut g = self.state.lock();
+        let st = &mut *g;
+        if !st.order.would_be_fresh(s, &st.dag)? {
+            return Ok(None);
+        }
+        let Some((desc, launched)) = launch() else { return Ok(None) };
+        let had_work = st.dag.pending_new_work();
+        // Cannot fail: the stream was just found valid.
+        let recorded = st.order.record_op(s, &mut st.dag, desc.clone())?;
+        debug_assert!(recorded.preds.is_empty(), "a fresh op got predecessors {:?}", recorded.preds);
+        crate::trace::mark(crate::trace::Tag::Recorded, recorded.op.0);
+        let out = commit(recorded.op, &desc, launched);
+        g.dag.recorded_op_submitted_eagerly(recorded.op, had_work);
+        self.finish(g);
+        Ok(Some((recorded, out)))
+    }
+
     /// A synchronous operation (e.g. `cuMemcpy`): records `desc` on `s` and blocks until it
     /// completed. Returns the stream's sticky error if it (or an earlier op of the stream) failed.
     pub fn record_synchronous_op(&self, s: StreamId, desc: Arc<OpDesc>) -> Result<OpId, VctxError> {

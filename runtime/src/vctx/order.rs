@@ -244,6 +244,11 @@ impl Order {
         Ok(recorded)
     }
 
+    /// Whether an op recorded on `s` now would have no live predecessor (would be ready at once).
+    pub(crate) fn would_be_fresh(&mut self, s: StreamId, dag: &Dag) -> Result<bool, VctxError> {
+        Ok(self.capture(s, dag)?.is_empty())
+    }
+
     /// The tokens an op recorded on `s` now would depend on (legacy: after absorption).
     fn capture(&mut self, s: StreamId, dag: &Dag) -> Result<Frontier, VctxError> {
         if s == StreamId::LEGACY {

@@ -76,6 +76,9 @@ fn launch(id: HookId, real: &dyn Fn() -> CUresult, c: LaunchCall) -> CUresult {
         Ok(Target::Record(s)) => s,
     };
     trace::step(1);
+    if let Some(result) = launch_first(b, s, &c) {
+        return result;
+    }
     match capture_launch(b, &c) {
         Ok(k) => {
             trace::mark(Tag::Captured, 0);
@@ -89,6 +92,87 @@ fn launch(id: HookId, real: &dyn Fn() -> CUresult, c: LaunchCall) -> CUresult {
             }
             vlog!(LogLevel::Debug, "{}: {d}; the driver handles it", id.spec().symbol);
             b.native(Some(s), c.stream, pt, true, real)
+        }
+    }
+}
+
+/// Launch-first eager binding (`VITAMIN_LAUNCH_FIRST=1`, experimental): a plain kernel launch (no
+/// `extra` buffer, attributes, cooperative flag or dynamic shared memory) whose function's layout
+/// is known, checked as [`capture_launch`] would check it, is handed to
+/// [`Coordinator::launch_first`](super::coordinator::Coordinator::launch_first), which launches
+/// it on a lane with the application's argument pointers before the descriptor is copied.
+/// `None`: not applicable, the usual path follows; otherwise the call's result (the driver's
+/// error when it refused the launch, nothing recorded).
+fn launch_first(b: &Bind, s: vitamin_runtime::StreamId, c: &LaunchCall) -> Option<CUresult> {
+    let t = &b.settings.tuning;
+    if !(t.launch_first && t.eager && !t.inline)
+        || c.f.is_null()
+        || !c.extra.is_null()
+        || c.num_attrs > 0
+        || c.cooperative
+        || c.geometry.shared_mem_bytes != 0
+    {
+        return None;
+    }
+    let info = b.functions.get(c.f as usize, b.device);
+    let layout = info.layout.as_ref()?;
+    if info.required_cluster.is_some() {
+        return None;
+    }
+    let limits = FunctionLimits {
+        max_threads_per_block: info.max_threads_per_block.unwrap_or(capture::MAX_BLOCK[0]),
+        max_dynamic_shared_bytes: 0,
+    };
+    capture::validate(&c.geometry, &limits).ok()?;
+    if !layout.is_empty() {
+        if c.params.is_null() {
+            return None;
+        }
+        // SAFETY: kernelParams holds one pointer per parameter (driver contract).
+        if (0..layout.len()).any(|i| unsafe { *c.params.add(i) }.is_null()) {
+            return None;
+        }
+    }
+    if !driver::current_context().is_ok_and(|ctx| ctx == b.context) {
+        return None;
+    }
+    let g = &c.geometry;
+    let probe = Arc::new(OpDesc::Kernel(KernelLaunch::new(
+        FunctionRef::new(c.f as u64, info.kind, info.name.clone()),
+        g.grid,
+        g.block,
+        0,
+        KernelArgs::empty(),
+        vitamin_hal::LaunchAttributes::default(),
+    )));
+    let dims = |d: Dim3| [d.x, d.y, d.z];
+    let launch = |stream: u64| {
+        // SAFETY: `c.f` is the application's function handle, `stream` the lane's stream
+        // handed over by the backend, and `c.params` the application's one pointer per parameter
+        // (checked non-null above), valid for this call: the launch the application asked for,
+        // on another stream.
+        unsafe {
+            vitamin_hal_cuda::launch_native(
+                c.f as u64,
+                dims(g.grid),
+                dims(g.block),
+                0,
+                stream,
+                if layout.is_empty() { std::ptr::null_mut() } else { c.params },
+            )
+        }
+    };
+    let capture = || capture_launch(b, c).ok().map(OpDesc::Kernel);
+    match b.coordinator.launch_first(&b.vctx, s, &probe, launch, capture)? {
+        Ok(r) => {
+            b.counters.kernels.bump();
+            trace::mark(Tag::LaunchExit, r.op.0);
+            Some(CUDA_SUCCESS)
+        }
+        Err(vitamin_hal::HalError::Driver { code, .. }) => Some(code as CUresult),
+        Err(e) => {
+            vlog!(LogLevel::Debug, "launch-first launch failed: {e}");
+            Some(crate::ffi::CUDA_ERROR_UNKNOWN)
         }
     }
 }

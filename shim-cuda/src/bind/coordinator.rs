@@ -112,6 +112,10 @@ pub struct Tuning {
     /// `VITAMIN_EAGER`: whether a thread recording a fresh op (ready at once) binds and submits
     /// it itself when the dispatcher is free ([`Coordinator::record_eager`]; on by default).
     pub eager: bool,
+    /// `VITAMIN_LAUNCH_FIRST=1`: under eager binding, a fresh plain kernel launch is made on its
+    /// lane with the application's own argument pointers before its descriptor is copied and
+    /// recorded ([`Coordinator::launch_first`]; experimental, off, not yet measured on a GPU).
+    pub launch_first: bool,
     /// `VITAMIN_DISPATCH_NAP`: how the dispatcher thread waits between rounds when nothing
     /// needs it at once (`off`, the default: it spins, yielding; `all`: it naps, idle or with
     /// work in flight; `busy`: it naps only with work in flight; experimental, measured worse).
@@ -144,6 +148,7 @@ impl Tuning {
             submit_burst: num("VITAMIN_SUBMIT_BURST_US").map_or(SUBMIT_BURST, Duration::from_micros),
             submit_spin: num("VITAMIN_SUBMIT_SPIN_US").map_or(vitamin_hal_cuda::SUBMIT_SPIN, Duration::from_micros),
             eager: get("VITAMIN_EAGER").map_or(EAGER, |v| v.trim() == "1"),
+            launch_first: flag("VITAMIN_LAUNCH_FIRST", "1"),
             nap: match get("VITAMIN_DISPATCH_NAP").as_deref().map(str::trim) {
                 Some("off") => Nap::Off,
                 Some("busy") => Nap::Busy,
@@ -335,6 +340,62 @@ impl Coordinator {
             self.submits.eager.fetch_add(1, Ordering::AcqRel);
         }
         Ok(recorded)
+    }
+
+    /// Launch-first eager binding ([`Tuning::launch_first`]): if an op recorded on `s` of `vctx`
+    /// now would be fresh and the dispatcher is free, binds the launch described by `probe`
+    /// (function and shape, no arguments) through the policy's direct answer and makes it on the
+    /// chosen lane with `launch` (the application's own argument pointers), then copies the
+    /// descriptor with `capture` (`probe` stands in if that fails: the launch already ran, and
+    /// the descriptor is then only bookkeeping) and records the op as submitted. So the kernel
+    /// starts before vitamin copies, records and accounts for it. Returns `None` when not
+    /// applicable (nothing done: the usual path follows), `Some(Ok(()))` when launched and
+    /// recorded, and `Some(Err(e))` when the driver refused the launch (nothing recorded, as
+    /// natively).
+    pub fn launch_first(
+        &self,
+        vctx: &VirtualContext,
+        s: vitamin_runtime::StreamId,
+        probe: &Arc<vitamin_hal::OpDesc>,
+        mut launch: impl FnMut(u64) -> Result<(), vitamin_hal::HalError>,
+        capture: impl FnOnce() -> Option<vitamin_hal::OpDesc>,
+    ) -> Option<Result<vitamin_runtime::Recorded, vitamin_hal::HalError>> {
+        let mut failure = None;
+        let recorded = vctx.record_launched_first(
+            s,
+            || {
+                let mut slot = self.dispatcher.try_lock()?;
+                match slot.as_mut()?.launch_fresh_native(0, probe, &mut launch)? {
+                    Ok(launched) => {
+                        let desc = capture().map_or_else(|| probe.clone(), Arc::new);
+                        Some((desc, (slot, launched)))
+                    }
+                    Err(e) => {
+                        failure = Some(e);
+                        None
+                    }
+                }
+            },
+            |op, desc, (mut slot, launched)| {
+                if let Some(d) = slot.as_mut() {
+                    d.commit_native(launched, op, desc.clone());
+                }
+                // Released after the vCtx lock (as in `record_eager`).
+                slot
+            },
+        );
+        match recorded {
+            Ok(Some((recorded, slot))) => {
+                drop(slot);
+                self.submits.eager.fetch_add(1, Ordering::AcqRel);
+                Some(Ok(recorded))
+            }
+            Ok(None) => failure.map(Err),
+            Err(e) => {
+                vlog!(LogLevel::Error, "launch-first recording failed after the launch: {e}");
+                None
+            }
+        }
     }
 
     /// Wait assist: a thread spinning in a synchronize call polls completions itself when the
