@@ -142,6 +142,11 @@ enum Submit {
     /// Eager binding and eager continuation of ops behind submitted predecessors
     /// (`Dispatcher::submit_continued`, the shim's `VITAMIN_EAGER_CONTINUE=1`).
     EagerContinue,
+    /// Launch-first eager binding of fresh kernels (`VirtualContext::record_launched_first` +
+    /// `Dispatcher::launch_fresh_native` / `commit_native`, the shim's `VITAMIN_LAUNCH_FIRST=1`;
+    /// the simulated launch hands its descriptor over with `hal::sim::issue_native`), then
+    /// eager binding for what it declines.
+    LaunchFirst,
 }
 
 fn client_spec() -> impl Strategy<Value = ClientSpec> {
@@ -185,7 +190,13 @@ fn case(max_clients: usize, max_steps: usize) -> impl Strategy<Value = Case> {
         1usize..=4,
         prop_oneof![1u32..=4, Just(64u32)],
         any::<u64>(),
-        prop_oneof![Just(Submit::Rounds), Just(Submit::Inline), Just(Submit::Eager), Just(Submit::EagerContinue)],
+        prop_oneof![
+            Just(Submit::Rounds),
+            Just(Submit::Inline),
+            Just(Submit::Eager),
+            Just(Submit::EagerContinue),
+            Just(Submit::LaunchFirst)
+        ],
     )
         .prop_map(|(clients, steps, lane_continuation, lanes_per_node, max_continuation_depth, seed, submit)| {
             Case { clients, steps, lane_continuation, lanes_per_node, max_continuation_depth, seed, submit }
@@ -408,7 +419,39 @@ fn run_case(case: &Case, policy: PolicyKind) -> Result<Outcome, String> {
                     }
                 };
                 let preds = c.model.op(s, x);
-                let recorded = if matches!(case.submit, Submit::Eager | Submit::EagerContinue) {
+                let launched_first = if case.submit == Submit::LaunchFirst && desc.as_kernel().is_some() {
+                    let mut failure = None;
+                    let r = c
+                        .vctx
+                        .record_launched_first(
+                            c.streams[s],
+                            || {
+                                let d = &mut disp;
+                                let mut issue = |token| vitamin_hal::sim::issue_native(token, desc.clone());
+                                match d.launch_fresh_native(ci, &desc, &mut issue)? {
+                                    Ok(l) => Some((desc.clone(), (d, l))),
+                                    Err(e) => {
+                                        failure = Some(e);
+                                        None
+                                    }
+                                }
+                            },
+                            |op, d, (disp, l)| disp.commit_native(l, op, d.clone()),
+                        )
+                        .map_err(|e| format!("record_launched_first: {e}"))?;
+                    if let Some(e) = failure {
+                        return Err(format!("op {x}: the launch-first launch failed: {e}"));
+                    }
+                    r.map(|(rec, ())| rec)
+                } else {
+                    None
+                };
+                let recorded = if let Some(r) = launched_first {
+                    if !r.preds.is_empty() {
+                        return Err(format!("op {x} was launched first with live predecessors {:?}", r.preds));
+                    }
+                    r
+                } else if matches!(case.submit, Submit::Eager | Submit::EagerContinue | Submit::LaunchFirst) {
                     let continue_too = case.submit == Submit::EagerContinue;
                     let (r, taken) = c
                         .vctx
@@ -746,6 +789,26 @@ fn eager_continuation_follows_submitted_predecessors_only() {
             }
         } else {
             assert_eq!(stats.eager + stats.eager_continued, 0, "{policy}: {stats:?}");
+        }
+    });
+}
+
+/// Launch-first eager binding: Throughput places each pair's fresh first kernel from its
+/// memoized plan, so it is launched before it is recorded; the other policies have no direct
+/// answer and bind it eagerly the usual way; never under strict readiness.
+#[test]
+fn launch_first_takes_fresh_kernels_the_policy_places_directly() {
+    run_kernel_pairs(Submit::LaunchFirst, |policy, lane_continuation, stats| {
+        if !lane_continuation {
+            assert_eq!(stats.eager + stats.launched_first, 0, "{policy}: {stats:?}");
+            return;
+        }
+        assert_eq!(stats.eager, 6, "{policy}: {stats:?}");
+        if policy == PolicyKind::Throughput {
+            // The first pair's kernel has no memoized plan yet: the policy plans it in a round.
+            assert_eq!(stats.launched_first, 5, "{policy}: {stats:?}");
+        } else {
+            assert_eq!(stats.launched_first, 0, "{policy}: {stats:?}");
         }
     });
 }

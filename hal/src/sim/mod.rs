@@ -268,6 +268,34 @@ pub struct SimPartition {
     engine: Arc<Mutex<Engine>>,
 }
 
+/// A [`PhysicalPartition::submit_native`] call in progress on this thread.
+struct NativeSlot {
+    token: u64,
+    engine: Arc<Mutex<Engine>>,
+    fence: Option<Fence>,
+}
+
+thread_local! {
+    static NATIVE: std::cell::RefCell<Option<NativeSlot>> = const { std::cell::RefCell::new(None) };
+}
+
+/// The simulated counterpart of a native launch: inside a [`PhysicalPartition::submit_native`]
+/// closure of a simulated partition, submits `op` on that call's lane (`token` is the handle the
+/// closure received). Only once per call; the descriptor is not validated again (the caller
+/// bound it with [`PhysicalPartition::can_execute`] on this partition).
+pub fn issue_native(token: u64, op: Arc<OpDesc>) -> Result<(), HalError> {
+    NATIVE.with(|n| {
+        let mut n = n.borrow_mut();
+        let slot = n
+            .as_mut()
+            .filter(|s| s.token == token && s.fence.is_none())
+            .ok_or_else(|| HalError::Busy(format!("no native submission {token:#x} in progress on this thread")))?;
+        let (part, lane) = ((token >> 32) as usize, (token & 0xffff_ffff) as LaneId);
+        slot.fence = Some(slot.engine.lock().submit(part, lane, op));
+        Ok(())
+    })
+}
+
 impl SimPartition {
     /// Whether anything is queued or running on this partition.
     pub fn is_busy(&self) -> bool {
@@ -325,6 +353,25 @@ impl PhysicalPartition for SimPartition {
         }
         self.can_execute(op)?;
         Ok(self.engine.lock().submit(self.id, lane, op.clone()))
+    }
+
+    /// The simulated device has no native streams: the handle `issue` gets is a token under
+    /// which its launch hands the descriptor over with [`issue_native`] (from the same thread,
+    /// during the call), as a CUDA caller would launch on the lane's stream.
+    fn submit_native(
+        &self,
+        lane: LaneId,
+        issue: &mut dyn FnMut(u64) -> Result<(), HalError>,
+    ) -> Result<Fence, HalError> {
+        if lane as usize >= self.lanes {
+            return Err(HalError::InvalidLane { lane, lanes: self.lanes });
+        }
+        let token = (self.id as u64) << 32 | u64::from(lane);
+        NATIVE.with(|n| *n.borrow_mut() = Some(NativeSlot { token, engine: self.engine.clone(), fence: None }));
+        let issued = issue(token);
+        let slot = NATIVE.with(|n| n.borrow_mut().take());
+        issued?;
+        slot.and_then(|s| s.fence).ok_or_else(|| HalError::Busy("the native launch did not issue anything".into()))
     }
 
     fn poll(&self, completed: &mut Vec<Fence>) -> Result<usize, HalError> {
