@@ -718,7 +718,7 @@ impl<B: Backend, P: Policy> Dispatcher<B, P> {
     pub fn commit_native(&mut self, launch: NativeLaunch, op: OpId, desc: Arc<OpDesc>) {
         let NativeLaunch { client, node, lane, fence } = launch;
         self.mark_in_vctx = false;
-        self.note_submitted(client, op, desc, Some(node), lane, fence, false);
+        self.note_submitted((client, op), desc, Place { node: Some(node), lane }, fence, false);
         self.mark_in_vctx = true;
         self.stats.bound += 1;
         self.stats.eager += 1;
@@ -1146,7 +1146,7 @@ impl<B: Backend, P: Policy> Dispatcher<B, P> {
         }
         match submitted {
             Ok(fence) => {
-                self.note_submitted(client, op, desc, node, lane, fence, continued);
+                self.note_submitted((client, op), desc, Place { node, lane }, fence, continued);
                 Ok(true)
             }
             Err(e) => {
@@ -1177,17 +1177,15 @@ impl<B: Backend, P: Policy> Dispatcher<B, P> {
     /// The bookkeeping of an op the backend took on (node or service, lane) with `fence`: lane
     /// load and predicted backlog, placement, the op in flight (and, unless the recording thread
     /// does it, its submission in the vCtx).
-    #[allow(clippy::too_many_arguments)]
     fn note_submitted(
         &mut self,
-        client: usize,
-        op: OpId,
+        (client, op): (usize, OpId),
         desc: Arc<OpDesc>,
-        node: Option<NodeId>,
-        lane: LaneId,
+        at: Place,
         fence: Fence,
         continued: bool,
     ) {
+        let Place { node, lane } = at;
         let now = self.backend.now_ns();
         if let Some(n) = node {
             let size = self.pool.node(n).size();
