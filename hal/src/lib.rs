@@ -12,6 +12,9 @@
 //! - [`Backend`] / [`PhysicalPartition`]: create a partition for a union of leaves with N lanes,
 //!   submit a descriptor **unchanged** on a lane, poll completions in batches, and say whether a
 //!   descriptor can run unchanged on a partition at all ([`PhysicalPartition::can_execute`]).
+//!   A backend with native streams may also let its caller make a launch itself on a lane's
+//!   stream ([`PhysicalPartition::submit_native`]): the application's call, unchanged, with the
+//!   application's own argument pointers; the descriptor is copied afterwards.
 //!
 //! ## Contract
 //! Backends do not validate scheduling: leases, dependencies and conflicts are the runtime's job.
@@ -19,6 +22,9 @@
 //! report failures as [`HalError`]; a missing driver or library is [`HalError::Unsupported`] with
 //! a reason, never a panic. Ops submitted on one lane execute in submission order; ops on
 //! different lanes or partitions are unordered unless the runtime orders them.
+//!
+//! [`trace`] is the op timeline of a run (`VITAMIN_TRACE` in the shim): marks from the runtime and
+//! from backends' driver calls into one lock-free ring.
 //!
 //! [`sim`] is a deterministic simulated device implementing both traits in virtual time, with CPU
 //! reference kernels, so everything above this crate can be tested without a GPU.

@@ -12,9 +12,13 @@
 //! - `scenario`: simulated tenants driven through all of the above on `hal::sim` (`vitamin demo`).
 //!
 //! ## Invariants
-//! - No layer can alter a descriptor: ops travel as `Arc<OpDesc>` from the vCtx to the backend.
+//! - No layer can alter a descriptor: ops travel as `Arc<OpDesc>` from the vCtx to the backend
+//!   (a launch-first op, [`dispatch::Dispatcher::launch_fresh_native`], is the application's own
+//!   launch, made before its descriptor is copied and recorded).
 //! - An op reaches a backend only when all its happens-before predecessors completed, or when its
 //!   only pending predecessors sit on the same backend lane under an open lease (lane continuation).
+//!   A launch-first op has no predecessor: it is launched only if recording it now would leave it
+//!   ready at once, with the vCtx lock held until it is recorded.
 //! - Every op completes or fails visibly; nothing is dropped or kept ready for ever.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]

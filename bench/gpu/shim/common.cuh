@@ -22,6 +22,23 @@ __global__ void layer(const float* x, float* y, int iters) {
     y[i] = v;
 }
 
+// The device buffers of the chain and the operator: a counter for `bump` and the operator's two
+// activations (528 x 256 floats each, the first zeroed).
+struct Buffers {
+    unsigned long long* c;
+    float* a;
+    float* b;
+};
+static inline Buffers operator_buffers() {
+    const size_t bytes = 528 * 256 * sizeof(float);
+    Buffers m;
+    RK(cudaMalloc(&m.c, sizeof(*m.c)));
+    RK(cudaMalloc(&m.a, bytes));
+    RK(cudaMalloc(&m.b, bytes));
+    RK(cudaMemset(m.a, 0, bytes));
+    return m;
+}
+
 // The `f` quantile (0..1) of `v`.
 static inline double pct(std::vector<double> v, double f) {
     std::sort(v.begin(), v.end());

@@ -86,12 +86,9 @@ int main(int argc, char** argv) {
     CUstream gs = green_all(dev).stream;
     cudaStream_t ps;
     RK(cudaStreamCreateWithFlags(&ps, cudaStreamNonBlocking));
-    unsigned long long* c;
-    float *a, *b;
-    RK(cudaMalloc(&c, 8));
-    RK(cudaMalloc(&a, 528 * 256 * 4));
-    RK(cudaMalloc(&b, 528 * 256 * 4));
-    RK(cudaMemset(a, 0, 528 * 256 * 4));
+    const Buffers m = operator_buffers();
+    unsigned long long* c = m.c;
+    float *a = m.a, *b = m.b;
     for (int r = 1; r <= rounds; r++) {
         run("primary", ps, r, c, a, b, n);
         run("green_all", (cudaStream_t)gs, r, c, a, b, n);

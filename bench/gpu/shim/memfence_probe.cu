@@ -36,12 +36,9 @@ int main(int argc, char** argv) {
     *slot = 0;
     CUevent ev;
     CK(cuEventCreate(&ev, CU_EVENT_DISABLE_TIMING));
-    unsigned long long* c;
-    float *a, *b;
-    RK(cudaMalloc(&c, 8));
-    RK(cudaMalloc(&a, 528 * 256 * 4));
-    RK(cudaMalloc(&b, 528 * 256 * 4));
-    RK(cudaMemset(a, 0, 528 * 256 * 4));
+    const Buffers m = operator_buffers();
+    unsigned long long* c = m.c;
+    float *a = m.a, *b = m.b;
     std::printf("{\"test\": \"attributes\", \"can_use_64_bit_stream_mem_ops\": %d}\n", memops);
     unsigned long long seq = 0;
     auto work = [&](bool op) {
