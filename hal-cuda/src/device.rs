@@ -53,6 +53,9 @@ pub(crate) struct Shared {
     submitter: OnceLock<Submitter>,
     /// Host-mapped fence words for lanes (memory fences), `None` when lanes use events.
     fence_words: Option<Mutex<FenceWords>>,
+    /// Least time between fence queries of a lane the submission thread still feeds, ns
+    /// ([`CudaBackend::set_busy_query`]; [`crate::partition::BUSY_QUERY_NS`] by default).
+    pub(crate) busy_query_ns: AtomicU64,
 }
 
 /// Pinned, device-mapped host pages of 64-bit fence words, one per lane: a lane's fence is a
@@ -300,6 +303,7 @@ impl CudaBackend {
             epoch: Instant::now(),
             submitter: OnceLock::new(),
             fence_words: None,
+            busy_query_ns: AtomicU64::new(crate::partition::BUSY_QUERY_NS),
         };
         if shared.caps.stream_mem_ops && fence_mode_from_env() == FenceMode::Memory {
             shared.fence_words = Some(Mutex::new(FenceWords { pages: Vec::new(), used: 0 }));
@@ -379,6 +383,14 @@ impl CudaBackend {
         }
         let s = Submitter::start(self.shared.primary, burst, spin, init)?;
         Ok(self.shared.submitter.set(s).is_ok())
+    }
+
+    /// Sets the least time between fence queries of a lane whose commands the submission
+    /// thread still holds (default [`crate::partition::BUSY_QUERY_NS`]): a query in the driver
+    /// competes with that thread's launches, and a lane fenced every
+    /// [`crate::partition::FENCE_EVERY`] ops needs a query only about as often as those ops take.
+    pub fn set_busy_query(&self, every: std::time::Duration) {
+        self.shared.busy_query_ns.store(every.as_nanos().min(u128::from(u64::MAX)) as u64, Ordering::Relaxed);
     }
 
     /// The submission thread's counts, if it was started.

@@ -650,12 +650,12 @@ impl PhysicalPartition for CudaPartition {
                 None => {
                     // While the submission thread still holds commands of this lane, nobody can
                     // be waiting for the lane's newest op to complete yet: query its fences at
-                    // most every BUSY_QUERY_NS (enough to refill continuation depth) instead of
+                    // most every `busy_query_ns` (enough to refill continuation depth) instead of
                     // at every poll, which would compete with the submission thread's launches
                     // in the driver.
                     if self.shared.submitter().is_some_and(|sub| sub.executed() < st.last_ticket) {
                         let now = self.shared.epoch.elapsed().as_nanos() as u64;
-                        if now.saturating_sub(st.last_query_ns) < BUSY_QUERY_NS {
+                        if now.saturating_sub(st.last_query_ns) < self.shared.busy_query_ns.load(Ordering::Relaxed) {
                             continue;
                         }
                         st.last_query_ns = now;

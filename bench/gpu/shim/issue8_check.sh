@@ -67,6 +67,7 @@ GPU_TESTS_TIMEOUT=${GPU_TESTS_TIMEOUT:-90}
 DECODE_NATIVE_REPS=${DECODE_NATIVE_REPS:-3}
 DECODE_BIND_SEEDS=${DECODE_BIND_SEEDS:-7}
 DECODE_BIND_REPS=${DECODE_BIND_REPS:-10}
+THROUGHPUT_RUNS=${THROUGHPUT_RUNS:-0}   # extra bind runs per application under Throughput
 RESHAPE_REPS=${RESHAPE_REPS:-100}
 RESHAPE_PROCS_LM=${RESHAPE_PROCS_LM:-2}
 RESHAPE_PROCS_ALL=${RESHAPE_PROCS_ALL:-4}
@@ -106,6 +107,9 @@ runone() {
     local pre=()
     if [ "$mode" = bind ]; then
         pre=(env ${SHIM:+LD_PRELOAD="$SHIM"} VITAMIN_MODE=bind VITAMIN_POLICY=chaos VITAMIN_SEED="$seed"
+            VITAMIN_LOG=warn VITAMIN_CENSUS="$W/census_$name.json")
+    elif [ "$mode" = bind_tp ]; then  # the default policy (Throughput: launch-first applies)
+        pre=(env ${SHIM:+LD_PRELOAD="$SHIM"} VITAMIN_MODE=bind VITAMIN_POLICY=throughput
             VITAMIN_LOG=warn VITAMIN_CENSUS="$W/census_$name.json")
     fi
     if [ "$DRY_RUN" = 1 ]; then
@@ -176,7 +180,7 @@ print(", ".join(v))' | tee "$W/versions.txt"
     cp "$HERE/COMMIT" "$W/COMMIT" 2> /dev/null && echo "commit $(cat "$W/COMMIT")"
     echo "BUDGET_S=$BUDGET_S RUNS=$RUNS JOBS=$JOBS TORCH_NATIVE=$TORCH_NATIVE RESHAPE_REPS=$RESHAPE_REPS" \
         "RESHAPE_PROCS_LM=$RESHAPE_PROCS_LM RESHAPE_PROCS_ALL=$RESHAPE_PROCS_ALL DECODE_BIND_REPS=$DECODE_BIND_REPS" \
-        "DECODE_BIND_SEEDS=$DECODE_BIND_SEEDS ${EXTRA:+EXTRA=$EXTRA}" | tee "$W/settings.txt"
+        "DECODE_BIND_SEEDS=$DECODE_BIND_SEEDS THROUGHPUT_RUNS=$THROUGHPUT_RUNS ${EXTRA:+EXTRA=$EXTRA}" | tee "$W/settings.txt"
 } 2>&1
 [ -f "$SHIM" ] || echo "WARNING: no shim at '$SHIM': bind runs will not be bound (their census is missing)"
 
@@ -197,6 +201,18 @@ for s in $(seq 1 "$RUNS"); do
 done
 plan rt rt_native native - -
 plan cudarc cudarc_native native - -
+# THROUGHPUT_RUNS more bind runs of each under the default policy, Throughput (whose memoized
+# plans let a fresh launch be made before its record: launch-first), compared with the same natives.
+for s in $(seq 1 "$THROUGHPUT_RUNS"); do
+    plan rt@throughput "rt_tp_$s" bind - -
+    plan cudarc@throughput "cudarc_tp_$s" bind - -
+    plan torch@throughput "torch_tp_$s" bind - -
+done
+if [ "$THROUGHPUT_RUNS" -gt 0 ]; then
+    plan rt@throughput rt_native native - -
+    plan cudarc@throughput cudarc_native native - -
+    plan torch@throughput torch_native_1 native - -
+fi
 for i in $(seq 1 "$TORCH_NATIVE"); do plan torch "torch_native_$i" native - -; done
 
 have_rt=0
@@ -240,6 +256,12 @@ done
 for s in $(seq 1 "$RUNS"); do
     spawn "$JOBS" "torch_chaos_$s" "$TORCH_MIN_S" "$TORCH_TIMEOUT" bind "$s" - -- \
         "$PYTHON" "$TORCH_CHECK" "$W/torch_chaos_$s.json" "$W/trace_chaos_$s.json"
+done
+for s in $(seq 1 "$THROUGHPUT_RUNS"); do
+    [ $have_rt = 1 ] && spawn "$JOBS" "rt_tp_$s" 10 "$APP_TIMEOUT" bind_tp - "$W/rt_native.out" -- "$RT_APP"
+    [ $have_cudarc = 1 ] && spawn "$JOBS" "cudarc_tp_$s" 10 "$APP_TIMEOUT" bind_tp - "$W/cudarc_native.out" -- "$CUDARC_APP"
+    spawn "$JOBS" "torch_tp_$s" "$TORCH_MIN_S" "$TORCH_TIMEOUT" bind_tp - - -- \
+        "$PYTHON" "$TORCH_CHECK" "$W/torch_tp_$s.json" "$W/trace_tp_$s.json"
 done
 wait_all
 

@@ -173,9 +173,16 @@ APP_LABELS = {
 }
 
 
+def app_label(check):
+    """A check's label; `CHECK@POLICY` names bind runs of CHECK's program under POLICY, not Chaos."""
+    base, _, policy = check.partition("@")
+    label = APP_LABELS.get(base, base)
+    return f"{label}, under {policy.capitalize()}" if policy else label
+
+
 def app_output(w, check, name):
     """The run's comparable output: stdout bytes, or torch_check.py's JSON (None when missing)."""
-    if check == "torch":
+    if check.partition("@")[0] == "torch":
         doc = w.json(f"{name}.json")
         return doc if isinstance(doc, dict) and "results" in doc else None
     return w.bytes(f"{name}.out")
@@ -187,7 +194,7 @@ def compare(check, ref, got):
     attributes kernels may change when vitamin issues them)."""
     if ref is None or got is None:
         return None, "no output" if got is None else "no native reference", None
-    if check == "torch":
+    if check.partition("@")[0] == "torch":
         r, g = ref.get("results") or {}, got.get("results") or {}
         differing = sorted(k for k in set(r) | set(g) if r.get(k) != g.get(k))
         note = None
@@ -249,7 +256,7 @@ def summarize_app(w, check, runs):
     else:
         verdict = "PASS"
     return {
-        "label": APP_LABELS.get(check, check),
+        "label": app_label(check),
         "native": native_rows,
         "native_reference_ok": ref_ok,
         "native_repeatable": (all(x["identical_to_first_native"] for x in native_rows[1:])
@@ -445,7 +452,11 @@ def render(res):
     apps = res["apps"]
     if apps:
         runs_per = max((a["bind_runs_planned"] for a in apps.values()), default=0)
-        lines += [f"## Applications under bind mode, Chaos, {runs_per} runs each", "",
+        lines += [f"## Applications under bind mode, Chaos, {runs_per} runs each", ""]
+        if any("@" in c for c in apps):
+            lines += ["(Programs marked \"under Throughput\": extra bind runs under the default policy, "
+                      "`THROUGHPUT_RUNS`, against the same native reference.)", ""]
+        lines += [
                   "Bind run = `LD_PRELOAD=libvitamin_cuda.so VITAMIN_MODE=bind VITAMIN_POLICY=chaos "
                   "VITAMIN_SEED=s`; compared with the first native run (C++ and cudarc: stdout byte for byte; "
                   "PyTorch: every result hash and value). Nodes: pool nodes (green-context partitions) that ran "
@@ -540,7 +551,10 @@ def summarize(work, out):
     by_check = {}
     for p in plan:
         by_check.setdefault(p["check"], []).append(p)
-    apps = {c: summarize_app(w, c, by_check[c]) for c in ("rt", "cudarc", "torch") if c in by_check}
+    checks = [c for c in by_check if c.partition("@")[0] in APP_LABELS]
+    order = list(APP_LABELS)
+    apps = {c: summarize_app(w, c, by_check[c])
+            for c in sorted(checks, key=lambda c: ("@" in c, order.index(c.partition("@")[0])))}
     skipped = {p["name"]: w.line(f"{p['name']}.skipped") for p in plan if w.line(f"{p['name']}.skipped")}
     for p in plan:
         if budget_stopped(w, p["name"]):

@@ -178,6 +178,26 @@ class Synthetic(unittest.TestCase):
         self.assertEqual(rt["nodes_union"], ["SM 0-7", "SM 16-23", "SM 24-31"])
         self.assertIn("| 1-2 | 3 of 4 | 0 |", md)
 
+    def test_extra_runs_under_another_policy_are_their_own_check(self):
+        d = self.d
+        d.run("rt", "rt_native", "native")
+        d.write("rt_native.out", b"y=1\n")
+        d.run("rt", "rt_chaos_1", "bind", seed="1")
+        d.write("rt_chaos_1.out", b"y=1\n")
+        d.write("census_rt_chaos_1.json", census([1, 1]))
+        d.run("rt@throughput", "rt_tp_1", "bind")
+        d.write("rt_tp_1.out", b"y=2\n")
+        d.write("census_rt_tp_1.json", census([2]))
+        d.run("rt@throughput", "rt_native", "native")
+        res, md = d.summarize()
+        self.assertEqual(list(res["apps"]), ["rt", "rt@throughput"])
+        self.assertEqual(res["apps"]["rt"]["verdict"], "PASS", md)
+        tp = res["apps"]["rt@throughput"]
+        self.assertEqual(tp["verdict"], "FAIL", md)
+        self.assertEqual(tp["label"], "runtime-API C++ program (runtime_app.cu), under Throughput")
+        self.assertIn("stdout differs", tp["runs"][0]["problems"])
+        self.assertIn("under Throughput", md)
+
     def test_stdout_differs(self):
         res, _ = self.app([b"y=1\n", b"y=2\n"], [census([1]), census([1])])
         rt = res["apps"]["rt"]

@@ -50,7 +50,7 @@ if [ -f "$HERE/launch_paths.cu" ] && [ "${PATHS:-1}" = 1 ]; then
 fi
 CB=("$W/chain_bench" "$N" "$REPS" "$SMALL" "$OPREPS")
 CONFIGS=${CONFIGS:-"native default syncpark:VITAMIN_SYNC_SPIN_US=0 noyield:VITAMIN_SYNC_YIELD=0 native_pin:PIN=2 pin_far:PIN=2,VITAMIN_DISPATCH_CPU=@FAR pin_sib:PIN=2,VITAMIN_DISPATCH_CPU=@SIB"}
-TRACE=${TRACE:-"default pin_far"}
+TRACE=${TRACE-"default pin_far"}
 
 run_cfg() { # run_cfg NAME VARS ROUND [trace]
     local name=$1 vars=$2 r=$3 traced=${4:-}
@@ -118,6 +118,23 @@ for name, v in d.items():
     med = {k: round(statistics.median(x), 2) for k, x in v.items() if k not in ("chain_ok", "checksums")}
     print(name, "runs", len(v["chain_ms"]), "medians", json.dumps(med), "counters ok", all(v["chain_ok"]),
           "distinct checksums", len(set(v["checksums"])))
+# Paired with the same round's native run (rounds interleave configurations, so a machine's drift
+# and a process's placement luck cancel less in medians over runs than in per-round ratios).
+nat = d.get("native")
+if nat:
+    print("paired with the same round's native run: chain throughput ratio (native ms / bind ms), "
+          "operator p50 / p95 and small-op p95 excess over native, per round and median")
+    for name, v in d.items():
+        if name == "native" or name.startswith("trace_") or len(v["chain_ms"]) != len(nat["chain_ms"]):
+            continue
+        pairs = {
+            "chain_x": [a / b for a, b in zip(nat["chain_ms"], v["chain_ms"])],
+            "op_p50_pct": [100 * (b - a) / a for a, b in zip(nat["op_p50_us"], v["op_p50_us"])],
+            "op_p95_pct": [100 * (b - a) / a for a, b in zip(nat["op_p95_us"], v["op_p95_us"])],
+            "small_p95_pct": [100 * (b - a) / a for a, b in zip(nat["small_p95"], v["small_p95"])],
+        }
+        print(name, json.dumps({k: {"rounds": [round(x, 3) for x in xs], "median": round(statistics.median(xs), 3)}
+                                for k, xs in pairs.items() if xs}))
 PY
 
 step "dispatcher per-op phases (census)"
@@ -127,10 +144,10 @@ step "trace summaries"
 for t in "$W"/trace_*.csv; do
     [ -f "$t" ] || continue
     echo "--- $(basename "$t")"
-    python3 "$HERE/trace_summary.py" "$t" --json "$OUT/$(basename "$t" .csv).json"
+    python3 "$HERE/trace_summary.py" "$t" --json "$W/$(basename "$t" .csv).json"
     [ -f "$HERE/trace_phases.py" ] && python3 "$HERE/trace_phases.py" "$t" 1 8
 done
-mkdir -p "$OUT/latency_runs"
-cp "$W"/census_*.json "$OUT/latency_runs/" 2>/dev/null
+# One archive of the runs' censuses (the device tool brings back a limited number of files).
+tar czf "$OUT/latency_runs.tar.gz" -C "$W" $(cd "$W" && ls census_*.json trace_*.json 2>/dev/null) 2>/dev/null
 tar czf "$OUT/latency_traces.tar.gz" -C "$W" $(cd "$W" && ls trace_*_1.csv 2>/dev/null | head -3) 2>/dev/null
 step done

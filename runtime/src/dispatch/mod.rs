@@ -655,7 +655,7 @@ impl<B: Backend, P: Policy> Dispatcher<B, P> {
         self.policy.solo_node(&view, &state)
     }
 
-    /// Launch-first eager binding (experimental, the shim's `VITAMIN_LAUNCH_FIRST=1`): binds a
+    /// Launch-first eager binding (the shim's `VITAMIN_LAUNCH_FIRST`, on by default): binds a
     /// fresh kernel launch of client `client` that is not recorded yet, described by `probe`
     /// (its function, grid, block and shared memory; the arguments may be left out), and has the
     /// backend's [`submit_native`](PhysicalPartition::submit_native) run `issue`, which makes the

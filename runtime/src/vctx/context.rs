@@ -254,7 +254,7 @@ impl VirtualContext {
         Ok((recorded, taken))
     }
 
-    /// Launch-first recording (experimental): if an op recorded on `s` now would have no live
+    /// Launch-first recording (the shim's default for fresh plain launches): if an op recorded on `s` now would have no live
     /// predecessor, `launch` runs **before** the op is recorded, with the context's lock held
     /// (nothing can be recorded in between, so the op's place in its stream's order is kept);
     /// it launches the op itself and returns its descriptor, copied after the launch, with what

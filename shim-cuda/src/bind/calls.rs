@@ -96,7 +96,7 @@ fn launch(id: HookId, real: &dyn Fn() -> CUresult, c: LaunchCall) -> CUresult {
     }
 }
 
-/// Launch-first eager binding (`VITAMIN_LAUNCH_FIRST=1`, experimental): a plain kernel launch (no
+/// Launch-first eager binding (`VITAMIN_LAUNCH_FIRST`, on by default): a plain kernel launch (no
 /// `extra` buffer, attributes, cooperative flag or dynamic shared memory) whose function's layout
 /// is known, checked as [`capture_launch`] would check it, is handed to
 /// [`Coordinator::launch_first`](super::coordinator::Coordinator::launch_first), which launches

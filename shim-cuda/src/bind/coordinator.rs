@@ -112,9 +112,10 @@ pub struct Tuning {
     /// `VITAMIN_EAGER`: whether a thread recording a fresh op (ready at once) binds and submits
     /// it itself when the dispatcher is free ([`Coordinator::record_eager`]; on by default).
     pub eager: bool,
-    /// `VITAMIN_LAUNCH_FIRST=1`: under eager binding, a fresh plain kernel launch is made on its
+    /// `VITAMIN_LAUNCH_FIRST`: under eager binding, a fresh plain kernel launch is made on its
     /// lane with the application's own argument pointers before its descriptor is copied and
-    /// recorded ([`Coordinator::launch_first`]; experimental, off, not yet measured on a GPU).
+    /// recorded ([`Coordinator::launch_first`]; on by default since session 6, after same-call
+    /// measurements on the H200: see [`LAUNCH_FIRST`]).
     pub launch_first: bool,
     /// `VITAMIN_DISPATCH_NAP`: how the dispatcher thread waits between rounds when nothing
     /// needs it at once (`off`, the default: it spins, yielding; `all`: it naps, idle or with
@@ -124,6 +125,12 @@ pub struct Tuning {
     /// live predecessors are all submitted continues it on their lane itself when the
     /// dispatcher is free (lane continuation on the recording thread; off by default).
     pub eager_continue: bool,
+    /// `VITAMIN_BUSY_QUERY_US`: least time between fence queries of a lane the submission thread
+    /// still feeds ([`CudaBackend::set_busy_query`]).
+    pub busy_query: Duration,
+    /// `VITAMIN_SPIN_YIELD`: whether the dispatcher thread yields the CPU (`sched_yield`) at
+    /// each check while it spins ([`relax`]); without, it runs a batch of pause instructions.
+    pub spin_yield: bool,
 }
 
 impl Tuning {
@@ -148,7 +155,7 @@ impl Tuning {
             submit_burst: num("VITAMIN_SUBMIT_BURST_US").map_or(SUBMIT_BURST, Duration::from_micros),
             submit_spin: num("VITAMIN_SUBMIT_SPIN_US").map_or(vitamin_hal_cuda::SUBMIT_SPIN, Duration::from_micros),
             eager: get("VITAMIN_EAGER").map_or(EAGER, |v| v.trim() == "1"),
-            launch_first: flag("VITAMIN_LAUNCH_FIRST", "1"),
+            launch_first: get("VITAMIN_LAUNCH_FIRST").map_or(LAUNCH_FIRST, |v| v.trim() == "1"),
             nap: match get("VITAMIN_DISPATCH_NAP").as_deref().map(str::trim) {
                 Some("off") => Nap::Off,
                 Some("busy") => Nap::Busy,
@@ -157,6 +164,9 @@ impl Tuning {
             },
             eager_continue: get("VITAMIN_EAGER_CONTINUE").map_or(EAGER_CONTINUE, |v| v.trim() == "1"),
             tight_poll: get("VITAMIN_TIGHT_POLL").map_or(TIGHT_POLL, |v| v.trim() == "1"),
+            busy_query: num("VITAMIN_BUSY_QUERY_US")
+                .map_or(Duration::from_nanos(vitamin_hal_cuda::BUSY_QUERY_NS), Duration::from_micros),
+            spin_yield: get("VITAMIN_SPIN_YIELD").map_or(SPIN_YIELD, |v| v.trim() == "1"),
         }
     }
 }
@@ -494,6 +504,8 @@ fn run(
             vlog!(LogLevel::Warn, "no submission thread ({e}); the dispatcher thread issues every launch");
         }
     }
+    backend.set_busy_query(settings.tuning.busy_query);
+    let spin_yield = settings.tuning.spin_yield;
     let kind = backend.topology().unit_kind();
     let device = backend.topology().device_name().to_owned();
     let config = dispatch_config(settings);
@@ -530,7 +542,7 @@ fn run(
                 if let Some(g) = slot.try_lock() {
                     break g;
                 }
-                std::thread::yield_now();
+                relax(spin_yield);
             };
             let d = g.as_mut().expect("the dispatcher lives until this thread ends");
             watch.check(d);
@@ -582,13 +594,11 @@ fn run(
                     // Spinning: an eager submission is left the lock for a poll interval.
                     let grace = now + poll_interval;
                     while Instant::now() < grace && !woken() && !inline_new() {
-                        std::hint::spin_loop();
-                        std::thread::yield_now();
+                        relax(spin_yield);
                     }
                     break;
                 } else {
-                    std::hint::spin_loop();
-                    std::thread::yield_now();
+                    relax(spin_yield);
                 }
             }
             // Parked, a recorded op, an eager submission or a thread starting to wait in a
@@ -608,8 +618,7 @@ fn run(
             if settings.tuning.nap == Nap::Off {
                 let until = Instant::now() + poll_interval;
                 while Instant::now() < until && !woken() {
-                    std::hint::spin_loop();
-                    std::thread::yield_now();
+                    relax(spin_yield);
                 }
             } else if !woken() && !inline_new() {
                 vctx.nap_for_work(poll_interval);
@@ -674,6 +683,33 @@ fn poll_for_waiters(slot: &Slot, vctx: &VirtualContext, stop: &AtomicBool, inlin
         std::hint::spin_loop();
     }
 }
+
+/// One wait step of the dispatcher thread's spinning: a pause and a `sched_yield` (`yield_cpu`),
+/// or a batch of pause instructions and no system call. On the H200 host, two processes spinning
+/// with `sched_yield` slowed a native launch-bound chain by 5-18% (`bench/gpu/host/spin_check.sh`).
+fn relax(yield_cpu: bool) {
+    if yield_cpu {
+        std::hint::spin_loop();
+        std::thread::yield_now();
+    } else {
+        for _ in 0..RELAX_PAUSES {
+            std::hint::spin_loop();
+        }
+    }
+}
+
+/// Pause instructions per [`relax`] step without yielding (0.1-0.4 us on recent Intel cores,
+/// where a pause takes 40-140 cycles): a check of new work about as often as a yield allowed.
+const RELAX_PAUSES: u32 = 8;
+
+/// Whether launch-first eager binding is on by default (`VITAMIN_LAUNCH_FIRST`). Measured on the
+/// H200 (session 6 call 2, 8 rounds each paired with a native run of the same round, medians):
+/// 10,000-kernel chain 0.896x native with it vs 0.800x without, 8-kernel operator p95 +1.26% vs
+/// +1.64% (p50 +1.06% vs +0.92%); training step -4.6% and -4.1% vs native (calls 1-2).
+const LAUNCH_FIRST: bool = true;
+
+/// Whether the dispatcher thread yields the CPU while it spins by default (`VITAMIN_SPIN_YIELD`).
+const SPIN_YIELD: bool = true;
 
 /// Pins the calling thread to `cpu` (`VITAMIN_DISPATCH_CPU`).
 fn pin_to_cpu(cpu: usize) -> std::io::Result<()> {
