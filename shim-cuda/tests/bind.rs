@@ -231,6 +231,8 @@ fn every_policy_and_strict_readiness_keep_the_program_s_semantics() {
         ("chaos-inline", vec![("VITAMIN_POLICY", "chaos"), ("VITAMIN_SEED", "5"), ("VITAMIN_INLINE", "1")]),
         ("throughput-inline-assist", vec![("VITAMIN_INLINE", "1"), ("VITAMIN_WAIT_ASSIST", "1")]),
         ("throughput-no-assist", vec![("VITAMIN_WAIT_ASSIST", "0")]),
+        // The dispatcher thread leaving its periodic polls to waiting threads (experimental, off).
+        ("chaos-defer", vec![("VITAMIN_POLICY", "chaos"), ("VITAMIN_SEED", "21"), ("VITAMIN_DEFER_TO_WAITERS", "1")]),
         // Launch-first eager binding is on by default: Throughput answers fresh plain launches
         // from its memoized plan, so they are launched with the application's argument pointers
         // before their descriptor is copied. Off, a fresh launch is recorded first.

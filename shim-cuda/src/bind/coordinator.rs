@@ -131,6 +131,10 @@ pub struct Tuning {
     /// `VITAMIN_SPIN_YIELD`: whether the dispatcher thread yields the CPU (`sched_yield`) at
     /// each check while it spins ([`relax`]); without, it runs a batch of pause instructions.
     pub spin_yield: bool,
+    /// `VITAMIN_DEFER_TO_WAITERS`: with work in flight and nothing else to do, the dispatcher
+    /// thread skips its periodic poll round while threads waiting in synchronize calls poll for
+    /// themselves (the wait assist), instead of taking the lock they poll under (experimental, off).
+    pub defer_to_waiters: bool,
 }
 
 impl Tuning {
@@ -167,6 +171,7 @@ impl Tuning {
             busy_query: num("VITAMIN_BUSY_QUERY_US")
                 .map_or(Duration::from_nanos(vitamin_hal_cuda::BUSY_QUERY_NS), Duration::from_micros),
             spin_yield: get("VITAMIN_SPIN_YIELD").map_or(SPIN_YIELD, |v| v.trim() == "1"),
+            defer_to_waiters: get("VITAMIN_DEFER_TO_WAITERS").map_or(DEFER_TO_WAITERS, |v| v.trim() == "1"),
         }
     }
 }
@@ -215,6 +220,9 @@ struct Submits {
     /// unobserved, but leaves its lock to the application thread (which continues its lane and
     /// polls its own completions) for a poll interval before its next round.
     eager: std::sync::atomic::AtomicU64,
+    /// Completion polls made by waiting threads ([`Coordinator::assist_poll`]): while they poll,
+    /// the dispatcher thread leaves its periodic poll to them ([`Tuning::defer_to_waiters`]).
+    assists: std::sync::atomic::AtomicU64,
 }
 
 impl std::fmt::Debug for Coordinator {
@@ -415,6 +423,7 @@ impl Coordinator {
         match self.dispatcher.try_lock() {
             Some(mut slot) => {
                 if let Some(d) = slot.as_mut() {
+                    self.submits.assists.fetch_add(1, Ordering::Relaxed);
                     if let Err(e) = d.poll_completions() {
                         vlog!(LogLevel::Debug, "polling from a waiting thread failed: {e}");
                     }
@@ -616,8 +625,21 @@ fn run(
             // chain by 5-18% on the H200 host, `bench/gpu/host/spin_check.sh`; but the napping
             // dispatcher measured worse overall, see [`NAP`].)
             if settings.tuning.nap == Nap::Off {
-                let until = Instant::now() + poll_interval;
-                while Instant::now() < until && !woken() {
+                let mut until = Instant::now() + poll_interval;
+                let mut assists = submits.assists.load(Ordering::Relaxed);
+                while !woken() {
+                    let now = Instant::now();
+                    if now >= until {
+                        // A waiting thread polled since: the completions it waits for are
+                        // observed without this thread's round (which would hold the lock
+                        // that thread polls under). Another interval.
+                        let a = submits.assists.load(Ordering::Relaxed);
+                        if !(settings.tuning.defer_to_waiters && a != assists) {
+                            break;
+                        }
+                        assists = a;
+                        until = now + poll_interval;
+                    }
                     relax(spin_yield);
                 }
             } else if !woken() && !inline_new() {
@@ -707,6 +729,16 @@ const RELAX_PAUSES: u32 = 8;
 /// 10,000-kernel chain 0.896x native with it vs 0.800x without, 8-kernel operator p95 +1.26% vs
 /// +1.64% (p50 +1.06% vs +0.92%); training step -4.6% and -4.1% vs native (calls 1-2).
 const LAUNCH_FIRST: bool = true;
+
+/// Whether the dispatcher thread leaves periodic polls to waiting threads that poll for
+/// themselves by default (`VITAMIN_DEFER_TO_WAITERS`; experimental, off). In a traced run of the
+/// 8-kernel operator (H200, session 6 call 1) the dispatcher thread's periodic round took the lock
+/// in 360 of 420 operators while the application thread waited, and observed the last completion
+/// itself in 21. Deferring measured better for the 1-kernel small op (p95 +24% over native vs
+/// +57%) but worse for the operator (p95 +2.55% vs +1.27%, p50 +1.69% vs +1.20%; call 3, 8 rounds
+/// paired with native): the rounds it skips also release leases, so the next operator's first
+/// launch less often finds the quiescent pool its memoized plan needs (not yet confirmed by a trace).
+const DEFER_TO_WAITERS: bool = false;
 
 /// Whether the dispatcher thread yields the CPU while it spins by default (`VITAMIN_SPIN_YIELD`).
 const SPIN_YIELD: bool = true;
