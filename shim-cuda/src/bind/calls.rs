@@ -115,6 +115,7 @@ fn launch_first(b: &Bind, s: vitamin_runtime::StreamId, c: &LaunchCall) -> Optio
         return None;
     }
     let info = b.functions.get(c.f as usize, b.device);
+    trace::step(4);
     let layout = info.layout.as_ref()?;
     if info.required_cluster.is_some() {
         return None;
@@ -136,15 +137,9 @@ fn launch_first(b: &Bind, s: vitamin_runtime::StreamId, c: &LaunchCall) -> Optio
     if !driver::current_context().is_ok_and(|ctx| ctx == b.context) {
         return None;
     }
+    trace::step(5);
     let g = &c.geometry;
-    let probe = Arc::new(OpDesc::Kernel(KernelLaunch::new(
-        FunctionRef::new(c.f as u64, info.kind, info.name.clone()),
-        g.grid,
-        g.block,
-        0,
-        KernelArgs::empty(),
-        vitamin_hal::LaunchAttributes::default(),
-    )));
+    let probe = probe_for(c.f as u64, info.kind, &info.name, g.grid, g.block);
     let dims = |d: Dim3| [d.x, d.y, d.z];
     let launch = |stream: u64| {
         // SAFETY: `c.f` is the application's function handle, `stream` the lane's stream
@@ -163,6 +158,7 @@ fn launch_first(b: &Bind, s: vitamin_runtime::StreamId, c: &LaunchCall) -> Optio
         }
     };
     let capture = || capture_launch(b, c).ok().map(OpDesc::Kernel);
+    trace::step(6);
     match b.coordinator.launch_first(&b.vctx, s, &probe, launch, capture)? {
         Ok(r) => {
             b.counters.kernels.bump();
@@ -175,6 +171,52 @@ fn launch_first(b: &Bind, s: vitamin_runtime::StreamId, c: &LaunchCall) -> Optio
             Some(crate::ffi::CUDA_ERROR_UNKNOWN)
         }
     }
+}
+
+/// Probes (function and shape, no arguments) this thread built for launch-first, newest last.
+type Probes = SmallVec<[(u64, vitamin_hal::FunctionKind, [u32; 3], [u32; 3], Arc<OpDesc>); PROBES]>;
+
+/// Probes kept per application thread ([`probe_for`]).
+const PROBES: usize = 8;
+
+thread_local! {
+    static LAUNCH_PROBES: std::cell::RefCell<Probes> = std::cell::RefCell::new(SmallVec::new());
+}
+
+/// The launch-first probe of a launch of `f` with this grid and block: this thread's cached one
+/// when it launched the same shape recently, else a new one (kept, the oldest of [`PROBES`]
+/// dropped). Building one costs an allocation and a reference count on the function's name
+/// that other threads' descriptors share: about 1 us before the driver call on the H200 host
+/// (session 6 trace of the 8-kernel operator), where an operator repeats one shape.
+fn probe_for(f: u64, kind: vitamin_hal::FunctionKind, name: &Arc<str>, grid: Dim3, block: Dim3) -> Arc<OpDesc> {
+    let (gd, bd) = ([grid.x, grid.y, grid.z], [block.x, block.y, block.z]);
+    let build = || {
+        Arc::new(OpDesc::Kernel(KernelLaunch::new(
+            FunctionRef::new(f, kind, name.clone()),
+            grid,
+            block,
+            0,
+            KernelArgs::empty(),
+            vitamin_hal::LaunchAttributes::default(),
+        )))
+    };
+    // A thread exiting (its thread-locals gone) builds one each time.
+    LAUNCH_PROBES
+        .try_with(|cell| {
+            let Ok(mut probes) = cell.try_borrow_mut() else { return build() };
+            if let Some((.., p)) =
+                probes.iter().rev().find(|(h, k, gg, bb, _)| *h == f && *k == kind && *gg == gd && *bb == bd)
+            {
+                return p.clone();
+            }
+            let p = build();
+            if probes.len() == PROBES {
+                probes.remove(0);
+            }
+            probes.push((f, kind, gd, bd, p.clone()));
+            p
+        })
+        .unwrap_or_else(|_| build())
 }
 
 /// Builds the immutable descriptor, copying everything the application passed by pointer.
@@ -1115,4 +1157,45 @@ pub(crate) fn ctx_synchronize(_id: HookId, real: &dyn Fn() -> CUresult) -> CUres
 
 pub(crate) fn ctx_synchronize_v2(_id: HookId, real: &dyn Fn() -> CUresult, _ctx: CUcontext) -> CUresult {
     device_sync_then(real)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn dim(x: u32) -> Dim3 {
+        Dim3 { x, y: 1, z: 1 }
+    }
+
+    #[test]
+    fn launch_first_probes_are_reused_per_function_kind_and_shape_only() {
+        let name: Arc<str> = Arc::from("layer");
+        let a = probe_for(7, vitamin_hal::FunctionKind::Function, &name, dim(528), dim(256));
+        let again = probe_for(7, vitamin_hal::FunctionKind::Function, &name, dim(528), dim(256));
+        assert!(Arc::ptr_eq(&a, &again));
+        let k = a.as_kernel().expect("a kernel probe");
+        assert_eq!((k.function().handle(), k.grid(), k.block()), (7, dim(528), dim(256)));
+        assert!(k.args().bytes().is_empty(), "a probe carries no argument bytes");
+        for other in [
+            probe_for(7, vitamin_hal::FunctionKind::Function, &name, dim(529), dim(256)),
+            probe_for(7, vitamin_hal::FunctionKind::Function, &name, dim(528), dim(128)),
+            probe_for(7, vitamin_hal::FunctionKind::Kernel, &name, dim(528), dim(256)),
+            probe_for(8, vitamin_hal::FunctionKind::Function, &name, dim(528), dim(256)),
+        ] {
+            assert!(!Arc::ptr_eq(&a, &other));
+            let o = other.as_kernel().expect("a kernel probe");
+            assert!(
+                o.function().handle() != 7
+                    || o.grid() != dim(528)
+                    || o.block() != dim(256)
+                    || o.function().kind() != k.function().kind()
+            );
+        }
+        // Eight more shapes push the first one out: it is built anew.
+        for g in 1..=PROBES as u32 {
+            probe_for(9, vitamin_hal::FunctionKind::Function, &name, dim(g), dim(32));
+        }
+        let rebuilt = probe_for(7, vitamin_hal::FunctionKind::Function, &name, dim(528), dim(256));
+        assert!(!Arc::ptr_eq(&a, &rebuilt));
+    }
 }

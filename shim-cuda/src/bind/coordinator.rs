@@ -382,7 +382,9 @@ impl Coordinator {
         let recorded = vctx.record_launched_first(
             s,
             || {
+                vitamin_hal::trace::step(7);
                 let mut slot = self.dispatcher.try_lock()?;
+                vitamin_hal::trace::step(8);
                 match slot.as_mut()?.launch_fresh_native(0, probe, &mut launch)? {
                     Ok(launched) => {
                         let desc = capture().map_or_else(|| probe.clone(), Arc::new);
