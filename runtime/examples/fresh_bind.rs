@@ -6,7 +6,7 @@
 //! session 3: 0.74-0.90 us on the build machine, 1.5-2.3 us on the H200 host).
 //!
 //! Then the same for launch-first eager binding (Throughput only: `VirtualContext::record_launched_first`
-//! + `Dispatcher::launch_fresh_native` / `commit_native`, the shim's default for fresh plain
+//! with `Dispatcher::launch_fresh_native` and `commit_native`, the shim's default for fresh plain
 //! launches): the time until the simulated native launch is issued, and the whole call.
 //!
 //! Run: `cargo run --release -p vitamin-runtime --example fresh_bind`
