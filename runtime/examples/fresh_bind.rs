@@ -19,18 +19,23 @@ use vitamin_runtime::policy::{ClientClass, PolicyKind};
 use vitamin_runtime::profile::Profiles;
 use vitamin_runtime::{StreamKind, VctxId, VirtualContext};
 
+/// The simulator's `busy` kernel over `blocks` blocks of 256 threads.
+fn busy(sim: &SimBackend, blocks: u32) -> Arc<OpDesc> {
+    Arc::new(OpDesc::Kernel(KernelLaunch::new(
+        sim.kernel("busy").unwrap(),
+        Dim3::x(blocks),
+        Dim3::x(256),
+        0,
+        KernelArgs::pack(&[&100u32.to_le_bytes()]),
+        LaunchAttributes::none(),
+    )))
+}
+
 fn main() {
     for policy in [PolicyKind::Throughput, PolicyKind::Exclusive] {
         for blocks in [1u32, 528] {
             let sim = SimBackend::h200();
-            let desc = Arc::new(OpDesc::Kernel(KernelLaunch::new(
-                sim.kernel("busy").unwrap(),
-                Dim3::x(blocks),
-                Dim3::x(256),
-                0,
-                KernelArgs::pack(&[&100u32.to_le_bytes()]),
-                LaunchAttributes::none(),
-            )));
+            let desc = busy(&sim, blocks);
             let mut d = Dispatcher::new(sim, policy.build(0), Profiles::new("sim"), DispatchConfig::default()).unwrap();
             let v = Arc::new(VirtualContext::new(VctxId(0)));
             d.register(v.clone(), "p", ClientClass::BestEffort);
@@ -49,14 +54,7 @@ fn main() {
     }
     for blocks in [1u32, 528] {
         let sim = SimBackend::h200();
-        let probe = Arc::new(OpDesc::Kernel(KernelLaunch::new(
-            sim.kernel("busy").unwrap(),
-            Dim3::x(blocks),
-            Dim3::x(256),
-            0,
-            KernelArgs::pack(&[&100u32.to_le_bytes()]),
-            LaunchAttributes::none(),
-        )));
+        let probe = busy(&sim, blocks);
         let mut d =
             Dispatcher::new(sim, PolicyKind::Throughput.build(0), Profiles::new("sim"), DispatchConfig::default())
                 .unwrap();
