@@ -865,3 +865,43 @@ impl Stall {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tuning(vars: &[(&str, &str)]) -> Tuning {
+        let vars: Vec<(String, String)> = vars.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        Tuning::from_lookup(|k| vars.iter().find(|(name, _)| name == k).map(|(_, v)| v.clone()))
+    }
+
+    #[test]
+    fn defaults_are_the_measured_choices() {
+        let t = tuning(&[]);
+        assert!(t.eager && t.launch_first && t.wait_assist && t.submit_thread && t.tight_poll && t.spin_yield);
+        assert!(!t.eager_continue && !t.defer_to_waiters && !t.inline && !t.native_wait);
+        assert_eq!(t.nap, Nap::Off);
+        assert_eq!(t.busy_query, Duration::from_nanos(vitamin_hal_cuda::BUSY_QUERY_NS));
+        assert_eq!(t.continuation_depth, CONTINUATION_DEPTH);
+    }
+
+    #[test]
+    fn every_knob_can_be_turned_and_bad_values_keep_the_default() {
+        let t = tuning(&[
+            ("VITAMIN_LAUNCH_FIRST", "0"),
+            ("VITAMIN_EAGER_CONTINUE", "1"),
+            ("VITAMIN_DEFER_TO_WAITERS", " 1 "),
+            ("VITAMIN_SPIN_YIELD", "0"),
+            ("VITAMIN_BUSY_QUERY_US", "100"),
+            ("VITAMIN_DISPATCH_NAP", "busy"),
+            ("VITAMIN_CONTINUATION_DEPTH", "0"),
+        ]);
+        assert!(!t.launch_first && t.eager_continue && t.defer_to_waiters && !t.spin_yield);
+        assert_eq!(t.busy_query, Duration::from_micros(100));
+        assert_eq!(t.nap, Nap::Busy);
+        assert_eq!(t.continuation_depth, 1, "a depth of 0 is clamped to 1");
+        let bad = tuning(&[("VITAMIN_BUSY_QUERY_US", "soon"), ("VITAMIN_DISPATCH_NAP", "sometimes")]);
+        assert_eq!(bad.busy_query, Duration::from_nanos(vitamin_hal_cuda::BUSY_QUERY_NS));
+        assert_eq!(bad.nap, NAP);
+    }
+}
