@@ -63,6 +63,9 @@ for r in $(seq 1 "$ROUNDS"); do
     VITAMIN_LANE_CONTINUATION=0 bind "strict_$r" -- timeout 120 "${CB[@]}" | sed "s/^/bind_strict $r /"
 done
 
+step "chain and operator paired with each round's native run (overhead_paired.py)"
+python3 "$HERE/overhead_paired.py" "$OUT/overhead.log"
+
 if [ -x "$W/launch_bench" ]; then
     step "launch_bench (app-thread cost per launch)"
     timeout 60 "$W/launch_bench" | sed "s/^/native /"
