@@ -118,24 +118,10 @@ for name, v in d.items():
     med = {k: round(statistics.median(x), 2) for k, x in v.items() if k not in ("chain_ok", "checksums")}
     print(name, "runs", len(v["chain_ms"]), "medians", json.dumps(med), "counters ok", all(v["chain_ok"]),
           "distinct checksums", len(set(v["checksums"])))
-# Paired with the same round's native run (rounds interleave configurations, so a machine's drift
-# and a process's placement luck cancel less in medians over runs than in per-round ratios).
-nat = d.get("native")
-if nat:
-    print("paired with the same round's native run: chain throughput ratio (native ms / bind ms), "
-          "operator p50 / p95 and small-op p95 excess over native, per round and median")
-    for name, v in d.items():
-        if name == "native" or name.startswith("trace_") or len(v["chain_ms"]) != len(nat["chain_ms"]):
-            continue
-        pairs = {
-            "chain_x": [a / b for a, b in zip(nat["chain_ms"], v["chain_ms"])],
-            "op_p50_pct": [100 * (b - a) / a for a, b in zip(nat["op_p50_us"], v["op_p50_us"])],
-            "op_p95_pct": [100 * (b - a) / a for a, b in zip(nat["op_p95_us"], v["op_p95_us"])],
-            "small_p95_pct": [100 * (b - a) / a for a, b in zip(nat["small_p95"], v["small_p95"])],
-        }
-        print(name, json.dumps({k: {"rounds": [round(x, 3) for x in xs], "median": round(statistics.median(xs), 3)}
-                                for k, xs in pairs.items() if xs}))
 PY
+
+step "paired with the same round's native run: chain throughput ratio (native ms / bind ms), operator p50 / p95 and small-op p95 excess over native, per round and median"
+python3 "$HERE/overhead_paired.py" "$OUT/latency.log"
 
 step "dispatcher per-op phases (census)"
 python3 "$HERE/census_phases.py" "$W"
