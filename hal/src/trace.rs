@@ -143,7 +143,9 @@ pub fn mark(tag: Tag, arg: u64) {
 }
 
 /// Marks the numbered point `n` of a hot path ([`Tag::Step`]). Points in use: launch capture
-/// 1 (stream resolved), 2 (function known), 3 (arguments copied); eager binding 10 (completions
+/// 1 (stream resolved), 2 (function known), 3 (arguments copied); launch-first 4 (function looked
+/// up), 5 (launch checked), 6 (probe ready), 7 (vCtx lock held, the op would be fresh), 8
+/// (dispatcher lock taken); eager binding 10 (completions
 /// finished, idle leases released), 11 (policy asked), 12 (lease and lane chosen); backend
 /// submission 14 (descriptor checked), 15 (context current), 16 (lane locked), 17 (hand-off
 /// decided); completion poll 20 (backend polled, before satisfying tokens).

@@ -143,7 +143,7 @@ enum Submit {
     /// (`Dispatcher::submit_continued`, the shim's `VITAMIN_EAGER_CONTINUE=1`).
     EagerContinue,
     /// Launch-first eager binding of fresh kernels (`VirtualContext::record_launched_first` +
-    /// `Dispatcher::launch_fresh_native` / `commit_native`, the shim's `VITAMIN_LAUNCH_FIRST=1`;
+    /// `Dispatcher::launch_fresh_native` / `commit_native`, the shim's default `VITAMIN_LAUNCH_FIRST`;
     /// the simulated launch hands its descriptor over with `hal::sim::issue_native`), then
     /// eager binding for what it declines.
     LaunchFirst,

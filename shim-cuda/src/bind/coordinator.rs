@@ -206,6 +206,9 @@ pub struct Coordinator {
     /// Inline submission from application threads (`VITAMIN_INLINE=1`; off by default).
     inline: bool,
     inline_errors: std::sync::atomic::AtomicU64,
+    /// Whether waiting threads count their polls for the dispatcher thread
+    /// ([`Tuning::defer_to_waiters`]; off by default, when the count is not kept).
+    count_assists: bool,
     /// Submissions made by application threads, which the dispatcher thread must learn of.
     submits: Arc<Submits>,
 }
@@ -266,6 +269,7 @@ impl Coordinator {
                 dispatcher,
                 inline: settings.tuning.inline,
                 inline_errors: std::sync::atomic::AtomicU64::new(0),
+                count_assists: settings.tuning.defer_to_waiters,
                 submits,
             }),
             Ok(Err(e)) => Err(e),
@@ -425,7 +429,9 @@ impl Coordinator {
         match self.dispatcher.try_lock() {
             Some(mut slot) => {
                 if let Some(d) = slot.as_mut() {
-                    self.submits.assists.fetch_add(1, Ordering::Relaxed);
+                    if self.count_assists {
+                        self.submits.assists.fetch_add(1, Ordering::Relaxed);
+                    }
                     if let Err(e) = d.poll_completions() {
                         vlog!(LogLevel::Debug, "polling from a waiting thread failed: {e}");
                     }
