@@ -11,10 +11,12 @@
 //! Submitting records no fence per op: a lane's ops complete in order, so one fence after the
 //! newest op covers everything before it. A lane has few fences in flight (each is a command the
 //! GPU runs between the lane's kernels): a lone submission issued directly on a lane without a
-//! fence in flight is fenced at once (its completion is then seen as soon as it ends);
-//! otherwise [`PhysicalPartition::poll`] fences a lane that has unfenced ops and no fence in
-//! flight, or [`FENCE_EVERY`] unfenced ops and fewer than [`MAX_FENCES`] fences in flight (so a
-//! deep backlog is reported complete in steps, not all at once when the lane ran dry). A fence is
+//! fence in flight is fenced at once (its completion is then seen as soon as it ends), and so is
+//! every [`FENCE_EVERY`]-th unfenced submission while fewer than [`MAX_FENCES`] fences are in
+//! flight (a burst of continued ops is then reported complete in steps, not all at once when the
+//! lane ran dry); otherwise [`PhysicalPartition::poll`] fences a lane that has unfenced ops and
+//! no fence in flight, or [`FENCE_EVERY`] unfenced ops and fewer than [`MAX_FENCES`] fences in
+//! flight. A fence is
 //! an event from a shared pool, queried oldest first (the default), or with `VITAMIN_FENCE=memory`
 //! a `cuStreamWriteValue64` of the lane's newest sequence number into its pinned, device-mapped
 //! host word, read without a driver call (the stream is asked for asynchronous errors every
@@ -317,8 +319,7 @@ impl CudaPartition {
     /// (bounded by its continuation depth) could not refill the lane in time (measured on the
     /// H200 with the submission thread: a 10,000-kernel chain ran at the depth's pace).
     fn fence_lane(&self, lane: &mut Lane) -> Result<(), HalError> {
-        let unfenced = lane.submitted - lane.fenced;
-        if unfenced == 0 || !(lane.events.is_empty() || (unfenced >= FENCE_EVERY && lane.events.len() < MAX_FENCES)) {
+        if !fence_due(lane.submitted - lane.fenced, lane.events.len()) {
             return Ok(());
         }
         // Memory fence: the lane writes its newest sequence number to its word (no event).
@@ -438,7 +439,12 @@ impl CudaPartition {
         // ends instead of after the next poll's record (measured on the H200: a launch-sync loop
         // otherwise waited for a fence recorded after its kernel had finished). A failed record
         // is left to the next poll, which records again.
-        if direct && st.events.is_empty() {
+        // And a lane receiving a burst (a chain continued many ops in one dispatcher round) is
+        // fenced every FENCE_EVERY submissions: a poll would only fence it after the round,
+        // with one fence behind the whole burst (up to the continuation depth), so the lane ran
+        // dry before its first completion was seen (measured on the H200: completions of 255
+        // ops at a time, the submission thread idle a third of a 10,000-kernel chain).
+        if fence_at_submission(st.submitted - st.fenced, st.events.len(), direct) {
             if let Err(e) = self.fence_lane(&mut st) {
                 tracing::debug!(error = %e, "fence record at submission failed; the next poll fences");
             }
@@ -467,6 +473,20 @@ impl CudaPartition {
         }
         Ok(done)
     }
+}
+
+/// Whether a lane with `unfenced` ops after its newest fence and `in_flight` fences not yet
+/// seen complete gets a fence (from a poll): it has unfenced ops and no fence in flight, or
+/// [`FENCE_EVERY`] unfenced ops and fewer than [`MAX_FENCES`] fences in flight.
+fn fence_due(unfenced: u64, in_flight: usize) -> bool {
+    unfenced > 0 && (in_flight == 0 || (unfenced >= FENCE_EVERY && in_flight < MAX_FENCES))
+}
+
+/// Whether a submission just made (issued `direct`ly or handed off) gets a fence at once: a lone
+/// direct submission on a lane without a fence in flight, or the [`FENCE_EVERY`]-th unfenced op
+/// while fewer than [`MAX_FENCES`] are in flight.
+fn fence_at_submission(unfenced: u64, in_flight: usize, direct: bool) -> bool {
+    fence_due(unfenced, in_flight) && ((direct && in_flight == 0) || unfenced >= FENCE_EVERY)
 }
 
 /// What [`CudaPartition::submit_on`] issues: a descriptor, or a launch the caller makes itself on
@@ -736,5 +756,71 @@ impl CudaPartition {
 impl Drop for CudaPartition {
     fn drop(&mut self) {
         let _ = self.teardown();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[derive(Debug, Clone)]
+    enum Step {
+        /// A submission, issued directly or handed off.
+        Submit { direct: bool },
+        /// A poll that sees this many of the oldest fences complete (then fences as polls do).
+        Poll { complete: usize },
+    }
+
+    fn step() -> impl Strategy<Value = Step> {
+        prop_oneof![
+            8 => any::<bool>().prop_map(|direct| Step::Submit { direct }),
+            1 => (0usize..=MAX_FENCES).prop_map(|complete| Step::Poll { complete }),
+        ]
+    }
+
+    proptest! {
+        /// A lane's fences, modelled as the sequence numbers they cover: however submissions and
+        /// polls interleave (a burst of hundreds of submissions between two polls included), no
+        /// more than FENCE_EVERY ops are ever left unfenced while fewer than MAX_FENCES fences are
+        /// in flight, fences never exceed MAX_FENCES, and each covers newer ops than the last.
+        #[test]
+        fn bursts_are_fenced_every_fence_every_ops(steps in proptest::collection::vec(step(), 1..600)) {
+            let (mut submitted, mut fenced) = (0u64, 0u64);
+            let mut fences: VecDeque<u64> = VecDeque::new();
+            for s in steps {
+                match s {
+                    Step::Submit { direct } => {
+                        submitted += 1;
+                        if fence_at_submission(submitted - fenced, fences.len(), direct) {
+                            fences.push_back(submitted);
+                            fenced = submitted;
+                        }
+                        prop_assert!(submitted - fenced < FENCE_EVERY || fences.len() == MAX_FENCES,
+                            "{} unfenced ops with {} fences in flight", submitted - fenced, fences.len());
+                    }
+                    Step::Poll { complete } => {
+                        for _ in 0..complete.min(fences.len()) {
+                            fences.pop_front();
+                        }
+                        if fence_due(submitted - fenced, fences.len()) {
+                            fences.push_back(submitted);
+                            fenced = submitted;
+                        }
+                    }
+                }
+                prop_assert!(fences.len() <= MAX_FENCES);
+                prop_assert!(fences.iter().zip(fences.iter().skip(1)).all(|(a, b)| a < b));
+            }
+        }
+    }
+
+    #[test]
+    fn a_lone_direct_submission_is_fenced_at_once_and_a_handed_off_one_waits() {
+        assert!(fence_at_submission(1, 0, true));
+        assert!(!fence_at_submission(1, 0, false));
+        assert!(!fence_at_submission(1, 1, true));
+        assert!(fence_at_submission(FENCE_EVERY, 1, false));
+        assert!(!fence_at_submission(FENCE_EVERY, MAX_FENCES, false));
     }
 }

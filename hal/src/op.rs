@@ -60,13 +60,56 @@ pub enum FunctionKind {
 pub struct FunctionRef {
     handle: u64,
     kind: FunctionKind,
-    name: Arc<str>,
+    name: Name,
+}
+
+/// A function's name: shared, or static (see [`FunctionRef::with_static_name`]).
+#[derive(Clone)]
+enum Name {
+    Shared(Arc<str>),
+    Static(&'static str),
+}
+
+impl Name {
+    fn as_str(&self) -> &str {
+        match self {
+            Name::Shared(s) => s,
+            Name::Static(s) => s,
+        }
+    }
+}
+
+impl std::fmt::Debug for Name {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Debug::fmt(self.as_str(), f)
+    }
+}
+
+impl PartialEq for Name {
+    fn eq(&self, other: &Self) -> bool {
+        self.as_str() == other.as_str()
+    }
+}
+
+impl Eq for Name {}
+
+impl std::hash::Hash for Name {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.as_str().hash(state);
+    }
 }
 
 impl FunctionRef {
     /// Wraps a backend handle (pointer value) and its debug name.
     pub fn new(handle: u64, kind: FunctionKind, name: impl Into<Arc<str>>) -> Self {
-        FunctionRef { handle, kind, name: name.into() }
+        FunctionRef { handle, kind, name: Name::Shared(name.into()) }
+    }
+    /// The same with a name that lives for the process. Copying such a reference touches no
+    /// reference count: an interposer building one descriptor per launch on the application
+    /// thread, dropped later by another thread, would otherwise move the shared name's count
+    /// between the two threads' cores at every launch.
+    pub fn with_static_name(handle: u64, kind: FunctionKind, name: &'static str) -> Self {
+        FunctionRef { handle, kind, name: Name::Static(name) }
     }
     /// The raw handle value as the backend gave it.
     pub fn handle(&self) -> u64 {
@@ -78,7 +121,7 @@ impl FunctionRef {
     }
     /// Debug name (mangled or demangled kernel name).
     pub fn name(&self) -> &str {
-        &self.name
+        self.name.as_str()
     }
 }
 
@@ -529,6 +572,19 @@ mod tests {
     #[test]
     fn layout_outside_bytes_is_rejected() {
         assert!(KernelArgs::from_layout(vec![0; 4], vec![ParamLayout { offset: 2, size: 4 }]).is_err());
+    }
+
+    #[test]
+    fn static_and_shared_names_compare_and_hash_by_value() {
+        use std::hash::{BuildHasher, RandomState};
+        let shared = FunctionRef::new(3, FunctionKind::Function, "layer");
+        let fixed = FunctionRef::with_static_name(3, FunctionKind::Function, "layer");
+        assert_eq!(shared, fixed);
+        assert_eq!(fixed.name(), "layer");
+        let h = RandomState::new();
+        assert_eq!(h.hash_one(&shared), h.hash_one(&fixed));
+        assert_ne!(fixed, FunctionRef::with_static_name(3, FunctionKind::Function, "other"));
+        assert_eq!(format!("{fixed:?}"), format!("{shared:?}"));
     }
 
     #[test]

@@ -650,6 +650,12 @@ impl StateMachineTest for VctxMachine {
     fn check_invariants(sut: &Sut, m: &Model) {
         let unretired = (0..m.ops.len()).filter(|&o| !m.retired(o)).count();
         assert_eq!(sut.ctx.outstanding(), unretired, "outstanding()");
+        // The lock-free hint never misses a live op of the stream (with few streams no bucket is
+        // shared, so it is exact here).
+        for (s, id) in sut.streams.iter().enumerate() {
+            let live = m.ops.iter().enumerate().any(|(o, op)| op.stream == s && !m.retired(o));
+            assert_eq!(sut.ctx.stream_has_live_op(*id), live, "stream_has_live_op({s})");
+        }
         for s in 0..m.streams.len() {
             sut.check_query(m, Target::Stream(s), false);
         }

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use smallvec::SmallVec;
 use vitamin_hal::OpDesc;
 
-use super::dag::{ContinuableOp, Dag, ReadyOp, Recorded};
+use super::dag::{ContinuableOp, Dag, LiveByStream, ReadyOp, Recorded};
 use super::error::VctxError;
 use super::ids::{EventId, OpId, StreamId, StreamKind, VctxId};
 use super::order::{Frontier, Order};
@@ -55,6 +55,8 @@ pub struct VirtualContext {
     sync_yield: AtomicBool,
     /// Called by spinning waiters (without the lock), see [`VirtualContext::set_wait_assist`].
     assist: std::sync::OnceLock<WaitAssist>,
+    /// The DAG's live-op counts per stream bucket ([`VirtualContext::stream_has_live_op`]).
+    live: std::sync::Arc<LiveByStream>,
 }
 
 /// Work a spinning waiter does on each turn, with the ops it waits for (live, unsatisfied): e.g.
@@ -100,9 +102,12 @@ impl Block {
 impl VirtualContext {
     /// An empty context: only the legacy default stream exists.
     pub fn new(id: VctxId) -> Self {
+        let state = State::default();
+        let live = state.dag.live_by_stream();
         VirtualContext {
             id,
-            state: Mutex::new(State::default()),
+            live,
+            state: Mutex::new(state),
             completion: Condvar::new(),
             work: Condvar::new(),
             retirements: AtomicU64::new(0),
@@ -283,6 +288,15 @@ impl VirtualContext {
         g.dag.recorded_op_submitted_eagerly(recorded.op, had_work);
         self.finish(g);
         Ok(Some((recorded, out)))
+    }
+
+    /// A hint, read without the lock: `true` when stream `s` (or another stream sharing its
+    /// bucket of 64) had a live op when read, so an op recorded on `s` now would most likely
+    /// depend on a live op and [`record_launched_first`](Self::record_launched_first) would
+    /// refuse it. `false` decides nothing (the op may still wait on events or the legacy
+    /// stream): only the locked check does. May be stale either way.
+    pub fn stream_has_live_op(&self, s: StreamId) -> bool {
+        self.live.any(s)
     }
 
     /// A synchronous operation (e.g. `cuMemcpy`): records `desc` on `s` and blocks until it

@@ -24,6 +24,7 @@
 //!   never drains a queue.
 
 use std::collections::VecDeque;
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 
 use smallvec::SmallVec;
@@ -102,10 +103,38 @@ pub(crate) struct Effects {
     pub(crate) submitted_eagerly: bool,
 }
 
+/// Buckets of [`LiveByStream`].
+const LIVE_BUCKETS: usize = 64;
+
+/// Live ops per bucket of logical streams (stream id modulo [`LIVE_BUCKETS`]), readable without
+/// the vCtx lock: a hint for a launching thread that an op recorded on a stream now would have
+/// a live predecessor (its bucket counts a live op), so it need not take the lock to find out
+/// (launch-first, whose lock-held freshness check a dependent chain fails at every launch).
+/// Counts change under the lock only; a reader may see a stale count.
+#[derive(Debug)]
+pub(crate) struct LiveByStream([AtomicU32; LIVE_BUCKETS]);
+
+impl Default for LiveByStream {
+    fn default() -> Self {
+        LiveByStream(std::array::from_fn(|_| AtomicU32::new(0)))
+    }
+}
+
+impl LiveByStream {
+    fn bucket(&self, s: StreamId) -> &AtomicU32 {
+        &self.0[s.0 as usize % LIVE_BUCKETS]
+    }
+    /// Whether stream `s`'s bucket counted a live op when read (see the type's docs).
+    pub(crate) fn any(&self, s: StreamId) -> bool {
+        self.bucket(s).load(Ordering::Relaxed) > 0
+    }
+}
+
 /// The live ops of one virtual context and the edges between them.
 #[derive(Debug)]
 pub(crate) struct Dag {
     nodes: Table<Node>,
+    live: Arc<LiveByStream>,
     next: u64,
     ready: VecDeque<OpId>,
     continuable: VecDeque<OpId>,
@@ -124,6 +153,7 @@ impl Default for Dag {
     fn default() -> Self {
         Dag {
             nodes: Table::default(),
+            live: Arc::default(),
             next: 1,
             ready: VecDeque::new(),
             continuable: VecDeque::new(),
@@ -139,6 +169,11 @@ impl Dag {
     /// Whether `op` is recorded and not yet retired (its token is unsatisfied).
     pub(crate) fn is_live(&self, op: OpId) -> bool {
         self.nodes.contains(op)
+    }
+
+    /// The live-op counts per stream bucket, shared for reading without the lock.
+    pub(crate) fn live_by_stream(&self) -> Arc<LiveByStream> {
+        self.live.clone()
     }
 
     /// Number of live ops.
@@ -220,6 +255,7 @@ impl Dag {
             self.push_continuable(op);
         }
         let recorded = Recorded { op, preds: node.preds.clone() };
+        self.live.bucket(stream).fetch_add(1, Ordering::Relaxed);
         self.nodes.insert(op, node);
         recorded
     }
@@ -295,6 +331,7 @@ impl Dag {
         stack.push(first);
         while let Some(id) = stack.pop() {
             let Some(n) = self.nodes.remove(id) else { continue };
+            self.live.bucket(n.stream).fetch_sub(1, Ordering::Relaxed);
             if (!self.watched.is_empty() && self.watched.contains_key(&id))
                 || (!self.watched_submission.is_empty() && self.watched_submission.contains_key(&id))
             {
@@ -418,6 +455,13 @@ impl Dag {
                 }
             }
             assert!(!(n.completed && n.pending == 0), "{id} completed with no pending preds but not retired");
+        }
+        let mut per_bucket = [0u32; LIVE_BUCKETS];
+        for (_, n) in self.nodes.values() {
+            per_bucket[n.stream.0 as usize % LIVE_BUCKETS] += 1;
+        }
+        for (b, want) in per_bucket.iter().enumerate() {
+            assert_eq!(self.live.0[b].load(Ordering::Relaxed), *want, "live ops of stream bucket {b}");
         }
     }
 }

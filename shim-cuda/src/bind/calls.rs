@@ -111,6 +111,10 @@ fn launch_first(b: &Bind, s: vitamin_runtime::StreamId, c: &LaunchCall) -> Optio
         || c.num_attrs > 0
         || c.cooperative
         || c.geometry.shared_mem_bytes != 0
+        // A live op on the stream (a dependent chain): the op would not be fresh. Read without
+        // the vCtx lock, which the locked check below would otherwise take (and find the op not
+        // fresh) at every launch of a chain, before the record path takes it again.
+        || b.vctx.stream_has_live_op(s)
     {
         return None;
     }
@@ -139,7 +143,7 @@ fn launch_first(b: &Bind, s: vitamin_runtime::StreamId, c: &LaunchCall) -> Optio
     }
     trace::step(5);
     let g = &c.geometry;
-    let probe = probe_for(c.f as u64, info.kind, &info.name, g.grid, g.block);
+    let probe = probe_for(c.f as u64, info.kind, info.name, g.grid, g.block);
     let dims = |d: Dim3| [d.x, d.y, d.z];
     let launch = |stream: u64| {
         // SAFETY: `c.f` is the application's function handle, `stream` the lane's stream
@@ -188,11 +192,11 @@ thread_local! {
 /// dropped). Building one costs an allocation and a reference count on the function's name
 /// that other threads' descriptors share: about 1 us before the driver call on the H200 host
 /// (session 6 trace of the 8-kernel operator), where an operator repeats one shape.
-fn probe_for(f: u64, kind: vitamin_hal::FunctionKind, name: &Arc<str>, grid: Dim3, block: Dim3) -> Arc<OpDesc> {
+fn probe_for(f: u64, kind: vitamin_hal::FunctionKind, name: &'static str, grid: Dim3, block: Dim3) -> Arc<OpDesc> {
     let (gd, bd) = ([grid.x, grid.y, grid.z], [block.x, block.y, block.z]);
     let build = || {
         Arc::new(OpDesc::Kernel(KernelLaunch::new(
-            FunctionRef::new(f, kind, name.clone()),
+            FunctionRef::with_static_name(f, kind, name),
             grid,
             block,
             0,
@@ -327,7 +331,7 @@ fn capture_launch(b: &Bind, c: &LaunchCall) -> Result<KernelLaunch, Decline> {
         b.counters.cooperative_or_cluster.bump();
     }
     Ok(KernelLaunch::new(
-        FunctionRef::new(c.f as u64, info.kind, info.name.clone()),
+        FunctionRef::with_static_name(c.f as u64, info.kind, info.name),
         g.grid,
         g.block,
         g.shared_mem_bytes,
@@ -1169,18 +1173,18 @@ mod tests {
 
     #[test]
     fn launch_first_probes_are_reused_per_function_kind_and_shape_only() {
-        let name: Arc<str> = Arc::from("layer");
-        let a = probe_for(7, vitamin_hal::FunctionKind::Function, &name, dim(528), dim(256));
-        let again = probe_for(7, vitamin_hal::FunctionKind::Function, &name, dim(528), dim(256));
+        let name = "layer";
+        let a = probe_for(7, vitamin_hal::FunctionKind::Function, name, dim(528), dim(256));
+        let again = probe_for(7, vitamin_hal::FunctionKind::Function, name, dim(528), dim(256));
         assert!(Arc::ptr_eq(&a, &again));
         let k = a.as_kernel().expect("a kernel probe");
         assert_eq!((k.function().handle(), k.grid(), k.block()), (7, dim(528), dim(256)));
         assert!(k.args().bytes().is_empty(), "a probe carries no argument bytes");
         for other in [
-            probe_for(7, vitamin_hal::FunctionKind::Function, &name, dim(529), dim(256)),
-            probe_for(7, vitamin_hal::FunctionKind::Function, &name, dim(528), dim(128)),
-            probe_for(7, vitamin_hal::FunctionKind::Kernel, &name, dim(528), dim(256)),
-            probe_for(8, vitamin_hal::FunctionKind::Function, &name, dim(528), dim(256)),
+            probe_for(7, vitamin_hal::FunctionKind::Function, name, dim(529), dim(256)),
+            probe_for(7, vitamin_hal::FunctionKind::Function, name, dim(528), dim(128)),
+            probe_for(7, vitamin_hal::FunctionKind::Kernel, name, dim(528), dim(256)),
+            probe_for(8, vitamin_hal::FunctionKind::Function, name, dim(528), dim(256)),
         ] {
             assert!(!Arc::ptr_eq(&a, &other));
             let o = other.as_kernel().expect("a kernel probe");
@@ -1193,9 +1197,9 @@ mod tests {
         }
         // Eight more shapes push the first one out: it is built anew.
         for g in 1..=PROBES as u32 {
-            probe_for(9, vitamin_hal::FunctionKind::Function, &name, dim(g), dim(32));
+            probe_for(9, vitamin_hal::FunctionKind::Function, name, dim(g), dim(32));
         }
-        let rebuilt = probe_for(7, vitamin_hal::FunctionKind::Function, &name, dim(528), dim(256));
+        let rebuilt = probe_for(7, vitamin_hal::FunctionKind::Function, name, dim(528), dim(256));
         assert!(!Arc::ptr_eq(&a, &rebuilt));
     }
 }

@@ -15,9 +15,13 @@
 //! The dynamic-shared-memory limit is not cached: `cuFuncSetAttribute` (not hooked) may raise it
 //! between launches, so it is read at each launch that asks for dynamic shared memory.
 
+use std::cell::RefCell;
 use std::collections::HashMap;
 use std::ffi::c_int;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
+
+use smallvec::SmallVec;
 
 use vitamin_hal::{Dim3, FunctionKind, ParamLayout};
 
@@ -42,14 +46,36 @@ pub struct FunctionInfo {
     /// `CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_WIDTH/HEIGHT/DEPTH`): its launches are cluster launches
     /// even without a cluster attribute.
     pub required_cluster: Option<Dim3>,
-    /// The kernel's (mangled) name.
-    pub name: Arc<str>,
+    /// The kernel's (mangled) name, kept for the process (one per distinct handle, like the
+    /// info itself): descriptors then copy it without a reference count (see
+    /// `FunctionRef::with_static_name`).
+    pub name: &'static str,
 }
 
-/// Per-handle cache.
-#[derive(Debug, Default)]
+/// Per-handle cache, with a small per-thread cache in front of it: a launch looks its handle up
+/// without the shared lock (whose counter every launching thread would write) or hashing.
+#[derive(Debug)]
 pub struct Functions {
     known: RwLock<HashMap<usize, Arc<FunctionInfo>>>,
+    /// Distinguishes this cache's entries in the per-thread caches.
+    id: u64,
+}
+
+impl Default for Functions {
+    fn default() -> Self {
+        static NEXT: AtomicU64 = AtomicU64::new(1);
+        Functions { known: RwLock::default(), id: NEXT.fetch_add(1, Ordering::Relaxed) }
+    }
+}
+
+/// Handles a thread looked up most recently, per [`Functions`] (by its id), newest last.
+type Recent = SmallVec<[(u64, usize, Arc<FunctionInfo>); RECENT]>;
+
+/// Entries of the per-thread cache.
+const RECENT: usize = 8;
+
+thread_local! {
+    static RECENT_FUNCTIONS: RefCell<Recent> = RefCell::new(SmallVec::new());
 }
 
 type ParamInfoFn = unsafe fn(*mut std::ffi::c_void, usize, *mut usize, *mut usize) -> CUresult;
@@ -75,8 +101,31 @@ fn layout_with(query: ParamInfoFn, f: usize) -> Result<Vec<ParamLayout>, CUresul
 }
 
 impl Functions {
-    /// The info of handle `f`, discovering it on first use.
+    /// The info of handle `f`, discovering it on first use: from this thread's recent handles
+    /// when it is one of them, else from the shared cache (then kept among the recent ones).
     pub fn get(&self, f: usize, device: c_int) -> Arc<FunctionInfo> {
+        let id = self.id;
+        let recent = RECENT_FUNCTIONS.try_with(|cell| {
+            let r = cell.try_borrow().ok()?;
+            r.iter().rev().find(|(o, h, _)| *o == id && *h == f).map(|(.., i)| i.clone())
+        });
+        if let Ok(Some(info)) = recent {
+            return info;
+        }
+        let info = self.get_shared(f, device);
+        // A thread exiting (its thread-locals gone) or re-entering just skips the cache.
+        let _ = RECENT_FUNCTIONS.try_with(|cell| {
+            if let Ok(mut r) = cell.try_borrow_mut() {
+                if r.len() == RECENT {
+                    r.remove(0);
+                }
+                r.push((id, f, info.clone()));
+            }
+        });
+        info
+    }
+
+    fn get_shared(&self, f: usize, device: c_int) -> Arc<FunctionInfo> {
         if let Some(i) = self.known.read().unwrap_or_else(|e| e.into_inner()).get(&f) {
             return i.clone();
         }
@@ -107,7 +156,7 @@ fn discover(f: usize, device: c_int) -> FunctionInfo {
         layout: layout.map(Arc::from),
         max_threads_per_block: max_threads,
         required_cluster,
-        name: Arc::from(crate::state::kernel_name(f)),
+        name: Box::leak(crate::state::kernel_name(f).into_boxed_str()),
     }
 }
 
