@@ -307,6 +307,15 @@ fn every_policy_and_strict_readiness_keep_the_program_s_semantics() {
             }
             _ => assert_eq!(launched_first, 0, "{name}: launch-first does not apply: {b:#}"),
         }
+        // Why launch-first was declined, counted by the dispatcher and by the shim.
+        let declined = &b["dispatcher"]["launch_first_declined"];
+        let shim = &b["dispatcher"]["launch_first_shim"];
+        for (o, k) in [(declined, "ineligible"), (declined, "no_plan"), (declined, "lease"), (declined, "busy")]
+            .into_iter()
+            .chain([(shim, "not_fresh"), (shim, "dispatcher_busy")])
+        {
+            assert!(o[k].is_u64(), "{name}: launch-first counter {k} missing from the census: {b:#}");
+        }
         let fence = if name == "chaos-memory-fence" { "memory" } else { "event" };
         assert_eq!(b["dispatcher"]["fence"], fence, "{name}: {b:#}");
         let submit = &b["dispatcher"]["submit_thread"];

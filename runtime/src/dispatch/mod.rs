@@ -188,8 +188,23 @@ pub struct DispatchStats {
     pub eager_continued: u64,
     /// Completion polls (each polls every partition with work in flight).
     pub polls: u64,
+    /// Why [`Dispatcher::launch_fresh_native`] declined launches (each then took the usual path).
+    pub launch_first_declined: LaunchFirstDeclined,
     /// Wall time per phase, if [`DispatchConfig::profile_phases`] is on.
     pub phases: Option<PhaseTimes>,
+}
+
+/// Why launch-first launches were declined ([`DispatchStats::launch_first_declined`]).
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct LaunchFirstDeclined {
+    /// Ready, deferred or retried ops were waiting, or the op cannot be bound this way.
+    pub ineligible: u64,
+    /// The policy had no direct answer (`Policy::solo_node`: e.g. the pool was not quiescent).
+    pub no_plan: u64,
+    /// The node could not be leased or submitted to by the client now.
+    pub lease: u64,
+    /// The backend could not issue now (earlier hand-offs were not issued yet).
+    pub busy: u64,
 }
 
 /// Wall-clock ns spent per dispatcher phase (see [`DispatchConfig::profile_phases`]).
@@ -674,25 +689,25 @@ impl<B: Backend, P: Policy> Dispatcher<B, P> {
         issue: &mut dyn FnMut(u64) -> Result<(), HalError>,
     ) -> Option<Result<NativeLaunch, HalError>> {
         if !self.fresh_eligible(client, probe) || probe.as_kernel().is_none() {
+            self.stats.launch_first_declined.ineligible += 1;
             return None;
         }
         crate::trace::mark(crate::trace::Tag::EagerBegin, 0);
         // The op is not recorded yet: the policy sees a placeholder id (solo answers depend on
         // the launch's shape and the pool only).
-        let node = self.fresh_solo_node(client, OpId(u64::MAX), probe)?;
+        let Some(node) = self.fresh_solo_node(client, OpId(u64::MAX), probe) else {
+            self.stats.launch_first_declined.no_plan += 1;
+            return None;
+        };
         let holder = self.clients[client].info.holder;
         let valid = (node.0 as usize) < self.partitions.len()
             && self.pool.is_eligible(node, holder)
             && self.partitions[node.0 as usize].can_execute(probe).is_ok();
-        if !valid {
-            return None;
-        }
-        if !matches!(self.pool.state(node), NodeState::Leased { holder: h, .. } if *h == holder)
-            && self.pool.lease(node, holder).is_err()
-        {
-            return None;
-        }
-        if self.pool.begin_submit(node, holder).is_err() {
+        let leased = valid
+            && (matches!(self.pool.state(node), NodeState::Leased { holder: h, .. } if *h == holder)
+                || self.pool.lease(node, holder).is_ok());
+        if !leased || self.pool.begin_submit(node, holder).is_err() {
+            self.stats.launch_first_declined.lease += 1;
             return None;
         }
         let lane = least_loaded(&self.lane_load[node.0 as usize]);
@@ -705,7 +720,10 @@ impl<B: Backend, P: Policy> Dispatcher<B, P> {
             Err(e) => {
                 let _ = self.pool.complete(node);
                 match e {
-                    HalError::Busy(_) => None,
+                    HalError::Busy(_) => {
+                        self.stats.launch_first_declined.busy += 1;
+                        None
+                    }
                     e => Some(Err(e)),
                 }
             }

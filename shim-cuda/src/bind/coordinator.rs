@@ -226,6 +226,10 @@ struct Submits {
     /// Completion polls made by waiting threads ([`Coordinator::assist_poll`]): while they poll,
     /// the dispatcher thread leaves its periodic poll to them ([`Tuning::defer_to_waiters`]).
     assists: std::sync::atomic::AtomicU64,
+    /// Launch-first attempts whose op would not have been fresh (the vCtx's locked check).
+    lf_not_fresh: std::sync::atomic::AtomicU64,
+    /// Launch-first attempts that found the dispatcher lock held.
+    lf_dispatcher_busy: std::sync::atomic::AtomicU64,
 }
 
 impl std::fmt::Debug for Coordinator {
@@ -383,11 +387,16 @@ impl Coordinator {
         capture: impl FnOnce() -> Option<vitamin_hal::OpDesc>,
     ) -> Option<Result<vitamin_runtime::Recorded, vitamin_hal::HalError>> {
         let mut failure = None;
+        let mut fresh = false;
         let recorded = vctx.record_launched_first(
             s,
             || {
+                fresh = true;
                 vitamin_hal::trace::step(7);
-                let mut slot = self.dispatcher.try_lock()?;
+                let Some(mut slot) = self.dispatcher.try_lock() else {
+                    self.submits.lf_dispatcher_busy.fetch_add(1, Ordering::Relaxed);
+                    return None;
+                };
                 vitamin_hal::trace::step(8);
                 match slot.as_mut()?.launch_fresh_native(0, probe, &mut launch)? {
                     Ok(launched) => {
@@ -414,7 +423,12 @@ impl Coordinator {
                 self.submits.eager.fetch_add(1, Ordering::AcqRel);
                 Some(Ok(recorded))
             }
-            Ok(None) => failure.map(Err),
+            Ok(None) => {
+                if !fresh {
+                    self.submits.lf_not_fresh.fetch_add(1, Ordering::Relaxed);
+                }
+                failure.map(Err)
+            }
             Err(e) => {
                 vlog!(LogLevel::Error, "launch-first recording failed after the launch: {e}");
                 None
@@ -672,6 +686,10 @@ fn run(
             serde_json::json!({ "handed_off": c.handed_off, "direct": c.direct, "wakes": c.wakes });
     }
     published["vctx_lock_contended"] = vitamin_runtime::contended_locks().into();
+    published["launch_first_shim"] = serde_json::json!({
+        "not_fresh": submits.lf_not_fresh.load(Ordering::Relaxed),
+        "dispatcher_busy": submits.lf_dispatcher_busy.load(Ordering::Relaxed),
+    });
     published["policy"] = d.policy().name().into();
     published["fence"] = match d.backend().fence_mode() {
         vitamin_hal_cuda::FenceMode::Memory => "memory",
