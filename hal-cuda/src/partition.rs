@@ -310,6 +310,64 @@ impl CudaPartition {
         Ok(n)
     }
 
+    /// [`PhysicalPartition::poll`] (`fence`: also records lane fences) or
+    /// [`PhysicalPartition::poll_observing`] (only observes the fences already recorded).
+    fn poll_lanes(&self, completed: &mut Vec<Fence>, fence: bool) -> Result<usize, HalError> {
+        if let Some(e) = self.errors.lock().take() {
+            return Err(HalError::Async(e));
+        }
+        let mut n = 0u64;
+        for (i, l) in self.lanes.iter().enumerate() {
+            let mut st = l.lock();
+            if st.completed == st.submitted {
+                continue;
+            }
+            if fence {
+                self.fence_lane(&mut st)?;
+            }
+            let done = match st.word {
+                // Memory fences: reading the word costs no driver call.
+                Some(word) => {
+                    let now = self.shared.epoch.elapsed().as_nanos() as u64;
+                    self.word_completed(&mut st, word, now)?
+                }
+                None => {
+                    // While the submission thread still holds commands of this lane, nobody can
+                    // be waiting for the lane's newest op to complete yet: query its fences at
+                    // most every `busy_query_ns` (enough to refill continuation depth) instead of
+                    // at every poll, which would compete with the submission thread's launches
+                    // in the driver.
+                    if self.shared.submitter().is_some_and(|sub| sub.executed() < st.last_ticket) {
+                        let now = self.shared.epoch.elapsed().as_nanos() as u64;
+                        if now.saturating_sub(st.last_query_ns) < self.shared.busy_query_ns.load(Ordering::Relaxed) {
+                            continue;
+                        }
+                        st.last_query_ns = now;
+                    }
+                    self.completed_upto(&st)?
+                }
+            };
+            let Some(upto) = done else { continue };
+            let mut idle = SmallVec::<[CUevent; 4]>::new();
+            while st.events.front().is_some_and(|&(seq, _, _)| seq <= upto) {
+                idle.push(st.events.pop_front().expect("non-empty").1);
+            }
+            self.shared.return_events(idle);
+            completed.extend((st.completed + 1..=upto).map(|seq| Fence { lane: i as LaneId, seq }));
+            n += upto - st.completed;
+            st.completed = upto;
+            while st.keepalive.front().is_some_and(|(seq, _)| *seq <= upto) {
+                st.keepalive.pop_front();
+            }
+            // Fence what was submitted since, so the next poll can see it complete.
+            if fence {
+                self.fence_lane(&mut st)?;
+            }
+        }
+        self.shared.outstanding.fetch_sub(n, Ordering::AcqRel);
+        Ok(n as usize)
+    }
+
     /// Records an event after the lane's newest op when it has unfenced ops and no event in
     /// flight, or at least [`FENCE_EVERY`] unfenced ops and fewer than [`MAX_FENCES`] events in
     /// flight. Few fences: every event recorded between two dependent kernels is a command the
@@ -341,7 +399,10 @@ impl CudaPartition {
                 t
             }
             _ => {
-                if let Err(err) = command.run(&|| self.errors.clone()) {
+                trace::mark(Tag::IssueBegin, command.trace_arg());
+                let recorded = command.run(&|| self.errors.clone());
+                trace::mark(Tag::IssueEnd, 0);
+                if let Err(err) = recorded {
                     self.shared.return_events([event]);
                     return Err(err);
                 }
@@ -412,7 +473,7 @@ impl CudaPartition {
                 return Err(HalError::Busy("earlier submissions are not issued yet".into()));
             }
             (_, _, what) => {
-                trace::mark(Tag::IssueBegin, 0);
+                trace::mark(Tag::IssueBegin, st.stream as u64);
                 let issued = match what {
                     Submission::Desc(op) => issue(st.stream, op, &|| self.errors.clone()),
                     Submission::Native(f) => f(st.stream as u64),
@@ -651,55 +712,11 @@ impl PhysicalPartition for CudaPartition {
     }
 
     fn poll(&self, completed: &mut Vec<Fence>) -> Result<usize, HalError> {
-        if let Some(e) = self.errors.lock().take() {
-            return Err(HalError::Async(e));
-        }
-        let mut n = 0u64;
-        for (i, l) in self.lanes.iter().enumerate() {
-            let mut st = l.lock();
-            if st.completed == st.submitted {
-                continue;
-            }
-            self.fence_lane(&mut st)?;
-            let done = match st.word {
-                // Memory fences: reading the word costs no driver call.
-                Some(word) => {
-                    let now = self.shared.epoch.elapsed().as_nanos() as u64;
-                    self.word_completed(&mut st, word, now)?
-                }
-                None => {
-                    // While the submission thread still holds commands of this lane, nobody can
-                    // be waiting for the lane's newest op to complete yet: query its fences at
-                    // most every `busy_query_ns` (enough to refill continuation depth) instead of
-                    // at every poll, which would compete with the submission thread's launches
-                    // in the driver.
-                    if self.shared.submitter().is_some_and(|sub| sub.executed() < st.last_ticket) {
-                        let now = self.shared.epoch.elapsed().as_nanos() as u64;
-                        if now.saturating_sub(st.last_query_ns) < self.shared.busy_query_ns.load(Ordering::Relaxed) {
-                            continue;
-                        }
-                        st.last_query_ns = now;
-                    }
-                    self.completed_upto(&st)?
-                }
-            };
-            let Some(upto) = done else { continue };
-            let mut idle = SmallVec::<[CUevent; 4]>::new();
-            while st.events.front().is_some_and(|&(seq, _, _)| seq <= upto) {
-                idle.push(st.events.pop_front().expect("non-empty").1);
-            }
-            self.shared.return_events(idle);
-            completed.extend((st.completed + 1..=upto).map(|seq| Fence { lane: i as LaneId, seq }));
-            n += upto - st.completed;
-            st.completed = upto;
-            while st.keepalive.front().is_some_and(|(seq, _)| *seq <= upto) {
-                st.keepalive.pop_front();
-            }
-            // Fence what was submitted since, so the next poll can see it complete.
-            self.fence_lane(&mut st)?;
-        }
-        self.shared.outstanding.fetch_sub(n, Ordering::AcqRel);
-        Ok(n as usize)
+        self.poll_lanes(completed, true)
+    }
+
+    fn poll_observing(&self, completed: &mut Vec<Fence>) -> Result<usize, HalError> {
+        self.poll_lanes(completed, false)
     }
 
     fn synchronize(&self) -> Result<(), HalError> {

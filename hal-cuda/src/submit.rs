@@ -71,6 +71,17 @@ impl Command {
         }
     }
 
+    /// The trace argument of the command's driver call: its stream, flagged when it is a fence
+    /// ([`vitamin_hal::trace::ISSUE_FENCE`]).
+    pub(crate) fn trace_arg(&self) -> u64 {
+        match self {
+            Command::Issue { stream, .. } => *stream as u64,
+            Command::Record { stream, .. } | Command::Write { stream, .. } => {
+                *stream as u64 | vitamin_hal::trace::ISSUE_FENCE
+            }
+        }
+    }
+
     /// The error slot the command reports its failure to.
     fn slot(&self) -> u32 {
         match self {
@@ -364,7 +375,7 @@ fn run(inner: &Inner, spin: Duration) {
 
 fn execute(inner: &Inner, cmd: Command) {
     let slot = cmd.slot();
-    vitamin_hal::trace::mark(vitamin_hal::trace::Tag::IssueBegin, 0);
+    vitamin_hal::trace::mark(vitamin_hal::trace::Tag::IssueBegin, cmd.trace_arg());
     let result = cmd.run(&|| inner.slot(slot).unwrap_or_default());
     vitamin_hal::trace::mark(vitamin_hal::trace::Tag::IssueEnd, 0);
     if let Err(e) = result {

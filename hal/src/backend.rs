@@ -61,6 +61,14 @@ pub trait PhysicalPartition: Send + Sync {
     /// submission order) and returns how many were appended. One call covers all lanes.
     fn poll(&self, completed: &mut Vec<Fence>) -> Result<usize, HalError>;
 
+    /// [`poll`](Self::poll) that only observes: it adds no completion tracking of its own (no
+    /// fence is recorded on a lane), leaving that to a later [`poll`](Self::poll), so that the
+    /// thread making that poll is the one whose driver calls a lane's stream sees. By default
+    /// the same as `poll`.
+    fn poll_observing(&self, completed: &mut Vec<Fence>) -> Result<usize, HalError> {
+        self.poll(completed)
+    }
+
     /// Blocks until everything submitted so far has completed (used to drain before teardown).
     fn synchronize(&self) -> Result<(), HalError>;
 }

@@ -49,7 +49,8 @@ pub enum Tag {
     Captured = 14,
     /// An op was recorded in its virtual context (argument: op id), inside the vCtx lock.
     Recorded = 15,
-    /// A backend calls the driver to issue an op (the launch, copy, ... itself).
+    /// A backend calls the driver to issue an op (the launch, copy, ... itself) or a lane fence
+    /// (argument: the stream's handle, with bit 63 set for a fence record; 0 if unknown).
     IssueBegin = 16,
     /// The driver call issuing an op returned.
     IssueEnd = 17,
@@ -63,6 +64,9 @@ pub enum Tag {
     /// [`step`] and its call sites).
     Step = 20,
 }
+
+/// Bit 63 of an [`Tag::IssueBegin`] argument: the driver call records a lane fence.
+pub const ISSUE_FENCE: u64 = 1 << 63;
 
 /// Every tag with its name in the CSV.
 const TAGS: [(Tag, &str); 20] = [

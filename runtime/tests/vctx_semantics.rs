@@ -546,3 +546,55 @@ fn launch_first_recording_launches_only_fresh_ops_and_records_them_submitted() {
     let bogus = StreamId(u32::MAX);
     assert!(c.record_launched_first(bogus, || -> Option<(Arc<OpDesc>, ())> { None }, |_, _, ()| ()).is_err());
 }
+
+/// A dispatcher leaves lane fences to waiting threads only while they poll for themselves: a
+/// waiter spinning with the wait assist counts as assisting, a parked one (or one without an
+/// assist) only as a waiter.
+#[test]
+fn only_waiters_spinning_with_the_wait_assist_count_as_assisting() {
+    let marker = || Arc::new(OpDesc::Marker(Marker::Barrier));
+    // With a wait assist: assisting while it spins.
+    let assisted = Arc::new(ctx());
+    let called = Arc::new(AtomicBool::new(false));
+    let seen_assisting = Arc::new(AtomicBool::new(false));
+    {
+        let weak = Arc::downgrade(&assisted);
+        let (called, seen) = (called.clone(), seen_assisting.clone());
+        assert!(assisted.set_wait_assist(Box::new(move |_ops: &[OpId]| {
+            if let Some(c) = weak.upgrade() {
+                seen.fetch_or(c.has_assisting_waiters(), Ordering::SeqCst);
+            }
+            called.store(true, Ordering::SeqCst);
+            false
+        })));
+    }
+    let s = assisted.create_stream(StreamKind::NonBlocking, 0);
+    let op = assisted.record_op(s, marker()).expect("record").op;
+    let waiter = {
+        let c = assisted.clone();
+        thread::spawn(move || c.stream_synchronize(s))
+    };
+    while !called.load(Ordering::SeqCst) {
+        thread::yield_now();
+    }
+    assert!(seen_assisting.load(Ordering::SeqCst), "a waiter running the assist counts as assisting");
+    assisted.satisfy(op);
+    waiter.join().expect("no panic").expect("synchronized");
+    assert!(!assisted.has_assisting_waiters() && !assisted.has_waiters());
+
+    // Without one, parked at once: a waiter, not assisting.
+    let plain = Arc::new(ctx());
+    plain.set_sync_spin(Duration::ZERO);
+    let s = plain.create_stream(StreamKind::NonBlocking, 0);
+    let op = plain.record_op(s, marker()).expect("record").op;
+    let waiter = {
+        let c = plain.clone();
+        thread::spawn(move || c.stream_synchronize(s))
+    };
+    while !plain.has_waiters() {
+        thread::yield_now();
+    }
+    assert!(!plain.has_assisting_waiters(), "a parked waiter polls nothing");
+    plain.satisfy(op);
+    waiter.join().expect("no panic").expect("synchronized");
+}

@@ -55,6 +55,8 @@ pub struct VirtualContext {
     sync_yield: AtomicBool,
     /// Called by spinning waiters (without the lock), see [`VirtualContext::set_wait_assist`].
     assist: std::sync::OnceLock<WaitAssist>,
+    /// Of `waiters`, those spinning with the wait assist (calling it between checks).
+    assisting: AtomicUsize,
     /// The DAG's live-op counts per stream bucket ([`VirtualContext::stream_has_live_op`]).
     live: std::sync::Arc<LiveByStream>,
 }
@@ -116,6 +118,7 @@ impl VirtualContext {
             sync_spin_ns: AtomicU64::new(SYNC_SPIN.as_nanos() as u64),
             sync_yield: AtomicBool::new(true),
             assist: std::sync::OnceLock::new(),
+            assisting: AtomicUsize::new(0),
         }
     }
 
@@ -388,11 +391,14 @@ impl VirtualContext {
             let spin_until = Instant::now() + Duration::from_nanos(self.sync_spin_ns.load(Ordering::Relaxed));
             let assist = self.assist.get();
             let yields = self.sync_yield.load(Ordering::Relaxed);
+            let assisting = usize::from(assist.is_some());
             self.waiters.fetch_add(1, Ordering::AcqRel);
+            self.assisting.fetch_add(assisting, Ordering::AcqRel);
             let mut seen = self.retirements.load(Ordering::Acquire);
             loop {
                 tokens.retain(|t| g.dag.is_live(*t));
                 if tokens.is_empty() {
+                    self.assisting.fetch_sub(assisting, Ordering::AcqRel);
                     self.waiters.fetch_sub(1, Ordering::AcqRel);
                     return (g, true);
                 }
@@ -435,6 +441,7 @@ impl VirtualContext {
                     break;
                 }
             }
+            self.assisting.fetch_sub(assisting, Ordering::AcqRel);
             self.waiters.fetch_sub(1, Ordering::AcqRel);
         }
         loop {
@@ -663,6 +670,12 @@ impl VirtualContext {
     /// completions eagerly while somebody waits).
     pub fn has_waiters(&self) -> bool {
         self.waiters.load(Ordering::Acquire) > 0
+    }
+
+    /// Host threads spinning in a synchronize call that run the wait assist between checks now
+    /// (lock-free): they poll for themselves, a parked waiter does not.
+    pub fn has_assisting_waiters(&self) -> bool {
+        self.assisting.load(Ordering::Acquire) > 0
     }
 
     /// Whether new ready or continuable work may be queued (lock-free hint, may be stale: a

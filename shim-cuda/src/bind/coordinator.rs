@@ -719,7 +719,7 @@ fn poll_for_waiters(slot: &Slot, vctx: &VirtualContext, stop: &AtomicBool, inlin
             if !d.waits_only_on_completions() {
                 return;
             }
-            match d.poll_completions() {
+            match d.poll_completions_for_waiters() {
                 Ok(0) => {}
                 Ok(_) => return,
                 Err(e) => {
