@@ -24,12 +24,16 @@ def quantile(v, f):
     return round(v[int(f * (len(v) - 1))] / 1000.0, 3)
 
 
-def summarize(path):
-    marks = []
+def read_marks(path):
+    """A trace's marks as (t_ns, tag, thread, arg) tuples in time order."""
     with open(path) as fh:
-        for row in csv.DictReader(fh):
-            marks.append((int(row["t_ns"]), row["tag"], int(row["thread"]), int(row["arg"])))
+        marks = [(int(r["t_ns"]), r["tag"], int(r["thread"]), int(r["arg"])) for r in csv.DictReader(fh)]
     marks.sort()
+    return marks
+
+
+def summarize(path):
+    marks = read_marks(path)
     # Intervals during which some application thread was inside a synchronize call.
     waits, open_since = [], {}
     for t, tag, th, _ in marks:

@@ -8,24 +8,16 @@ rounds; else the submission thread) and by who made the previous driver call on 
 (the same thread or another; a fence record or an op). Prints one JSON object per trace and group:
 count, p50 and p90 in us. Usage: stream_switch.py trace.csv ...
 """
-import csv
 import json
 import sys
+
+from chain_issue import quantile, read_marks
 
 FENCE = 1 << 63
 
 
-def quantile(v, f):
-    v = sorted(v)
-    return round(v[int(f * (len(v) - 1))] / 1000.0, 3) if v else None
-
-
 def summarize(path):
-    marks = []
-    with open(path) as fh:
-        for row in csv.DictReader(fh):
-            marks.append((int(row["t_ns"]), row["tag"], int(row["thread"]), int(row["arg"])))
-    marks.sort()
+    marks = read_marks(path)
     app = {th for _, tag, th, _ in marks if tag == "launch_enter"}
     dispatcher = {th for _, tag, th, _ in marks if tag == "round_begin"}
 

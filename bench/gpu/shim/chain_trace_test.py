@@ -1,0 +1,107 @@
+"""Tests of chain_issue.py and stream_switch.py on synthetic traces (standard library only):
+python3 bench/gpu/shim/chain_trace_test.py
+"""
+
+import os
+import sys
+import tempfile
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+sys.dont_write_bytecode = True  # no __pycache__ in the source tree
+
+import chain_issue  # noqa: E402
+import stream_switch  # noqa: E402
+
+FENCE = 1 << 63
+
+
+class Trace:
+    """A trace file under construction: marks one microsecond apart unless told otherwise."""
+
+    def __init__(self):
+        self.t = 0
+        self.rows = ["t_ns,tag,thread,arg"]
+
+    def mark(self, tag, thread, arg=0, after_ns=1000):
+        self.t += after_ns
+        self.rows.append(f"{self.t},{tag},{thread},{arg}")
+
+    def write(self, d):
+        path = os.path.join(d, "trace.csv")
+        with open(path, "w") as f:
+            f.write("\n".join(self.rows) + "\n")
+        return path
+
+
+class ChainIssueTest(unittest.TestCase):
+    def test_a_chain_window_splits_issuer_time_and_idle_gaps(self):
+        tr = Trace()
+        for i in range(1000):
+            tr.mark("launch_enter", 1, after_ns=100)
+            tr.mark("launch_exit", 1, i, after_ns=100)
+            tr.mark("round_begin", 0, after_ns=100)
+            tr.mark("issue_begin", 2, 7, after_ns=100)
+            # Every 100th launch the issuing thread then waits 10 us (an idle gap).
+            tr.mark("issue_end", 2, after_ns=3000)
+            if i % 100 == 99:
+                tr.t += 10_000
+        tr.mark("sync_enter", 1)
+        tr.mark("sync_exit", 1)
+        with tempfile.TemporaryDirectory() as d:
+            rows = chain_issue.summarize(tr.write(d))
+        chains = [r for r in rows if "chain" in r]
+        self.assertEqual(len(chains), 1)
+        c = chains[0]
+        self.assertEqual(c["launches"], 1000)
+        issuer = c["threads"]["2"]
+        self.assertEqual((issuer["role"], issuer["issues"]), ("issuer", 1000))
+        self.assertAlmostEqual(issuer["issue_ms"], 3.0, places=3)
+        self.assertEqual(issuer["idle_gaps"], 9)  # after launches 100, 200, ..., 900
+        self.assertEqual(c["threads"]["0"]["rounds"], 1000)
+        self.assertEqual(c["threads"]["0"]["role"], "dispatcher")
+
+    def test_short_runs_of_launches_are_no_chain(self):
+        tr = Trace()
+        for _ in range(10):
+            tr.mark("launch_enter", 1)
+            tr.mark("launch_exit", 1)
+            tr.mark("sync_enter", 1)
+            tr.mark("sync_exit", 1)
+        with tempfile.TemporaryDirectory() as d:
+            rows = chain_issue.summarize(tr.write(d))
+        self.assertEqual([r for r in rows if "chain" in r], [])
+
+
+class StreamSwitchTest(unittest.TestCase):
+    def test_launches_are_grouped_by_who_called_on_the_stream_before(self):
+        tr = Trace()
+        tr.mark("launch_enter", 1)
+        tr.mark("round_begin", 0)
+        for thread, arg, ns in [
+            (1, 7, 4000),  # the stream's first call: not grouped
+            (1, 7 | FENCE, 500),  # a fence by the application thread: not grouped
+            (1, 7, 4000),  # app after its own fence
+            (0, 7 | FENCE, 500),  # the dispatcher fences
+            (1, 7, 6000),  # app after another thread's fence
+            (0, 9, 5000),  # another stream's first call
+            (0, 7, 7000),  # dispatcher after the app's op
+        ]:
+            tr.mark("issue_begin", thread, arg)
+            tr.mark("issue_end", thread, after_ns=ns)
+        with tempfile.TemporaryDirectory() as d:
+            rows = stream_switch.summarize(tr.write(d))
+        got = {(r["issuer"], r["previous_call_on_stream"]): (r["n"], r["p50_us"]) for r in rows}
+        self.assertEqual(
+            got,
+            {
+                ("app", "fence by same thread"): (1, 4.0),
+                ("app", "fence by other thread"): (1, 6.0),
+                ("dispatcher", "op by other thread"): (1, 7.0),
+            },
+        )
+
+
+if __name__ == "__main__":
+    unittest.main()
