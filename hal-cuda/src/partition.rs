@@ -16,7 +16,9 @@
 //! flight (a burst of continued ops is then reported complete in steps, not all at once when the
 //! lane ran dry); otherwise [`PhysicalPartition::poll`] fences a lane that has unfenced ops and
 //! no fence in flight, or [`FENCE_EVERY`] unfenced ops and fewer than [`MAX_FENCES`] fences in
-//! flight. A fence is
+//! flight ([`PhysicalPartition::poll_observing`] records none: the runtime's dispatcher thread
+//! polls that way while a waiting application thread polls for itself, so that the lane's
+//! stream sees the driver calls of the thread that launches on it next). A fence is
 //! an event from a shared pool, queried oldest first (the default), or with `VITAMIN_FENCE=memory`
 //! a `cuStreamWriteValue64` of the lane's newest sequence number into its pinned, device-mapped
 //! host word, read without a driver call (the stream is asked for asynchronous errors every
