@@ -388,7 +388,7 @@ impl CudaBackend {
     /// Sets the least time between fence queries of a lane whose commands the submission
     /// thread still holds (default [`crate::partition::BUSY_QUERY_NS`]): a query in the driver
     /// competes with that thread's launches, and a lane fenced every
-    /// [`crate::partition::FENCE_EVERY`] ops needs a query only about as often as those ops take.
+    /// 64 ops (the lane fence interval) needs a query only about as often as those ops take.
     pub fn set_busy_query(&self, every: std::time::Duration) {
         self.shared.busy_query_ns.store(every.as_nanos().min(u128::from(u64::MAX)) as u64, Ordering::Relaxed);
     }

@@ -3,7 +3,7 @@
 //! Realizes the `vitamin-hal` contract on NVIDIA GPUs through the CUDA driver API, loaded at run
 //! time with cudarc's `driver::sys` (no link-time dependency on libcuda; ABI pinned to CUDA 13.0).
 //!
-//! - [`probe`] fills a [`CudaCapabilities`] once: driver version, SM count, minimum partition size
+//! - [`probe()`](fn@probe) fills a [`CudaCapabilities`] once: driver version, SM count, minimum partition size
 //!   and alignment, green-context support, NVRTC.
 //! - [`CudaBackend`] performs **one** `cuDevSmResourceSplitByCount` at start-up; its groups plus the
 //!   remainder are the topology's leaves (H200: 15 x 8 SMs + 12). Every partition

@@ -523,7 +523,8 @@ impl<B: Backend, P: Policy> Dispatcher<B, P> {
 
     /// [`poll_completions`](Self::poll_completions) for the pumping thread itself while host
     /// threads wait: like its rounds' polls, it leaves lane fences to the waiting threads' polls
-    /// when those poll for themselves (see [`Self::fences_left_to_waiters`]).
+    /// when those poll for themselves ([`DispatchConfig::waiters_poll`] and
+    /// [`VirtualContext::has_assisting_waiters`]).
     pub fn poll_completions_for_waiters(&mut self) -> Result<usize, DispatchError> {
         let fence = !self.fences_left_to_waiters();
         let n = self.poll(true, fence)?;
@@ -767,7 +768,7 @@ impl<B: Backend, P: Policy> Dispatcher<B, P> {
     /// Eager continuation by the thread recording `op` of client `client` (see
     /// [`VirtualContext::record_op_eager`](crate::VirtualContext::record_op_eager), which calls
     /// this with the op's vCtx lock held when every live predecessor in `preds` is submitted):
-    /// lane continuation as a round would do it ([`continuation_target`](Self::continuation_target)),
+    /// lane continuation as a round would do it (`continuation_target`),
     /// submitted at once onto the predecessors' lane, so the recording thread launches a
     /// dependent op itself, on the lane it launched the previous one on, as a native program
     /// launches on its stream. Only a kernel or graph launch whose predecessors are all placed on
