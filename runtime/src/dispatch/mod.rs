@@ -516,9 +516,7 @@ impl<B: Backend, P: Policy> Dispatcher<B, P> {
     /// [`VirtualContext::set_wait_assist`](crate::VirtualContext::set_wait_assist)). Returns how
     /// many ops completed.
     pub fn poll_completions(&mut self) -> Result<usize, DispatchError> {
-        let n = self.poll(true, true)?;
-        self.last_poll_ns = self.now;
-        Ok(n)
+        self.poll_now(true)
     }
 
     /// [`poll_completions`](Self::poll_completions) for the pumping thread itself while host
@@ -526,7 +524,11 @@ impl<B: Backend, P: Policy> Dispatcher<B, P> {
     /// when those poll for themselves ([`DispatchConfig::waiters_poll`] and
     /// [`VirtualContext::has_assisting_waiters`]).
     pub fn poll_completions_for_waiters(&mut self) -> Result<usize, DispatchError> {
-        let fence = !self.fences_left_to_waiters();
+        self.poll_now(!self.fences_left_to_waiters())
+    }
+
+    /// A poll outside a round (bookkeeping deferred), recording lane fences if `fence`.
+    fn poll_now(&mut self, fence: bool) -> Result<usize, DispatchError> {
         let n = self.poll(true, fence)?;
         self.last_poll_ns = self.now;
         Ok(n)
@@ -1251,7 +1253,8 @@ impl<B: Backend, P: Policy> Dispatcher<B, P> {
 
     /// Polls every partition with work in flight, satisfies what completed, then does its
     /// bookkeeping now or, with `defer_finish` (a thread polling for its own completion), at the
-    /// next round or poll.
+    /// next round or poll. Without `fence` the partitions only observe (no lane fences recorded:
+    /// [`PhysicalPartition::poll_observing`]).
     fn poll(&mut self, defer_finish: bool, fence: bool) -> Result<usize, DispatchError> {
         crate::trace::mark(crate::trace::Tag::PollBegin, 0);
         self.finish_completed();

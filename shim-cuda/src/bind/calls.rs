@@ -177,24 +177,23 @@ fn launch_first(b: &Bind, s: vitamin_runtime::StreamId, c: &LaunchCall) -> Optio
     }
 }
 
-/// Probes (function and shape, no arguments) this thread built for launch-first, newest last.
-type Probes = SmallVec<[(u64, vitamin_hal::FunctionKind, [u32; 3], [u32; 3], Arc<OpDesc>); PROBES]>;
-
-/// Probes kept per application thread ([`probe_for`]).
-const PROBES: usize = 8;
+/// A launch-first probe's key: function handle, kind, grid and block.
+type ProbeKey = (u64, vitamin_hal::FunctionKind, [u32; 3], [u32; 3]);
 
 thread_local! {
-    static LAUNCH_PROBES: std::cell::RefCell<Probes> = std::cell::RefCell::new(SmallVec::new());
+    /// Probes (function and shape, no arguments) this thread built for launch-first.
+    static LAUNCH_PROBES: super::recent::Recent<ProbeKey, Arc<OpDesc>> = std::cell::RefCell::new(SmallVec::new());
 }
 
 /// The launch-first probe of a launch of `f` with this grid and block: this thread's cached one
-/// when it launched the same shape recently, else a new one (kept, the oldest of [`PROBES`]
-/// dropped). Building one costs an allocation and a reference count on the function's name
-/// that other threads' descriptors share: about 1 us before the driver call on the H200 host
-/// (session 6 trace of the 8-kernel operator), where an operator repeats one shape.
+/// when it launched the same shape recently, else a new one (kept, the oldest of
+/// [`super::recent::ENTRIES`] dropped). Building one costs an allocation and a reference count
+/// on the function's name that other threads' descriptors share: about 1 us before the driver
+/// call on the H200 host (session 6 trace of the 8-kernel operator), where an operator repeats
+/// one shape.
 fn probe_for(f: u64, kind: vitamin_hal::FunctionKind, name: &'static str, grid: Dim3, block: Dim3) -> Arc<OpDesc> {
-    let (gd, bd) = ([grid.x, grid.y, grid.z], [block.x, block.y, block.z]);
-    let build = || {
+    let key = (f, kind, [grid.x, grid.y, grid.z], [block.x, block.y, block.z]);
+    super::recent::get_or_make(&LAUNCH_PROBES, key, || {
         Arc::new(OpDesc::Kernel(KernelLaunch::new(
             FunctionRef::with_static_name(f, kind, name),
             grid,
@@ -203,24 +202,7 @@ fn probe_for(f: u64, kind: vitamin_hal::FunctionKind, name: &'static str, grid: 
             KernelArgs::empty(),
             vitamin_hal::LaunchAttributes::default(),
         )))
-    };
-    // A thread exiting (its thread-locals gone) builds one each time.
-    LAUNCH_PROBES
-        .try_with(|cell| {
-            let Ok(mut probes) = cell.try_borrow_mut() else { return build() };
-            if let Some((.., p)) =
-                probes.iter().rev().find(|(h, k, gg, bb, _)| *h == f && *k == kind && *gg == gd && *bb == bd)
-            {
-                return p.clone();
-            }
-            let p = build();
-            if probes.len() == PROBES {
-                probes.remove(0);
-            }
-            probes.push((f, kind, gd, bd, p.clone()));
-            p
-        })
-        .unwrap_or_else(|_| build())
+    })
 }
 
 /// Builds the immutable descriptor, copying everything the application passed by pointer.
@@ -1196,7 +1178,7 @@ mod tests {
             );
         }
         // Eight more shapes push the first one out: it is built anew.
-        for g in 1..=PROBES as u32 {
+        for g in 1..=super::super::recent::ENTRIES as u32 {
             probe_for(9, vitamin_hal::FunctionKind::Function, name, dim(g), dim(32));
         }
         let rebuilt = probe_for(7, vitamin_hal::FunctionKind::Function, name, dim(528), dim(256));

@@ -68,14 +68,9 @@ impl Default for Functions {
     }
 }
 
-/// Handles a thread looked up most recently, per [`Functions`] (by its id), newest last.
-type Recent = SmallVec<[(u64, usize, Arc<FunctionInfo>); RECENT]>;
-
-/// Entries of the per-thread cache.
-const RECENT: usize = 8;
-
 thread_local! {
-    static RECENT_FUNCTIONS: RefCell<Recent> = RefCell::new(SmallVec::new());
+    /// Handles this thread looked up most recently, keyed by the [`Functions`] id and handle.
+    static RECENT_FUNCTIONS: super::recent::Recent<(u64, usize), Arc<FunctionInfo>> = RefCell::new(SmallVec::new());
 }
 
 type ParamInfoFn = unsafe fn(*mut std::ffi::c_void, usize, *mut usize, *mut usize) -> CUresult;
@@ -104,25 +99,7 @@ impl Functions {
     /// The info of handle `f`, discovering it on first use: from this thread's recent handles
     /// when it is one of them, else from the shared cache (then kept among the recent ones).
     pub fn get(&self, f: usize, device: c_int) -> Arc<FunctionInfo> {
-        let id = self.id;
-        let recent = RECENT_FUNCTIONS.try_with(|cell| {
-            let r = cell.try_borrow().ok()?;
-            r.iter().rev().find(|(o, h, _)| *o == id && *h == f).map(|(.., i)| i.clone())
-        });
-        if let Ok(Some(info)) = recent {
-            return info;
-        }
-        let info = self.get_shared(f, device);
-        // A thread exiting (its thread-locals gone) or re-entering just skips the cache.
-        let _ = RECENT_FUNCTIONS.try_with(|cell| {
-            if let Ok(mut r) = cell.try_borrow_mut() {
-                if r.len() == RECENT {
-                    r.remove(0);
-                }
-                r.push((id, f, info.clone()));
-            }
-        });
-        info
+        super::recent::get_or_make(&RECENT_FUNCTIONS, (self.id, f), || self.get_shared(f, device))
     }
 
     fn get_shared(&self, f: usize, device: c_int) -> Arc<FunctionInfo> {

@@ -81,6 +81,7 @@ mod coordinator;
 mod driver;
 mod function;
 pub mod handles;
+mod recent;
 
 use std::ffi::c_int;
 use std::sync::atomic::{AtomicBool, Ordering};
