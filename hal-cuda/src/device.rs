@@ -56,6 +56,8 @@ pub(crate) struct Shared {
     /// Least time between fence queries of a lane the submission thread still feeds, ns
     /// ([`CudaBackend::set_busy_query`]; [`crate::partition::BUSY_QUERY_NS`] by default).
     pub(crate) busy_query_ns: AtomicU64,
+    /// Whether the whole-device node's lanes are primary-context streams ([`ROOT_CONTEXT_ENV`]).
+    pub(crate) root_on_primary: bool,
 }
 
 /// Pinned, device-mapped host pages of 64-bit fence words, one per lane: a lane's fence is a
@@ -245,6 +247,19 @@ pub enum FenceMode {
 /// kernels by about 2 us against 1.3 us).
 pub const FENCE_ENV: &str = "VITAMIN_FENCE";
 
+/// Environment variable choosing the context of the whole-device pool node: `primary` (the
+/// default) gives that node's lanes streams of the primary context, `green` a green context over
+/// every SM like the other nodes. Both run kernels on exactly the node's SMs (all of them); a
+/// green context over every SM widened each gap between dependent kernels by about 0.15 us and
+/// the 8-kernel operator's GPU span by 1.0 us on the H200 (`bench/gpu/shim/op_gaps.cu`,
+/// docs/results/shim-bind-overhead.md, session 8).
+pub const ROOT_CONTEXT_ENV: &str = "VITAMIN_ROOT_CONTEXT";
+
+/// Whether the whole-device node uses the primary context ([`ROOT_CONTEXT_ENV`]).
+fn root_on_primary_from_env() -> bool {
+    !matches!(std::env::var(ROOT_CONTEXT_ENV), Ok(v) if v.trim().eq_ignore_ascii_case("green"))
+}
+
 fn fence_mode_from_env() -> FenceMode {
     match std::env::var(FENCE_ENV) {
         Ok(v) if v.trim().eq_ignore_ascii_case("memory") => FenceMode::Memory,
@@ -304,6 +319,7 @@ impl CudaBackend {
             submitter: OnceLock::new(),
             fence_words: None,
             busy_query_ns: AtomicU64::new(crate::partition::BUSY_QUERY_NS),
+            root_on_primary: root_on_primary_from_env(),
         };
         if shared.caps.stream_mem_ops && fence_mode_from_env() == FenceMode::Memory {
             shared.fence_words = Some(Mutex::new(FenceWords { pages: Vec::new(), used: 0 }));

@@ -396,6 +396,17 @@ pub(crate) mod green {
 pub(crate) mod stream {
     use super::*;
 
+    /// A non-blocking stream of the current context (the primary context's lanes of the
+    /// whole-device node; the graph census's capture streams).
+    pub(crate) fn create() -> Result<CUstream, HalError> {
+        let mut s = std::ptr::null_mut();
+        // SAFETY: out-pointer is a live local; NON_BLOCKING is a valid flag.
+        check("cuStreamCreate", unsafe {
+            sys::cuStreamCreate(&mut s, sys::CUstream_flags::CU_STREAM_NON_BLOCKING as u32)
+        })?;
+        Ok(s)
+    }
+
     /// # Safety
     /// `s` must be live.
     pub(crate) unsafe fn synchronize(s: CUstream) -> Result<(), HalError> {
@@ -788,12 +799,7 @@ pub(crate) mod capture {
 
     /// A non-blocking stream of the current context.
     pub(crate) fn stream_create() -> Result<CUstream, HalError> {
-        let mut s = std::ptr::null_mut();
-        // SAFETY: out-pointer is a live local; NON_BLOCKING is a valid flag.
-        check("cuStreamCreate", unsafe {
-            sys::cuStreamCreate(&mut s, sys::CUstream_flags::CU_STREAM_NON_BLOCKING as u32)
-        })?;
-        Ok(s)
+        super::stream::create()
     }
 
     /// Makes `s` wait for the work before event `e` (joins a capture's branches).

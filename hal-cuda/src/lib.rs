@@ -39,7 +39,7 @@ mod partition;
 pub mod probe;
 mod submit;
 
-pub use device::{CudaBackend, FenceMode, RealizationStats, FENCE_ENV};
+pub use device::{CudaBackend, FenceMode, RealizationStats, FENCE_ENV, ROOT_CONTEXT_ENV};
 pub use partition::{launch_native, CudaPartition, BUSY_QUERY_NS, WAIT_TIMEOUT};
 pub use probe::{probe, probe_device, CudaCapabilities};
 pub use submit::{SubmitCounts, SPIN as SUBMIT_SPIN};

@@ -1,4 +1,7 @@
 //! [`CudaPartition`]: one green context with N lanes (its streams); submission, fences, teardown.
+//! The whole-device node's lanes are primary-context streams instead (a primary-context kernel
+//! may use every SM, which is exactly that node; measured faster between dependent kernels), unless
+//! `VITAMIN_ROOT_CONTEXT=green` ([`crate::device::ROOT_CONTEXT_ENV`]).
 //!
 //! ## Submission
 //! A descriptor is submitted exactly as described: a kernel with `cuLaunchKernelEx` (same
@@ -108,11 +111,23 @@ unsafe extern "C" fn host_trampoline(user: *mut c_void) {
     }
 }
 
-/// A pool node realized as a green context with its lanes.
+/// The context a partition's lanes belong to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum NodeContext {
+    /// A green context over the node's leaves (every node but the whole device's, by default).
+    Green(CUgreenCtx),
+    /// The primary context: the whole-device node, whose SMs are all of them.
+    Primary,
+    /// Torn down.
+    Closed,
+}
+
+/// A pool node realized as a green context (or, for the whole device, the primary context) with
+/// its lanes.
 pub struct CudaPartition {
     units: UnitSet,
     leaves: Vec<usize>,
-    green: CUgreenCtx,
+    context: NodeContext,
     lanes: Box<[Mutex<Lane>]>,
     shared: Arc<Shared>,
     errors: Errors,
@@ -144,22 +159,31 @@ impl CudaPartition {
         lanes: usize,
     ) -> Result<CudaPartition, HalError> {
         shared.make_current()?;
-        let resources: Vec<_> = leaves.iter().map(|&i| shared.leaves[i]).collect();
-        let desc = resource::generate_desc(&resources)?;
-        let g = green::create(desc, shared.device)?;
+        // Every leaf: the split's groups and remainder cover the device (checked at start-up).
+        let whole_device = leaves.len() == shared.leaves.len();
+        let context = if whole_device && shared.root_on_primary {
+            NodeContext::Primary
+        } else {
+            let resources: Vec<_> = leaves.iter().map(|&i| shared.leaves[i]).collect();
+            let desc = resource::generate_desc(&resources)?;
+            NodeContext::Green(green::create(desc, shared.device)?)
+        };
         // Build the partition first so that its `Drop` cleans up whatever a later step leaves.
         let mut part = CudaPartition {
             units,
             leaves: leaves.to_vec(),
-            green: g,
+            context,
             lanes: Box::new([]),
             shared,
             errors: Arc::new(Mutex::new(None)),
             slot: OnceLock::new(),
             clusters: Mutex::new(HashMap::new()),
         };
-        // SAFETY: `g` is live.
-        let realized = resource::sm_count(&unsafe { green::sm_resource(g) }?) as usize;
+        let realized = match context {
+            // SAFETY: `g` is live.
+            NodeContext::Green(g) => resource::sm_count(&unsafe { green::sm_resource(g) }?) as usize,
+            _ => part.shared.caps.sm_count as usize,
+        };
         if realized != units.len() {
             return Err(HalError::InvalidPartition(format!(
                 "the driver realized {realized} SMs for a node of {} SMs ({units})",
@@ -175,8 +199,13 @@ impl CudaPartition {
                     return Err(e);
                 }
             };
-            // SAFETY: `g` is live.
-            match unsafe { green::stream_create(g, 0) } {
+            let stream = match context {
+                // SAFETY: `g` is live.
+                NodeContext::Green(g) => unsafe { green::stream_create(g, 0) },
+                // The primary context is current (above).
+                _ => stream::create(),
+            };
+            match stream {
                 Ok(s) => made.push(Mutex::new(Lane {
                     stream: s,
                     submitted: 0,
@@ -230,6 +259,12 @@ impl CudaPartition {
             }
             std::thread::yield_now();
         }
+    }
+
+    /// Whether this partition's lanes are primary-context streams (the whole-device node, see
+    /// [`crate::device::ROOT_CONTEXT_ENV`]) rather than a green context's.
+    pub fn on_primary_context(&self) -> bool {
+        self.context == NodeContext::Primary
     }
 
     /// The raw stream of `lane` (for benchmarks comparing with direct driver calls).
@@ -350,6 +385,7 @@ impl CudaPartition {
                 }
             };
             let Some(upto) = done else { continue };
+            trace::step(21);
             let mut idle = SmallVec::<[CUevent; 4]>::new();
             while st.events.front().is_some_and(|&(seq, _, _)| seq <= upto) {
                 idle.push(st.events.pop_front().expect("non-empty").1);
@@ -744,7 +780,7 @@ impl CudaPartition {
     }
 
     fn teardown(&mut self) -> Result<(), HalError> {
-        if self.green.is_null() {
+        if self.context == NodeContext::Closed {
             return Ok(());
         }
         self.shared.flush_submissions();
@@ -766,9 +802,11 @@ impl CudaPartition {
             self.shared.outstanding.fetch_sub(st.submitted - st.completed, Ordering::AcqRel);
         }
         self.lanes = Box::new([]);
-        // SAFETY: every stream of the green context was drained and destroyed above.
-        note(unsafe { green::destroy(self.green) });
-        self.green = std::ptr::null_mut();
+        if let NodeContext::Green(g) = self.context {
+            // SAFETY: every stream of the green context was drained and destroyed above.
+            note(unsafe { green::destroy(g) });
+        }
+        self.context = NodeContext::Closed;
         first.map_or(Ok(()), Err)
     }
 }

@@ -152,7 +152,9 @@ pub fn mark(tag: Tag, arg: u64) {
 /// (dispatcher lock taken); eager binding 10 (completions
 /// finished, idle leases released), 11 (policy asked), 12 (lease and lane chosen); backend
 /// submission 14 (descriptor checked), 15 (context current), 16 (lane locked), 17 (hand-off
-/// decided); completion poll 20 (backend polled, before satisfying tokens).
+/// decided); completion poll 20 (backend polled, before satisfying tokens), 21 (a lane's fence
+/// found complete), 23 (vCtx lock held to satisfy completions), 24 (completions satisfied, before
+/// wake-ups).
 #[inline]
 pub fn step(n: u64) {
     mark(Tag::Step, n);

@@ -139,20 +139,45 @@ fn check_bind_run(name: &str, r: &Run) {
     );
     assert!(native_ctx.iter().all(|c| c == "p"));
     check_order(name, &r.exec);
-    // Every kernel ran on a green context, cooperative and cluster launches included.
+    // Every kernel ran on a pool node, cooperative and cluster launches included: on a green
+    // context, or on the primary context for the whole-device node (node 0; its lanes are
+    // primary-context streams unless VITAMIN_ROOT_CONTEXT=green). A launch the shim passed through
+    // natively would run on the primary context too, so the primary-context kernels must be
+    // exactly those the census counts on node 0, and the census must count all 14.
     let kernels = kernel_contexts(&r.exec);
     assert_eq!(kernels.len(), 14);
     for (k, c) in &kernels {
-        assert!(c.starts_with('g'), "{name}: {k} ran on {c}: {kernels:?}");
+        assert!(c.starts_with('g') || c == "p", "{name}: {k} ran on {c}: {kernels:?}");
     }
-    assert_eq!(ctx.iter().filter(|c| c.starts_with('g')).count(), 14, "{name}: {ctx:?}");
+    let b = bind_census(r);
+    assert_eq!(b["nodes"][0], format!("SM 0-{}", FAKE_SMS - 1), "{name}: node 0 is the whole device");
+    let per_node = census_per_node(b);
+    assert_eq!(per_node.iter().sum::<u64>(), 14, "{name}: every kernel ran on some pool node: {per_node:?}");
+    let on_primary = kernels.values().filter(|c| *c == "p").count() as u64;
+    let root_green = root_on_green_context(r);
+    assert_eq!(on_primary, if root_green { 0 } else { per_node[0] }, "{name}: {kernels:?} vs {per_node:?}");
+    assert_eq!(ctx.iter().filter(|c| c.starts_with('g') || *c == "p").count(), 14, "{name}: {ctx:?}");
     // Constrained launches ran only on partitions that hold them: 100 and 40 co-resident blocks at 8
     // per SM need 13 and 5 SMs; clusters of 8 blocks need 8 SMs (the fake would fail them otherwise).
     let sms = green_sms(&r.calls);
     for (k, need) in [("k11", 13), ("k12", 5), ("k13", 8)] {
         let g = &kernels[k];
-        assert!(sms[g] >= need, "{name}: {k} ran on {g} with {} SMs, needs {need}", sms[g]);
+        let has = if g == "p" { FAKE_SMS } else { sms[g] };
+        assert!(has >= need, "{name}: {k} ran on {g} with {has} SMs, needs {need}");
     }
+}
+
+/// SMs of the fake device (tests/fake/libcuda.c).
+const FAKE_SMS: u32 = 36;
+
+/// Launches per pool node, from the bind-mode census.
+fn census_per_node(b: &Value) -> Vec<u64> {
+    b["dispatcher"]["per_node"].as_array().expect("dispatcher stats").iter().map(|v| v.as_u64().unwrap()).collect()
+}
+
+/// Whether run `r` put the whole-device node on a green context (`VITAMIN_ROOT_CONTEXT=green`).
+fn root_on_green_context(r: &Run) -> bool {
+    r.env.iter().any(|(k, v)| k == "VITAMIN_ROOT_CONTEXT" && v == "green")
 }
 
 /// SMs of each green context (`g<n>`), from the fake driver's `cuGreenCtxCreate` lines.
@@ -202,18 +227,17 @@ fn chaos_binds_every_launch_unchanged_to_green_contexts_in_happens_before_order(
     assert_eq!(ops["copies"], 2, "staged H2D and pinned D2H; the pageable D2H took the native path");
     assert_eq!(ops["fills"], 1);
     assert_eq!(ops["host_functions"], 1);
-    let per_node: Vec<u64> =
-        b["dispatcher"]["per_node"].as_array().expect("dispatcher stats").iter().map(|v| v.as_u64().unwrap()).collect();
-    assert_eq!(per_node.iter().sum::<u64>(), 14, "every kernel ran on some pool node: {per_node:?}");
+    let per_node = census_per_node(b);
     // At least five launches are bound afresh (their predecessors are copies, fills or finished
     // work, or sit on different lanes), each to a random eligible node of up to 15; how many of the rest
     // continue on a predecessor's lane depends on timing. Two distinct nodes is what cannot fail by
     // chance (all five on one node: about 2e-5).
     let used = per_node.iter().filter(|&&n| n > 0).count();
     assert!(used >= 2, "chaos should spread 14 launches over several nodes, used {used}: {per_node:?}");
-    let distinct: std::collections::BTreeSet<_> =
-        kernel_contexts(&r.exec).into_values().filter(|c| c.starts_with('g')).collect();
-    assert_eq!(distinct.len(), used, "green contexts in the execution log vs nodes in the census");
+    // Distinct contexts in the execution log: one green context per node used, and the primary
+    // context for the whole-device node.
+    let distinct: std::collections::BTreeSet<_> = kernel_contexts(&r.exec).into_values().collect();
+    assert_eq!(distinct.len(), used, "contexts in the execution log vs nodes in the census: {distinct:?}");
 }
 
 #[test]
@@ -268,6 +292,12 @@ fn every_policy_and_strict_readiness_keep_the_program_s_semantics() {
         ("throughput-memory-fence-no-memops", vec![("VITAMIN_FENCE", "memory"), ("FAKE_CUDA_NO_MEMOPS", "1")]),
         // The experimental native wait on lane streams.
         ("throughput-native-wait", vec![("VITAMIN_NATIVE_WAIT", "1")]),
+        // The whole-device node on a green context like every other node (the primary context
+        // by default).
+        (
+            "chaos-root-green",
+            vec![("VITAMIN_POLICY", "chaos"), ("VITAMIN_SEED", "7"), ("VITAMIN_ROOT_CONTEXT", "green")],
+        ),
     ] {
         let r = run(name, Some(&vars), &[]);
         check_bind_run(name, &r);

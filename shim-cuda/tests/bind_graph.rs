@@ -27,7 +27,10 @@ fn fixture() -> &'static FakeApp {
 
 fn run(name: &str, bind: Option<&[(&str, &str)]>) -> AppRun {
     let f = fixture();
-    run_async_app(&f.app, &f.dir, name, bind, &[])
+    // The whole-device node (where graphs go) on a green context, as every other node: the
+    // checks below tell a bound graph launch from the captured one by its context. Its default,
+    // the primary context, is checked by tests/bind.rs.
+    run_async_app(&f.app, &f.dir, name, bind, &[("VITAMIN_ROOT_CONTEXT", "green")])
 }
 
 fn native() -> &'static AppRun {

@@ -137,9 +137,14 @@ fn smid_census_matches_the_leaves() {
         sample_partitions(&top).iter().map(|u| d.create_partition(u, 1).expect("partition")).collect();
     let report = census::check_nodes(&d.0, &parts.iter().collect::<Vec<_>>()).expect("census");
     assert!(report.leaves_disjoint_and_sized, "leaves: {:?}", report.leaves);
-    for n in &report.nodes {
+    // The whole-device node runs on the primary context unless VITAMIN_ROOT_CONTEXT=green; its
+    // kernels must still cover exactly its SMs (all of them), as every green node's do.
+    let root_green = std::env::var(vitamin_hal_cuda::ROOT_CONTEXT_ENV).is_ok_and(|v| v.trim() == "green");
+    for (n, p) in report.nodes.iter().zip(&parts) {
         assert!(n.exact, "{} ran on {:?}", n.units, n.physical);
         assert_eq!(n.physical.len(), n.size);
+        let whole = n.size == top.unit_count();
+        assert_eq!(p.on_primary_context(), whole && !root_green, "{}: context", n.units);
     }
 }
 

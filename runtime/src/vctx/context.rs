@@ -659,9 +659,11 @@ impl VirtualContext {
             return;
         }
         let mut g = self.state.lock();
+        crate::trace::step(23);
         for &op in ops {
             g.dag.satisfy(op);
         }
+        crate::trace::step(24);
         self.finish(g);
         self.retirements.fetch_add(1, Ordering::AcqRel);
     }

@@ -91,6 +91,8 @@ pub struct AppRun {
     pub exec: String,
     /// The census (bind-mode runs).
     pub census: Option<serde_json::Value>,
+    /// The variables the run set besides the harness's own (the bind-mode ones and `extra_env`).
+    pub env: Vec<(String, String)>,
 }
 
 impl AppRun {
@@ -158,7 +160,8 @@ pub fn run_async_app(
     let out = child.wait_with_output().unwrap();
     let read = |p: &std::path::Path| std::fs::read_to_string(p).unwrap_or_default();
     let census = std::fs::read_to_string(&census).ok().map(|t| serde_json::from_str(&t).expect("census JSON"));
-    AppRun { out, calls: read(&calls), exec: read(&exec), census }
+    let env = bind.unwrap_or(&[]).iter().chain(extra_env).map(|(k, v)| (k.to_string(), v.to_string())).collect();
+    AppRun { out, calls: read(&calls), exec: read(&exec), census, env }
 }
 
 /// Line number of each line of an execution log, keyed by its text without the ` ctx=..` tail;
