@@ -58,6 +58,8 @@ pub(crate) struct Shared {
     pub(crate) busy_query_ns: AtomicU64,
     /// Whether the whole-device node's lanes are primary-context streams ([`ROOT_CONTEXT_ENV`]).
     pub(crate) root_on_primary: bool,
+    /// [`FenceMode::Hybrid`]: lanes have fence words, used only for waiters' fences.
+    pub(crate) hybrid_fences: bool,
 }
 
 /// Pinned, device-mapped host pages of 64-bit fence words, one per lane: a lane's fence is a
@@ -236,15 +238,25 @@ pub enum FenceMode {
     /// A 64-bit write to host-mapped memory, polled by a memory load (`VITAMIN_FENCE=memory`, on
     /// devices with 64-bit stream memory operations).
     Memory,
-    /// An event, polled with `cuEventQuery` (the default).
+    /// An event, polled with `cuEventQuery` (`VITAMIN_FENCE=event`; also the default on devices
+    /// without 64-bit stream memory operations).
     Event,
+    /// Events, except the fences a thread waiting in a synchronize call records while it polls
+    /// for itself ([`vitamin_hal::PhysicalPartition::poll_for_waiter`]): those are memory writes,
+    /// seen by a load (`VITAMIN_FENCE=hybrid`, on devices with 64-bit stream memory operations).
+    /// Such a fence usually follows the last op the waiter waits for, where a memory write
+    /// costs the GPU nothing between kernels. The default (on devices with 64-bit stream memory
+    /// operations): measured on the H200 (session 8), the 8-kernel operator's synchronize call
+    /// returned 0.8 us sooner after its last kernel than with events only.
+    Hybrid,
 }
 
-/// Environment variable choosing the fence mode: `memory` fences lanes with host-mapped words
-/// (on devices with 64-bit stream memory operations; events otherwise); events are the default
-/// (docs/results/shim-bind-overhead.md, session 4: a memory fence's write costs 1-2.5 us of host
-/// time against 0.2-0.7 us for an event record, and widened the GPU gap between dependent
-/// kernels by about 2 us against 1.3 us).
+/// Environment variable choosing the fence mode ([`FenceMode`]): `hybrid` (the default), `event`
+/// or `memory`; without 64-bit stream memory operations lanes use events. Memory fences alone are
+/// not the default (docs/results/shim-bind-overhead.md, session 4: a memory fence's write costs
+/// 1-2.5 us of host time against 0.2-0.7 us for an event record, and widened the GPU gap between
+/// dependent kernels by about 2 us against 1.3 us); hybrid lanes write memory only for a waiting
+/// thread's fence, usually after the last kernel it waits for (session 8).
 pub const FENCE_ENV: &str = "VITAMIN_FENCE";
 
 /// Environment variable choosing the context of the whole-device pool node: `primary` (the
@@ -263,7 +275,8 @@ fn root_on_primary_from_env() -> bool {
 fn fence_mode_from_env() -> FenceMode {
     match std::env::var(FENCE_ENV) {
         Ok(v) if v.trim().eq_ignore_ascii_case("memory") => FenceMode::Memory,
-        _ => FenceMode::Event,
+        Ok(v) if v.trim().eq_ignore_ascii_case("event") => FenceMode::Event,
+        _ => FenceMode::Hybrid,
     }
 }
 
@@ -320,9 +333,12 @@ impl CudaBackend {
             fence_words: None,
             busy_query_ns: AtomicU64::new(crate::partition::BUSY_QUERY_NS),
             root_on_primary: root_on_primary_from_env(),
+            hybrid_fences: false,
         };
-        if shared.caps.stream_mem_ops && fence_mode_from_env() == FenceMode::Memory {
+        let mode = fence_mode_from_env();
+        if shared.caps.stream_mem_ops && mode != FenceMode::Event {
             shared.fence_words = Some(Mutex::new(FenceWords { pages: Vec::new(), used: 0 }));
+            shared.hybrid_fences = mode == FenceMode::Hybrid;
         }
         shared.make_current()?;
         let whole = driver::device::sm_resource(device)?;
@@ -422,10 +438,10 @@ impl CudaBackend {
 
     /// How this backend's lanes are fenced.
     pub fn fence_mode(&self) -> FenceMode {
-        if self.shared.fence_words.is_some() {
-            FenceMode::Memory
-        } else {
-            FenceMode::Event
+        match (self.shared.fence_words.is_some(), self.shared.hybrid_fences) {
+            (true, true) => FenceMode::Hybrid,
+            (true, false) => FenceMode::Memory,
+            _ => FenceMode::Event,
         }
     }
 

@@ -22,10 +22,14 @@
 //! flight ([`PhysicalPartition::poll_observing`] records none: the runtime's dispatcher thread
 //! polls that way while a waiting application thread polls for itself, so that the lane's
 //! stream sees the driver calls of the thread that launches on it next). A fence is
-//! an event from a shared pool, queried oldest first (the default), or with `VITAMIN_FENCE=memory`
+//! an event from a shared pool, queried oldest first, or with `VITAMIN_FENCE=memory`
 //! a `cuStreamWriteValue64` of the lane's newest sequence number into its pinned, device-mapped
 //! host word, read without a driver call (the stream is asked for asynchronous errors every
-//! [`ERROR_CHECK_NS`] while the word does not advance). With the submission thread
+//! [`ERROR_CHECK_NS`] while the word does not advance). Hybrid fences (the default,
+//! [`crate::FenceMode::Hybrid`]) are events, except those recorded by a thread waiting in a
+//! synchronize call ([`PhysicalPartition::poll_for_waiter`]), which are memory writes: such a
+//! fence usually follows the last op the waiter waits for, so the write costs nothing between
+//! kernels, and the waiter sees the completion with a load. With the submission thread
 //! (`crate::submit`), launches and fences may be issued by that thread; an event fence is queried
 //! only once its record was issued.
 //!
@@ -85,8 +89,10 @@ struct Lane {
     /// When this lane's fences were last queried while the submission thread held some of its
     /// commands, or (memory fences) when its stream was last asked for errors (backend clock, ns).
     last_query_ns: u64,
-    /// The lane's fence word (memory fences; `None`: event fences).
+    /// The lane's fence word (memory or hybrid fences; `None`: event fences).
     word: Option<FenceWord>,
+    /// Hybrid fences: the word is written only by waiters' fences, events fence the rest.
+    hybrid: bool,
 }
 
 // SAFETY: a stream and events are driver handles usable from any thread; the lane is only touched
@@ -215,6 +221,7 @@ impl CudaPartition {
                     keepalive: VecDeque::new(),
                     last_ticket: 0,
                     last_query_ns: 0,
+                    hybrid: word.is_some() && part.shared.hybrid_fences,
                     word,
                 })),
                 Err(e) => {
@@ -347,9 +354,11 @@ impl CudaPartition {
         Ok(n)
     }
 
-    /// [`PhysicalPartition::poll`] (`fence`: also records lane fences) or
-    /// [`PhysicalPartition::poll_observing`] (only observes the fences already recorded).
-    fn poll_lanes(&self, completed: &mut Vec<Fence>, fence: bool) -> Result<usize, HalError> {
+    /// [`PhysicalPartition::poll`] (`fence`: also records lane fences),
+    /// [`PhysicalPartition::poll_for_waiter`] (`fence` and `waiter`: a hybrid lane's fences are
+    /// then memory writes) or [`PhysicalPartition::poll_observing`] (only observes the fences
+    /// already recorded).
+    fn poll_lanes(&self, completed: &mut Vec<Fence>, fence: bool, waiter: bool) -> Result<usize, HalError> {
         if let Some(e) = self.errors.lock().take() {
             return Err(HalError::Async(e));
         }
@@ -360,13 +369,17 @@ impl CudaPartition {
                 continue;
             }
             if fence {
-                self.fence_lane(&mut st)?;
+                self.fence_lane(&mut st, waiter)?;
             }
             let done = match st.word {
                 // Memory fences: reading the word costs no driver call.
-                Some(word) => {
+                Some(word) if !st.hybrid => {
                     let now = self.shared.epoch.elapsed().as_nanos() as u64;
                     self.word_completed(&mut st, word, now)?
+                }
+                Some(word) => {
+                    let now = self.shared.epoch.elapsed().as_nanos() as u64;
+                    self.hybrid_completed(&mut st, word, now)?
                 }
                 None => {
                     // While the submission thread still holds commands of this lane, nobody can
@@ -399,7 +412,7 @@ impl CudaPartition {
             }
             // Fence what was submitted since, so the next poll can see it complete.
             if fence {
-                self.fence_lane(&mut st)?;
+                self.fence_lane(&mut st, waiter)?;
             }
         }
         self.shared.outstanding.fetch_sub(n, Ordering::AcqRel);
@@ -414,17 +427,21 @@ impl CudaPartition {
     /// backlog reports it complete all at once, only after the lane ran dry, so the dispatcher
     /// (bounded by its continuation depth) could not refill the lane in time (measured on the
     /// H200 with the submission thread: a 10,000-kernel chain ran at the depth's pace).
-    fn fence_lane(&self, lane: &mut Lane) -> Result<(), HalError> {
+    ///
+    /// `waiter`: recorded for a thread waiting in a synchronize call; on a hybrid lane it is then
+    /// a memory write (seen by a load; it usually follows the last op the waiter waits for,
+    /// where it costs the GPU nothing between kernels), else an event.
+    fn fence_lane(&self, lane: &mut Lane, waiter: bool) -> Result<(), HalError> {
         if !fence_due(lane.submitted - lane.fenced, lane.events.len()) {
             return Ok(());
         }
         // Memory fence: the lane writes its newest sequence number to its word (no event).
         let (event, command) = match lane.word {
-            Some(word) => (
+            Some(word) if !lane.hybrid || waiter => (
                 std::ptr::null_mut(),
                 Command::Write { stream: lane.stream, addr: word.device, value: lane.submitted, slot: 0 },
             ),
-            None => {
+            _ => {
                 let e = self.shared.take_event()?;
                 (e, Command::Record { event: e, stream: lane.stream, slot: 0 })
             }
@@ -471,6 +488,54 @@ impl CudaPartition {
             }
         }
         Ok(None)
+    }
+
+    /// Hybrid fences: the newest sequence number the lane's word reports (a load), then its
+    /// event fences beyond that, oldest first, up to the first not complete (one query each,
+    /// see [`completed_upto`](Self::completed_upto)). While the oldest fence not seen complete is
+    /// a memory write, the stream is asked for asynchronous errors every [`ERROR_CHECK_NS`] (as
+    /// [`word_completed`](Self::word_completed) does). Events are queried at most every
+    /// `busy_query_ns` while the submission thread still holds commands of the lane.
+    fn hybrid_completed(&self, lane: &mut Lane, word: FenceWord, now: u64) -> Result<Option<u64>, HalError> {
+        let w = word.load();
+        let mut done = (w > lane.completed).then_some(w);
+        let reached = |done: Option<u64>| done.unwrap_or(lane.completed);
+        let pending = lane.events.iter().find(|&&(upto, _, _)| upto > reached(done)).copied();
+        match pending {
+            None => {}
+            // The oldest fence not seen complete is a memory write: the word, and the stream's
+            // errors every ERROR_CHECK_NS.
+            Some((_, e, _)) if e.is_null() && done.is_none() => done = self.word_completed(lane, word, now)?,
+            Some((_, e, _)) if e.is_null() => {}
+            Some(_) => {
+                if self.shared.submitter().is_some_and(|sub| sub.executed() < lane.last_ticket) {
+                    if now.saturating_sub(lane.last_query_ns) < self.shared.busy_query_ns.load(Ordering::Relaxed) {
+                        return Ok(done);
+                    }
+                    lane.last_query_ns = now;
+                }
+                for &(upto, e, ticket) in &lane.events {
+                    if upto <= reached(done) {
+                        continue;
+                    }
+                    if e.is_null() {
+                        break;
+                    }
+                    if ticket > 0 {
+                        let issued = self.shared.submitter().is_none_or(|sub| sub.executed() >= ticket);
+                        if !issued || self.errors.lock().is_some() {
+                            break;
+                        }
+                    }
+                    // SAFETY: events in the lane's queue are live.
+                    if !unsafe { event::query(e) }? {
+                        break;
+                    }
+                    done = Some(upto);
+                }
+            }
+        }
+        Ok(done)
     }
 
     /// The sequence number the lane's fence event covers, if that event completed (one query,
@@ -545,7 +610,7 @@ impl CudaPartition {
         // 10,000-kernel chain, completions of 255 ops at a time and the submission thread idle
         // for a sixth of it).
         if fence_at_submission(st.submitted - st.fenced, st.events.len(), direct) {
-            if let Err(e) = self.fence_lane(&mut st) {
+            if let Err(e) = self.fence_lane(&mut st, false) {
                 tracing::debug!(error = %e, "fence record at submission failed; the next poll fences");
             }
         }
@@ -751,11 +816,15 @@ impl PhysicalPartition for CudaPartition {
     }
 
     fn poll(&self, completed: &mut Vec<Fence>) -> Result<usize, HalError> {
-        self.poll_lanes(completed, true)
+        self.poll_lanes(completed, true, false)
+    }
+
+    fn poll_for_waiter(&self, completed: &mut Vec<Fence>) -> Result<usize, HalError> {
+        self.poll_lanes(completed, true, true)
     }
 
     fn poll_observing(&self, completed: &mut Vec<Fence>) -> Result<usize, HalError> {
-        self.poll_lanes(completed, false)
+        self.poll_lanes(completed, false, false)
     }
 
     fn synchronize(&self) -> Result<(), HalError> {

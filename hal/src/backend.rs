@@ -69,6 +69,13 @@ pub trait PhysicalPartition: Send + Sync {
         self.poll(completed)
     }
 
+    /// [`poll`](Self::poll) by a thread waiting in a synchronize call for the work it polls:
+    /// the backend may track completions for it differently (CUDA's hybrid fences). By default
+    /// the same as `poll`.
+    fn poll_for_waiter(&self, completed: &mut Vec<Fence>) -> Result<usize, HalError> {
+        self.poll(completed)
+    }
+
     /// Blocks until everything submitted so far has completed (used to drain before teardown).
     fn synchronize(&self) -> Result<(), HalError>;
 }

@@ -290,6 +290,11 @@ fn every_policy_and_strict_readiness_keep_the_program_s_semantics() {
         // fallback to events on a device without 64-bit stream memory operations.
         ("chaos-memory-fence", vec![("VITAMIN_POLICY", "chaos"), ("VITAMIN_SEED", "11"), ("VITAMIN_FENCE", "memory")]),
         ("throughput-memory-fence-no-memops", vec![("VITAMIN_FENCE", "memory"), ("FAKE_CUDA_NO_MEMOPS", "1")]),
+        // Hybrid fences: events, except memory writes for the fences waiting threads record.
+        ("chaos-hybrid-fence", vec![("VITAMIN_POLICY", "chaos"), ("VITAMIN_SEED", "31"), ("VITAMIN_FENCE", "hybrid")]),
+        ("throughput-hybrid-fence", vec![("VITAMIN_FENCE", "hybrid")]),
+        ("throughput-hybrid-fence-no-memops", vec![("VITAMIN_FENCE", "hybrid"), ("FAKE_CUDA_NO_MEMOPS", "1")]),
+        ("throughput-event-fence", vec![("VITAMIN_FENCE", "event")]),
         // The experimental native wait on lane streams.
         ("throughput-native-wait", vec![("VITAMIN_NATIVE_WAIT", "1")]),
         // The whole-device node on a green context like every other node (the primary context
@@ -346,7 +351,15 @@ fn every_policy_and_strict_readiness_keep_the_program_s_semantics() {
         {
             assert!(o[k].is_u64(), "{name}: launch-first counter {k} missing from the census: {b:#}");
         }
-        let fence = if name == "chaos-memory-fence" { "memory" } else { "event" };
+        // Hybrid fences by default; events where the device has no 64-bit stream memory
+        // operations or when asked for.
+        let fence = match name {
+            "chaos-memory-fence" => "memory",
+            "throughput-memory-fence-no-memops" | "throughput-hybrid-fence-no-memops" | "throughput-event-fence" => {
+                "event"
+            }
+            _ => "hybrid",
+        };
         assert_eq!(b["dispatcher"]["fence"], fence, "{name}: {b:#}");
         let submit = &b["dispatcher"]["submit_thread"];
         match name {

@@ -263,6 +263,17 @@ macro_rules! sched_state {
 }
 use sched_state;
 
+/// How a poll tracks completions on the partitions it polls.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Fencing {
+    /// Records the lane fences due ([`PhysicalPartition::poll`]).
+    Record,
+    /// Records them for a thread waiting in a synchronize call ([`PhysicalPartition::poll_for_waiter`]).
+    ForWaiter,
+    /// Records none ([`PhysicalPartition::poll_observing`]).
+    Observe,
+}
+
 /// Where a submitted, unsatisfied op sits.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Place {
@@ -486,7 +497,7 @@ impl<B: Backend, P: Policy> Dispatcher<B, P> {
             || now.saturating_sub(self.last_poll_ns) >= self.config.min_poll_interval_ns
             || self.needs_completions()
         {
-            progress += self.poll(false, !self.fences_left_to_waiters())?;
+            progress += self.poll(false, self.own_fencing())?;
             self.last_poll_ns = now;
             self.lap(&mut clock, |p| &mut p.poll_ns);
         }
@@ -516,7 +527,7 @@ impl<B: Backend, P: Policy> Dispatcher<B, P> {
     /// [`VirtualContext::set_wait_assist`](crate::VirtualContext::set_wait_assist)). Returns how
     /// many ops completed.
     pub fn poll_completions(&mut self) -> Result<usize, DispatchError> {
-        self.poll_now(true)
+        self.poll_now(Fencing::ForWaiter)
     }
 
     /// [`poll_completions`](Self::poll_completions) for the pumping thread itself while host
@@ -524,12 +535,12 @@ impl<B: Backend, P: Policy> Dispatcher<B, P> {
     /// when those poll for themselves ([`DispatchConfig::waiters_poll`] and
     /// [`VirtualContext::has_assisting_waiters`]).
     pub fn poll_completions_for_waiters(&mut self) -> Result<usize, DispatchError> {
-        self.poll_now(!self.fences_left_to_waiters())
+        self.poll_now(self.own_fencing())
     }
 
-    /// A poll outside a round (bookkeeping deferred), recording lane fences if `fence`.
-    fn poll_now(&mut self, fence: bool) -> Result<usize, DispatchError> {
-        let n = self.poll(true, fence)?;
+    /// A poll outside a round (bookkeeping deferred).
+    fn poll_now(&mut self, fencing: Fencing) -> Result<usize, DispatchError> {
+        let n = self.poll(true, fencing)?;
         self.last_poll_ns = self.now;
         Ok(n)
     }
@@ -542,6 +553,16 @@ impl<B: Backend, P: Policy> Dispatcher<B, P> {
     /// the waiting thread usually launches next on the lane it waited for.
     fn fences_left_to_waiters(&self) -> bool {
         self.config.waiters_poll && self.clients.iter().any(|c| c.vctx.has_assisting_waiters())
+    }
+
+    /// How the pumping thread's own polls fence: not at all while waiting threads do it
+    /// ([`fences_left_to_waiters`](Self::fences_left_to_waiters)).
+    fn own_fencing(&self) -> Fencing {
+        if self.fences_left_to_waiters() {
+            Fencing::Observe
+        } else {
+            Fencing::Record
+        }
     }
 
     /// The bookkeeping of completions the last poll satisfied (pool, lanes, policy, timeline):
@@ -1255,7 +1276,7 @@ impl<B: Backend, P: Policy> Dispatcher<B, P> {
     /// bookkeeping now or, with `defer_finish` (a thread polling for its own completion), at the
     /// next round or poll. Without `fence` the partitions only observe (no lane fences recorded:
     /// [`PhysicalPartition::poll_observing`]).
-    fn poll(&mut self, defer_finish: bool, fence: bool) -> Result<usize, DispatchError> {
+    fn poll(&mut self, defer_finish: bool, fence: Fencing) -> Result<usize, DispatchError> {
         crate::trace::mark(crate::trace::Tag::PollBegin, 0);
         self.finish_completed();
         let mut n = 0;
@@ -1273,7 +1294,11 @@ impl<B: Backend, P: Policy> Dispatcher<B, P> {
                 Some(nd) => &self.partitions[nd.0 as usize],
                 None => &self.service,
             };
-            let polled = if fence { part.poll(&mut fences) } else { part.poll_observing(&mut fences) };
+            let polled = match fence {
+                Fencing::Record => part.poll(&mut fences),
+                Fencing::ForWaiter => part.poll_for_waiter(&mut fences),
+                Fencing::Observe => part.poll_observing(&mut fences),
+            };
             if let Err(e) = polled {
                 // Asynchronous failure: attribute it to the ops in flight on that partition.
                 self.fail_partition(target, &e.to_string());

@@ -694,6 +694,7 @@ fn run(
     published["fence"] = match d.backend().fence_mode() {
         vitamin_hal_cuda::FenceMode::Memory => "memory",
         vitamin_hal_cuda::FenceMode::Event => "event",
+        vitamin_hal_cuda::FenceMode::Hybrid => "hybrid",
     }
     .into();
     *stats.lock().unwrap_or_else(|e| e.into_inner()) = Some(published);
