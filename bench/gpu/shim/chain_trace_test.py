@@ -1,4 +1,5 @@
-"""Tests of chain_issue.py and stream_switch.py on synthetic traces (standard library only):
+"""Tests of chain_issue.py, stream_switch.py and sync_tail.py on synthetic traces (standard library
+only):
 python3 bench/gpu/shim/chain_trace_test.py
 """
 
@@ -13,6 +14,8 @@ sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 
 import chain_issue  # noqa: E402
 import stream_switch  # noqa: E402
+import sync_tail  # noqa: E402
+import trace_phases  # noqa: E402
 
 FENCE = 1 << 63
 
@@ -101,6 +104,39 @@ class StreamSwitchTest(unittest.TestCase):
                 ("dispatcher", "op by other thread"): (1, 7.0),
             },
         )
+
+
+class SyncTailTest(unittest.TestCase):
+    def test_the_detecting_poll_is_split_into_its_steps(self):
+        tr = Trace()
+        app, disp = 1, 2
+        for _ in range(8):
+            tr.mark("launch_enter", app)
+        tr.mark("sync_enter", app)
+        # Three polls that find nothing (1 us each, 0.5 us apart), then the detecting poll: its
+        # fence seen complete 2 us in, completions published 3 us in, the call returns 0.5 later.
+        for _ in range(3):
+            tr.mark("poll_begin", app, after_ns=500)
+            tr.mark("poll_end", app)
+        tr.mark("poll_begin", app, after_ns=500)
+        tr.mark("step", app, 21, after_ns=2000)
+        tr.mark("poll_begin", disp, after_ns=100)
+        tr.mark("poll_end", disp, after_ns=300)
+        tr.mark("satisfied", app, after_ns=600)
+        tr.mark("poll_end", app, after_ns=100)
+        tr.mark("sync_exit", app, after_ns=400)
+        with tempfile.TemporaryDirectory() as d:
+            rows = sorted(trace_phases.load(tr.write(d)), key=lambda r: r[0])
+        count, res = sync_tail.tail(rows, 8, 30.0)
+        self.assertEqual(count, 1)
+        self.assertEqual(res["app_polls"], [4])
+        self.assertEqual(res["other_polls"], [1])
+        self.assertEqual(res["app_idle_between_us"], [0.5, 0.5, 0.5])
+        self.assertEqual(res["published_by_app"], [1])
+        self.assertAlmostEqual(res["satisfied_to_exit_us"][0], 0.5)
+        self.assertAlmostEqual(res["detecting_poll_begin_to_exit_us"][0], 3.5)
+        self.assertAlmostEqual(res["detecting_poll: step21"][0], 2.0)
+        self.assertAlmostEqual(res["detecting_poll: satisfied"][0], 3.0)
 
 
 if __name__ == "__main__":

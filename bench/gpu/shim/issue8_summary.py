@@ -459,7 +459,7 @@ def render(res):
         lines += [
                   "Bind run = `LD_PRELOAD=libvitamin_cuda.so VITAMIN_MODE=bind VITAMIN_POLICY=chaos "
                   "VITAMIN_SEED=s`; compared with the first native run (C++ and cudarc: stdout byte for byte; "
-                  "PyTorch: every result hash and value). Nodes: pool nodes (green-context partitions) that ran "
+                  "PyTorch: every result hash and value). Nodes: pool nodes (green-context partitions; the whole-device node runs on the primary context by default) that ran "
                   "at least one of the run's kernels, from its census.", "",
                   "| program | verdict | native runs (repeatable) | bind runs done/planned | identical | "
                   "nodes used per run | union of nodes over the runs | failures |",
