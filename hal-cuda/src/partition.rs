@@ -382,19 +382,10 @@ impl CudaPartition {
                     self.hybrid_completed(&mut st, word, now)?
                 }
                 None => {
-                    // While the submission thread still holds commands of this lane, nobody can
-                    // be waiting for the lane's newest op to complete yet: query its fences at
-                    // most every `busy_query_ns` (enough to refill continuation depth) instead of
-                    // at every poll, which would compete with the submission thread's launches
-                    // in the driver.
-                    if self.shared.submitter().is_some_and(|sub| sub.executed() < st.last_ticket) {
-                        let now = self.shared.epoch.elapsed().as_nanos() as u64;
-                        if now.saturating_sub(st.last_query_ns) < self.shared.busy_query_ns.load(Ordering::Relaxed) {
-                            continue;
-                        }
-                        st.last_query_ns = now;
+                    if self.query_deferred(&mut st) {
+                        continue;
                     }
-                    self.completed_upto(&st)?
+                    self.completed_upto(&st, st.completed)?
                 }
             };
             let Some(upto) = done else { continue };
@@ -499,43 +490,37 @@ impl CudaPartition {
     fn hybrid_completed(&self, lane: &mut Lane, word: FenceWord, now: u64) -> Result<Option<u64>, HalError> {
         let w = word.load();
         let mut done = (w > lane.completed).then_some(w);
-        let reached = |done: Option<u64>| done.unwrap_or(lane.completed);
-        let pending = lane.events.iter().find(|&&(upto, _, _)| upto > reached(done)).copied();
-        match pending {
-            None => {}
+        let completed = lane.completed;
+        let reached = |done: Option<u64>| done.unwrap_or(completed);
+        let Some((_, e, _)) = lane.events.iter().find(|&&(upto, _, _)| upto > reached(done)).copied() else {
+            return Ok(done);
+        };
+        if e.is_null() {
             // The oldest fence not seen complete is a memory write: the word, and the stream's
             // errors every ERROR_CHECK_NS.
-            Some((_, e, _)) if e.is_null() && done.is_none() => done = self.word_completed(lane, word, now)?,
-            Some((_, e, _)) if e.is_null() => {}
-            Some(_) => {
-                if self.shared.submitter().is_some_and(|sub| sub.executed() < lane.last_ticket) {
-                    if now.saturating_sub(lane.last_query_ns) < self.shared.busy_query_ns.load(Ordering::Relaxed) {
-                        return Ok(done);
-                    }
-                    lane.last_query_ns = now;
-                }
-                for &(upto, e, ticket) in &lane.events {
-                    if upto <= reached(done) {
-                        continue;
-                    }
-                    if e.is_null() {
-                        break;
-                    }
-                    if ticket > 0 {
-                        let issued = self.shared.submitter().is_none_or(|sub| sub.executed() >= ticket);
-                        if !issued || self.errors.lock().is_some() {
-                            break;
-                        }
-                    }
-                    // SAFETY: events in the lane's queue are live.
-                    if !unsafe { event::query(e) }? {
-                        break;
-                    }
-                    done = Some(upto);
-                }
+            if done.is_none() {
+                done = self.word_completed(lane, word, now)?;
             }
+        } else if !self.query_deferred(lane) {
+            done = self.completed_upto(lane, reached(done))?.or(done);
         }
         Ok(done)
+    }
+
+    /// Whether this poll skips querying `lane`'s fence events: while the submission thread still
+    /// holds commands of the lane, nobody can be waiting for the lane's newest op to complete
+    /// yet, so its fences are queried at most every `busy_query_ns` (enough to refill
+    /// continuation depth) instead of at every poll, which would compete with the submission
+    /// thread's launches in the driver.
+    fn query_deferred(&self, lane: &mut Lane) -> bool {
+        if self.shared.submitter().is_some_and(|sub| sub.executed() < lane.last_ticket) {
+            let now = self.shared.epoch.elapsed().as_nanos() as u64;
+            if now.saturating_sub(lane.last_query_ns) < self.shared.busy_query_ns.load(Ordering::Relaxed) {
+                return true;
+            }
+            lane.last_query_ns = now;
+        }
+        false
     }
 
     /// The sequence number the lane's fence event covers, if that event completed (one query,
@@ -621,9 +606,15 @@ impl CudaPartition {
         Ok(fence)
     }
 
-    fn completed_upto(&self, lane: &Lane) -> Result<Option<u64>, HalError> {
+    ///
+    /// Only fences beyond sequence number `after` are considered, and a memory fence (a hybrid
+    /// lane's null event) ends the scan: its word tells.
+    fn completed_upto(&self, lane: &Lane, after: u64) -> Result<Option<u64>, HalError> {
         let mut done = None;
-        for &(upto, e, ticket) in &lane.events {
+        for &(upto, e, ticket) in lane.events.iter().filter(|&&(upto, _, _)| upto > after) {
+            if e.is_null() {
+                break;
+            }
             if ticket > 0 {
                 let issued = self.shared.submitter().is_none_or(|sub| sub.executed() >= ticket);
                 if !issued || self.errors.lock().is_some() {
