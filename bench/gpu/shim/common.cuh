@@ -1,7 +1,7 @@
-// Pieces shared by the interposer-free benchmark programs (green_chain.cu, launch_paths.cu,
-// memfence_probe.cu, launch_idle.cu, launch_xthread.cu): their kernels, a percentile helper, the
-// primary context and a green context over every SM with one stream (what vitamin's root pool node
-// is). Error checks: check.cuh.
+// Pieces shared by the benchmark programs (chain_bench.cu, op_gaps.cu, op_phases.cu, green_chain.cu,
+// launch_paths.cu, memfence_probe.cu, launch_idle.cu, launch_xthread.cu): their kernels, a percentile helper, the
+// primary context and a green context over every SM with one stream (vitamin's whole-device pool
+// node under VITAMIN_ROOT_CONTEXT=green). Error checks: check.cuh.
 #pragma once
 #include <algorithm>
 #include <vector>
@@ -20,6 +20,28 @@ __global__ void layer(const float* x, float* y, int iters) {
     float v = x[i];
     for (int k = 0; k < iters; k++) v = fmaf(v, 0.999f, 0.001f * (float)(k & 7));
     y[i] = v;
+}
+
+// The GPU's nanosecond clock (%globaltimer).
+__device__ __forceinline__ unsigned long long gtimer() {
+    unsigned long long t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    return t;
+}
+
+// `layer` that also stamps its earliest block start (ts[0], atomicMin) and latest block end
+// (ts[1], atomicMax): the operator's GPU span and inter-kernel gaps (chain_bench.cu, op_gaps.cu).
+__global__ void layer_ts(const float* x, float* y, int iters, unsigned long long* ts) {
+    unsigned long long t0 = gtimer();
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    float v = x[i];
+    for (int k = 0; k < iters; k++) v = fmaf(v, 0.999f, 0.001f * (float)(k & 7));
+    y[i] = v;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        atomicMin(&ts[0], t0);
+        atomicMax(&ts[1], gtimer());
+    }
 }
 
 // The device buffers of the chain and the operator: a counter for `bump` and the operator's two

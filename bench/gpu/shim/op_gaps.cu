@@ -23,26 +23,6 @@
 
 #include "common.cuh"
 
-__device__ __forceinline__ unsigned long long gtimer() {
-    unsigned long long t;
-    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-    return t;
-}
-
-// `layer` that also stamps its earliest block start (ts[0]) and latest block end (ts[1]).
-__global__ void layer_ts(const float* x, float* y, int iters, unsigned long long* ts) {
-    unsigned long long t0 = gtimer();
-    int i = blockIdx.x * blockDim.x + threadIdx.x;
-    float v = x[i];
-    for (int k = 0; k < iters; k++) v = fmaf(v, 0.999f, 0.001f * (float)(k & 7));
-    y[i] = v;
-    __syncthreads();
-    if (threadIdx.x == 0) {
-        atomicMin(&ts[0], t0);
-        atomicMax(&ts[1], gtimer());
-    }
-}
-
 using clk = std::chrono::steady_clock;
 
 int main(int argc, char** argv) {
