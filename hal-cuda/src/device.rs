@@ -58,8 +58,8 @@ pub(crate) struct Shared {
     pub(crate) busy_query_ns: AtomicU64,
     /// Whether the whole-device node's lanes are primary-context streams ([`ROOT_CONTEXT_ENV`]).
     pub(crate) root_on_primary: bool,
-    /// [`FenceMode::Hybrid`]: lanes have fence words, used only for waiters' fences.
-    pub(crate) hybrid_fences: bool,
+    /// How lanes are fenced (memory and hybrid lanes have fence words, from `fence_words`).
+    pub(crate) fence_mode: FenceMode,
 }
 
 /// Pinned, device-mapped host pages of 64-bit fence words, one per lane: a lane's fence is a
@@ -333,12 +333,12 @@ impl CudaBackend {
             fence_words: None,
             busy_query_ns: AtomicU64::new(crate::partition::BUSY_QUERY_NS),
             root_on_primary: root_on_primary_from_env(),
-            hybrid_fences: false,
+            fence_mode: FenceMode::Event,
         };
         let mode = fence_mode_from_env();
         if shared.caps.stream_mem_ops && mode != FenceMode::Event {
             shared.fence_words = Some(Mutex::new(FenceWords { pages: Vec::new(), used: 0 }));
-            shared.hybrid_fences = mode == FenceMode::Hybrid;
+            shared.fence_mode = mode;
         }
         shared.make_current()?;
         let whole = driver::device::sm_resource(device)?;
@@ -438,11 +438,7 @@ impl CudaBackend {
 
     /// How this backend's lanes are fenced.
     pub fn fence_mode(&self) -> FenceMode {
-        match (self.shared.fence_words.is_some(), self.shared.hybrid_fences) {
-            (true, true) => FenceMode::Hybrid,
-            (true, false) => FenceMode::Memory,
-            _ => FenceMode::Event,
-        }
+        self.shared.fence_mode
     }
 
     /// What the probe found.

@@ -221,7 +221,7 @@ impl CudaPartition {
                     keepalive: VecDeque::new(),
                     last_ticket: 0,
                     last_query_ns: 0,
-                    hybrid: word.is_some() && part.shared.hybrid_fences,
+                    hybrid: word.is_some() && part.shared.fence_mode == crate::FenceMode::Hybrid,
                     word,
                 })),
                 Err(e) => {
@@ -372,14 +372,14 @@ impl CudaPartition {
                 self.fence_lane(&mut st, waiter)?;
             }
             let done = match st.word {
-                // Memory fences: reading the word costs no driver call.
-                Some(word) if !st.hybrid => {
-                    let now = self.shared.epoch.elapsed().as_nanos() as u64;
-                    self.word_completed(&mut st, word, now)?
-                }
+                // Memory and hybrid fences: reading the word costs no driver call.
                 Some(word) => {
                     let now = self.shared.epoch.elapsed().as_nanos() as u64;
-                    self.hybrid_completed(&mut st, word, now)?
+                    if st.hybrid {
+                        self.hybrid_completed(&mut st, word, now)?
+                    } else {
+                        self.word_completed(&mut st, word, now)?
+                    }
                 }
                 None => {
                     if self.query_deferred(&mut st) {

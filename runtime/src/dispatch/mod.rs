@@ -545,20 +545,15 @@ impl<B: Backend, P: Policy> Dispatcher<B, P> {
         Ok(n)
     }
 
-    /// Whether the pumping thread's polls only observe completions (record no lane fences): while
-    /// host threads spin in a synchronize call polling for themselves ([`DispatchConfig::waiters_poll`],
-    /// [`VirtualContext::has_assisting_waiters`]; a parked waiter polls nothing), their polls
-    /// record the fences. A launch on a stream whose previous driver call another thread made
-    /// costs more (measured on the H200 host: 5.7 vs 4.0 us, application thread, session 7), and
-    /// the waiting thread usually launches next on the lane it waited for.
-    fn fences_left_to_waiters(&self) -> bool {
-        self.config.waiters_poll && self.clients.iter().any(|c| c.vctx.has_assisting_waiters())
-    }
-
-    /// How the pumping thread's own polls fence: not at all while waiting threads do it
-    /// ([`fences_left_to_waiters`](Self::fences_left_to_waiters)).
+    /// How the pumping thread's own polls fence: they only observe completions (record no lane
+    /// fences) while host threads spin in a synchronize call polling for themselves
+    /// ([`DispatchConfig::waiters_poll`], [`VirtualContext::has_assisting_waiters`]; a parked
+    /// waiter polls nothing), whose polls record the fences. A launch on a stream whose previous
+    /// driver call another thread made costs more (measured on the H200 host: 5.7 vs 4.0 us,
+    /// application thread, session 7), and the waiting thread usually launches next on the lane
+    /// it waited for.
     fn own_fencing(&self) -> Fencing {
-        if self.fences_left_to_waiters() {
+        if self.config.waiters_poll && self.clients.iter().any(|c| c.vctx.has_assisting_waiters()) {
             Fencing::Observe
         } else {
             Fencing::Record
