@@ -3,7 +3,7 @@
 // (best of 5) alone, then beside a thread spinning (pause) on each other vCPU in turn. A spinner on
 // the host sibling of `base` slows the loop markedly; one on another core does not. (A launch-bound
 // thread beside vitamin's spinning helper threads would be slowed the same way.)
-// Build: cc -O2 -pthread sibling_probe.c -o sibling_probe; run: ./sibling_probe [base]
+// Build: cc -O2 -pthread sibling_probe.c -o sibling_probe; run: ./sibling_probe [base] [pause|int|yield]
 #define _GNU_SOURCE
 #include <pthread.h>
 #include <sched.h>
@@ -15,6 +15,11 @@
 
 static atomic_int spin_on = -1;
 static atomic_int stop = 0;
+// What the spinner runs: 0 pause (as a spinning wait), 1 integer work (a busy thread: a hidden
+// host sibling then shows as a 1.5-2x slowdown, which a pause spinner barely causes), 2 pause +
+// sched_yield (vitamin's helper threads' spin).
+static int mode = 0;
+static volatile unsigned long sink = 1;
 
 static void pin(int cpu) {
     cpu_set_t s;
@@ -27,8 +32,18 @@ static void* spinner(void* arg) {
     int cpu = (int)(long)arg;
     pin(cpu);
     while (!atomic_load(&stop)) {
-        if (atomic_load(&spin_on) == cpu) __builtin_ia32_pause();
-        else usleep(1000);
+        if (atomic_load(&spin_on) == cpu) {
+            if (mode == 1) {
+                for (int i = 0; i < 1000; i++) sink = sink * 6364136223846793005UL + 1;
+            } else if (mode == 2) {
+                __builtin_ia32_pause();
+                sched_yield();
+            } else {
+                __builtin_ia32_pause();
+            }
+        } else {
+            usleep(1000);
+        }
     }
     return NULL;
 }
@@ -53,6 +68,8 @@ static double work(void) {
 
 int main(int argc, char** argv) {
     int base = argc > 1 ? atoi(argv[1]) : 2;
+    const char* m = argc > 2 ? argv[2] : "pause";
+    mode = m[0] == 'i' ? 1 : m[0] == 'y' ? 2 : 0;
     int n = (int)sysconf(_SC_NPROCESSORS_ONLN);
     pthread_t th[256];
     for (int c = 0; c < n && c < 256; c++) pthread_create(&th[c], NULL, spinner, (void*)(long)c);
@@ -60,7 +77,7 @@ int main(int argc, char** argv) {
     atomic_store(&spin_on, -1);
     usleep(20000);
     double alone = work();
-    printf("{\"base\": %d, \"alone_ms\": %.2f, \"beside\": {", base, alone);
+    printf("{\"base\": %d, \"spinner\": \"%s\", \"alone_ms\": %.2f, \"beside\": {", base, m, alone);
     for (int c = 0; c < n; c++) {
         if (c == base) continue;
         atomic_store(&spin_on, c);
