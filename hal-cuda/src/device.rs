@@ -86,6 +86,12 @@ pub(crate) struct FenceWord {
     pub(crate) device: driver::CUdeviceptr,
 }
 
+// SAFETY: the word is an atomic in pinned host memory, read only through `load`; whoever holds a
+// `FenceWord` also holds the `Shared` that owns its page (a partition, or a `LaneProgress`).
+unsafe impl Send for FenceWord {}
+// SAFETY: as above; concurrent atomic loads are sound.
+unsafe impl Sync for FenceWord {}
+
 impl FenceWord {
     /// The newest sequence number the device wrote (Acquire: the work before it completed).
     pub(crate) fn load(&self) -> u64 {

@@ -46,7 +46,8 @@ use parking_lot::Mutex;
 use smallvec::SmallVec;
 use vitamin_hal::trace::{self, Tag};
 use vitamin_hal::{
-    Endpoint, Fence, HalError, HostFunction, Incompatibility, KernelLaunch, LaneId, OpDesc, PhysicalPartition, UnitSet,
+    Endpoint, Fence, HalError, HostFunction, Incompatibility, KernelLaunch, LaneId, LaneProgress, OpDesc,
+    PhysicalPartition, UnitSet,
 };
 
 use crate::device::{FenceWord, Shared};
@@ -812,6 +813,23 @@ impl PhysicalPartition for CudaPartition {
 
     fn poll_for_waiter(&self, completed: &mut Vec<Fence>) -> Result<usize, HalError> {
         self.poll_lanes(completed, true, true)
+    }
+
+    fn lane_progress(&self, lane: LaneId, seq: u64) -> Option<LaneProgress> {
+        let st = self.lanes.get(lane as usize)?.lock();
+        let word = st.word?;
+        // Only memory fences advance the word: one covering `seq` must be recorded (or handed
+        // to the submission thread). One already seen complete has left the queue: the poll
+        // that saw it reported `seq`.
+        if !st.events.iter().any(|&(upto, e, _)| e.is_null() && upto >= seq) {
+            return None;
+        }
+        let keep = self.shared.clone();
+        Some(LaneProgress::new(move || {
+            // The page holding the word is freed only with `Shared`, which `keep` holds.
+            let _ = &keep;
+            word.load()
+        }))
     }
 
     fn poll_observing(&self, completed: &mut Vec<Fence>) -> Result<usize, HalError> {

@@ -76,8 +76,48 @@ pub trait PhysicalPartition: Send + Sync {
         self.poll(completed)
     }
 
+    /// A lock-free view of `lane`'s progress that will report sequence number `seq` complete
+    /// without another [`poll`](Self::poll): `Some` only where the backend has a fence covering
+    /// `seq` whose completion a load can see (CUDA's memory fences, which the device writes
+    /// into host memory). A thread waiting for that op can then spin on
+    /// [`LaneProgress::reached`] instead of polling; the poll still reports the fence, exactly
+    /// once, as usual. `None` (the default): no such fence, poll.
+    fn lane_progress(&self, lane: LaneId, seq: u64) -> Option<LaneProgress> {
+        let _ = (lane, seq);
+        None
+    }
+
     /// Blocks until everything submitted so far has completed (used to drain before teardown).
     fn synchronize(&self) -> Result<(), HalError>;
+}
+
+/// A lane's completed sequence number as a lock-free read ([`PhysicalPartition::lane_progress`]):
+/// it only grows, and a value of at least `seq` means the lane's op `seq` and every op before it
+/// on the lane completed. Cheap to clone (one reference count); reading it is one load.
+#[derive(Clone)]
+pub struct LaneProgress(Arc<dyn Fn() -> u64 + Send + Sync>);
+
+impl LaneProgress {
+    /// A view reading the lane's completed sequence number with `read` (which must only grow).
+    pub fn new(read: impl Fn() -> u64 + Send + Sync + 'static) -> Self {
+        LaneProgress(Arc::new(read))
+    }
+
+    /// The lane's completed sequence number now.
+    pub fn completed(&self) -> u64 {
+        (self.0)()
+    }
+
+    /// Whether the lane's op `seq` completed.
+    pub fn reached(&self, seq: u64) -> bool {
+        self.completed() >= seq
+    }
+}
+
+impl std::fmt::Debug for LaneProgress {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("LaneProgress").field(&self.completed()).finish()
+    }
 }
 
 /// A device able to realize partitions.

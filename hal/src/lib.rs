@@ -39,7 +39,7 @@ pub mod topology;
 pub mod trace;
 pub mod unitset;
 
-pub use backend::{check_union_of_leaves, Backend, Fence, LaneId, PhysicalPartition};
+pub use backend::{check_union_of_leaves, Backend, Fence, LaneId, LaneProgress, PhysicalPartition};
 pub use error::{HalError, Incompatibility};
 pub use op::{
     Copy, Dim3, Endpoint, Fill, FunctionKind, FunctionRef, GraphLaunch, HostFunction, KernelArgs, KernelLaunch,

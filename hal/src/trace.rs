@@ -154,7 +154,9 @@ pub fn mark(tag: Tag, arg: u64) {
 /// submission 14 (descriptor checked), 15 (context current), 16 (lane locked), 17 (hand-off
 /// decided); completion poll 20 (backend polled, before satisfying tokens), 21 (a lane's fence
 /// found complete), 23 (vCtx lock held to satisfy completions), 24 (completions satisfied, before
-/// wake-ups).
+/// wake-ups), 25 (a waiting thread read its ops' fence words reached), 26 (its vCtx lock held to
+/// leave them for the next holder), 28 (a holder satisfies ops waiting threads left), 29 (a fresh
+/// launch's binding catches up with completions the pool still counts).
 #[inline]
 pub fn step(n: u64) {
     mark(Tag::Step, n);

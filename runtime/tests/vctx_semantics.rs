@@ -468,6 +468,55 @@ fn a_wait_assist_that_saw_the_ops_run_retires_them_and_their_live_history() {
     assert_eq!(c.outstanding(), 0);
 }
 
+/// A waiting thread whose assist established its ops complete returns without retiring them;
+/// the next holder of the context's lock does. A launch-first recording that depends on nothing
+/// else launches before that retirement (the first launch after a synchronize call), and one
+/// that depends on other live work retires them and is refused as usual.
+#[test]
+fn ops_a_waiter_established_complete_retire_at_the_next_lock_and_after_a_launch_first() {
+    let c = ctx();
+    c.set_sync_spin(Duration::from_secs(5));
+    let s = c.create_stream(StreamKind::NonBlocking, 0);
+    let other = c.create_stream(StreamKind::NonBlocking, 0);
+    let ops: Vec<OpId> = (0..3).map(|_| c.record_op(s, op()).unwrap().op).collect();
+    let running = c.record_op(other, op()).unwrap().op;
+    assert_eq!(ready(&c), vec![ops[0], running]);
+    for &o in ops.iter().chain([&running]) {
+        c.mark_submitted(o);
+    }
+    assert!(c.set_wait_assist(Box::new(|_: &[OpId]| true)));
+    c.stream_synchronize(s).unwrap();
+    // Launch-first on the synchronized stream: fresh, launched, then recorded with no
+    // predecessor; the three ops are retired by then.
+    let mut launched = false;
+    let (rec, ()) = c
+        .record_launched_first(
+            s,
+            || {
+                launched = true;
+                Some((op(), ()))
+            },
+            |_, _, ()| (),
+        )
+        .unwrap()
+        .expect("fresh after the wait");
+    assert!(launched && rec.preds.is_empty());
+    assert!(ops.iter().all(|&o| c.is_complete(o)));
+    assert_eq!(c.outstanding(), 2, "the launched op and the one still running on the other stream");
+    // Behind live work (an event recorded after `running`): never launched first.
+    let e = c.create_event();
+    c.record_event(e, other).unwrap();
+    c.wait_event(s, e).unwrap();
+    let refused =
+        c.record_launched_first(s, || -> Option<(Arc<OpDesc>, ())> { panic!("not fresh") }, |_, _, ()| ()).unwrap();
+    assert!(refused.is_none());
+    // And a wait that leaves its ops for the next lock, followed by a query: complete.
+    let t = c.record_op(other, op()).unwrap().op;
+    c.mark_submitted(t);
+    c.stream_synchronize(other).unwrap();
+    assert!(c.stream_query(other).unwrap() && c.is_complete(t) && c.is_complete(running));
+}
+
 /// `record_op_eager` offers an op with no live predecessor (fresh), or one whose live
 /// predecessors are all submitted (with them), before any other thread can see it; a taken op
 /// counts as submitted (never handed out, its successors are continuable), a refused one takes

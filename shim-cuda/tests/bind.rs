@@ -243,6 +243,7 @@ fn chaos_binds_every_launch_unchanged_to_green_contexts_in_happens_before_order(
 #[test]
 fn every_policy_and_strict_readiness_keep_the_program_s_semantics() {
     let mut eager_continued_total = 0;
+    let mut fast_waits_total = 0;
     let mut launched_first_total = 0;
     for (name, vars) in [
         ("throughput", vec![("VITAMIN_POLICY", "throughput")]),
@@ -295,6 +296,8 @@ fn every_policy_and_strict_readiness_keep_the_program_s_semantics() {
         ("throughput-hybrid-fence", vec![("VITAMIN_FENCE", "hybrid")]),
         ("throughput-hybrid-fence-no-memops", vec![("VITAMIN_FENCE", "hybrid"), ("FAKE_CUDA_NO_MEMOPS", "1")]),
         ("throughput-event-fence", vec![("VITAMIN_FENCE", "event")]),
+        // Waiting threads polling every time instead of spinning on fence words.
+        ("throughput-no-fast-wait", vec![("VITAMIN_FAST_WAIT", "0")]),
         // The experimental native wait on lane streams.
         ("throughput-native-wait", vec![("VITAMIN_NATIVE_WAIT", "1")]),
         // The whole-device node on a green context like every other node (the primary context
@@ -361,6 +364,16 @@ fn every_policy_and_strict_readiness_keep_the_program_s_semantics() {
             _ => "hybrid",
         };
         assert_eq!(b["dispatcher"]["fence"], fence, "{name}: {b:#}");
+        // Fast waits (on by default) need memory fences (the words of the lanes waited for) and
+        // the wait assist (the waiting thread polls, and learns the lanes at its polls).
+        let fast_waits = b["dispatcher"]["fast_waits"].as_u64().expect("fast_waits in the census");
+        if fence == "event" || name.contains("no-fast-wait") || name.contains("no-assist") {
+            assert_eq!(fast_waits, 0, "{name}: {b:#}");
+        } else {
+            // Whether a wait ends on the words or at a poll is a race: counted over the runs.
+            fast_waits_total += fast_waits;
+        }
+        eprintln!("{name}: fast waits {fast_waits}");
         let submit = &b["dispatcher"]["submit_thread"];
         match name {
             "chaos-no-submit-thread" => assert!(submit.is_null(), "no submission thread: {b:#}"),
@@ -374,6 +387,7 @@ fn every_policy_and_strict_readiness_keep_the_program_s_semantics() {
         }
     }
     assert!(eager_continued_total > 0, "no run continued an op on the application thread");
+    assert!(fast_waits_total > 0, "no wait ended on the fence words read by the waiting thread");
     // The other Throughput configurations launch first too, unless the dispatcher thread held
     // its lock at each fresh launch (a race): counted over them.
     assert!(launched_first_total > 0, "no other Throughput run launched an op before its record");

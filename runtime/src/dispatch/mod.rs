@@ -48,7 +48,7 @@ use std::time::Duration;
 use serde::Serialize;
 use smallvec::SmallVec;
 use thiserror::Error;
-use vitamin_hal::{Backend, Fence, HalError, LaneId, OpDesc, PhysicalPartition, UnitSet};
+use vitamin_hal::{Backend, Fence, HalError, LaneId, LaneProgress, OpDesc, PhysicalPartition, UnitSet};
 
 pub use timeline::{Span, Timeline, SERVICE_NODE};
 
@@ -293,7 +293,8 @@ pub struct Dispatcher<B: Backend, P: Policy> {
     /// Predicted time each node lane drains (profile estimates of what was submitted).
     lane_busy_until: Vec<Vec<u64>>,
     inflight: HashMap<(Option<NodeId>, Fence), Inflight>,
-    places: HashMap<(usize, OpId), Place>,
+    /// Where each submitted, unsatisfied op sits, with its fence's sequence number on the lane.
+    places: HashMap<(usize, OpId), (Place, u64)>,
     clients: Vec<Client>,
     infos: Vec<ClientInfo>,
     ready: Vec<ReadyEntry>,
@@ -457,7 +458,17 @@ impl<B: Backend, P: Policy> Dispatcher<B, P> {
     /// Where client `client`'s op `op` was submitted, while it is in flight: (node, lane), node
     /// `None` for the service partition.
     pub fn placement(&self, client: usize, op: OpId) -> Option<(Option<NodeId>, LaneId)> {
-        self.places.get(&(client, op)).map(|p| (p.node, p.lane))
+        self.places.get(&(client, op)).map(|(p, _)| (p.node, p.lane))
+    }
+
+    /// A lock-free view of the progress of the lane that `op` of `client` was submitted on, and
+    /// the op's sequence number there, where the backend offers one
+    /// ([`PhysicalPartition::lane_progress`]): a thread waiting for the op may spin on it
+    /// instead of polling. `None`: not submitted, already observed complete, or no such view.
+    pub fn lane_progress(&self, client: usize, op: OpId) -> Option<(LaneProgress, u64)> {
+        let &(at, seq) = self.places.get(&(client, op))?;
+        let progress = self.partition(at.node)?.lane_progress(at.lane, seq)?;
+        Some((progress, seq))
     }
 
     /// The physical partition of `node` (`None`: the service partition).
@@ -470,7 +481,10 @@ impl<B: Backend, P: Policy> Dispatcher<B, P> {
 
     /// Whether nothing is ready or in flight (and no completion awaits its bookkeeping).
     pub fn is_idle(&self) -> bool {
-        self.ready.is_empty() && self.inflight.is_empty() && self.finishing.is_empty()
+        self.ready.is_empty()
+            && self.inflight.is_empty()
+            && self.finishing.is_empty()
+            && self.satisfied.iter().all(Vec::is_empty)
     }
     /// Ops submitted and not yet completed.
     pub fn inflight(&self) -> usize {
@@ -490,6 +504,8 @@ impl<B: Backend, P: Policy> Dispatcher<B, P> {
         let mut progress = 0;
         let mut clock = self.config.profile_phases.then(std::time::Instant::now);
         self.finish_completed();
+        // Completions a catch-up observed under a recording thread's vCtx lock.
+        self.flush_satisfied();
         if self.inflight.is_empty() {
             // Nothing can complete: a poll would only delay the new work's submission.
             self.awaiting_completion = false;
@@ -692,6 +708,9 @@ impl<B: Backend, P: Policy> Dispatcher<B, P> {
     /// Brings completions and leases up to date, then asks the policy for a lone fresh op's
     /// node without a round ([`Policy::solo_node`]); `None`: the policy has no direct answer.
     fn fresh_solo_node(&mut self, client: usize, op: OpId, desc: &Arc<OpDesc>) -> Option<NodeId> {
+        if !self.pool.is_quiescent() {
+            self.catch_up();
+        }
         self.finish_completed();
         self.release_idle_leases();
         crate::trace::step(10);
@@ -800,7 +819,7 @@ impl<B: Backend, P: Policy> Dispatcher<B, P> {
         {
             return false;
         }
-        let place = common_place(preds.iter().map(|p| self.places.get(&(client, *p)).copied()));
+        let place = common_place(preds.iter().map(|p| self.places.get(&(client, *p)).map(|(at, _)| *at)));
         self.now = self.backend.now_ns();
         let Continuation::Lane(Some(node), lane) = self.continuation_target(client, op, desc, place) else {
             return false;
@@ -970,8 +989,9 @@ impl<B: Backend, P: Policy> Dispatcher<B, P> {
             }
             // A pending predecessor that is no longer placed has completed (this thread satisfied
             // it): only the placed ones constrain where the op may follow.
-            let place =
-                common_place(c.pending_preds.iter().filter_map(|p| self.places.get(&(ci, *p)).copied()).map(Some));
+            let place = common_place(
+                c.pending_preds.iter().filter_map(|p| self.places.get(&(ci, *p)).map(|(at, _)| *at)).map(Some),
+            );
             let holder = self.clients[ci].info.holder;
             let target = match self.continuation_target(ci, c.op, &c.desc, place) {
                 Continuation::Lane(node, lane) => Some((node, lane)),
@@ -1263,7 +1283,7 @@ impl<B: Backend, P: Policy> Dispatcher<B, P> {
         if self.mark_in_vctx {
             self.clients[client].vctx.mark_submitted(op);
         }
-        self.places.insert((client, op), Place { node, lane });
+        self.places.insert((client, op), (Place { node, lane }, fence.seq));
         self.inflight.insert((node, fence), Inflight { client, op, desc, node, submitted: now, continued });
     }
 
@@ -1272,6 +1292,29 @@ impl<B: Backend, P: Policy> Dispatcher<B, P> {
     /// next round or poll. Without `fence` the partitions only observe (no lane fences recorded:
     /// [`PhysicalPartition::poll_observing`]).
     fn poll(&mut self, defer_finish: bool, fence: Fencing) -> Result<usize, DispatchError> {
+        self.poll_satisfying(defer_finish, fence, true)
+    }
+
+    /// Catches up with completions for a fresh op's binding, with the recording thread's vCtx
+    /// lock held (so the completions' tokens are satisfied by the next poll, not here): where a
+    /// thread waiting in a synchronize call saw its ops complete on its own and satisfied them
+    /// in its vCtx (a waiter spinning on [`lane_progress`](Self::lane_progress)), the pool still
+    /// counts them until a poll observes their fences, and a policy answering only for a
+    /// quiescent pool would refuse the launch that follows the wait.
+    fn catch_up(&mut self) {
+        if self.inflight.is_empty() {
+            return;
+        }
+        crate::trace::step(29);
+        if let Err(e) = self.poll_satisfying(false, Fencing::Observe, false) {
+            tracing::debug!(error = %e, "catching up with completions failed; the next round polls");
+        }
+        self.last_poll_ns = self.now;
+    }
+
+    /// [`poll`](Self::poll); `satisfy`: also satisfy the completions' tokens now (else they
+    /// wait in `satisfied` for the next poll's).
+    fn poll_satisfying(&mut self, defer_finish: bool, fence: Fencing, satisfy: bool) -> Result<usize, DispatchError> {
         crate::trace::mark(crate::trace::Tag::PollBegin, 0);
         self.finish_completed();
         let mut n = 0;
@@ -1309,7 +1352,9 @@ impl<B: Backend, P: Policy> Dispatcher<B, P> {
         crate::trace::step(20);
         // Tokens first: a thread waiting in a synchronize call sees its completion at once; the
         // pool, policy and prediction bookkeeping of the batch follows (`finish_completed`).
-        self.flush_satisfied();
+        if satisfy {
+            self.flush_satisfied();
+        }
         n += done.len();
         self.finishing = done;
         self.scratch_fences = fences;

@@ -27,6 +27,11 @@ struct State {
     eager_waiters: usize,
     /// Host threads blocked in a synchronize call.
     blocked: usize,
+    /// Ops a waiting thread established complete, with all their live ancestors (its wait
+    /// assist returned `true`), and returned without satisfying: the next holder of the lock
+    /// satisfies them first ([`VirtualContext::lock`]), so the waiting thread's return does not
+    /// wait for their retirement.
+    completed: SmallVec<[OpId; 4]>,
 }
 
 /// All application-visible logical state of one process and device: streams, events, ops and
@@ -59,17 +64,20 @@ pub struct VirtualContext {
     assisting: AtomicUsize,
     /// The DAG's live-op counts per stream bucket ([`VirtualContext::stream_has_live_op`]).
     live: std::sync::Arc<LiveByStream>,
+    /// Whether `State::completed` may hold ops (then the live counts may be stale).
+    has_completed: AtomicBool,
 }
 
 /// Work a spinning waiter does on each turn, with the ops it waits for (live, unsatisfied): e.g.
 /// polling completions itself. Returns `true` only if it established that those ops **and all
 /// their live ancestors** physically completed (e.g. by waiting natively on the FIFO lane they
-/// were submitted to): the waiter then satisfies them itself and returns.
+/// were submitted to, or reading the fence words the device wrote after them): the waiter then
+/// returns at once, leaving their satisfaction to the next holder of the context's lock.
 pub type WaitAssist = Box<dyn Fn(&[OpId]) -> bool + Send + Sync>;
 
 impl fmt::Debug for VirtualContext {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let g = self.state.lock();
+        let g = self.lock();
         let (streams, events) = g.order.counts();
         f.debug_struct("VirtualContext")
             .field("id", &self.id)
@@ -119,6 +127,38 @@ impl VirtualContext {
             sync_yield: AtomicBool::new(true),
             assist: std::sync::OnceLock::new(),
             assisting: AtomicUsize::new(0),
+            has_completed: AtomicBool::new(false),
+        }
+    }
+
+    /// The context's lock, after satisfying the ops waiting threads established complete
+    /// (`State::completed`): every reader of the DAG sees them retired. Its wake-ups are made
+    /// with the lock held.
+    fn lock(&self) -> MutexGuard<'_, State> {
+        let mut g = self.state.lock();
+        if !g.completed.is_empty() {
+            self.settle(&mut g);
+        }
+        g
+    }
+
+    /// Satisfies `State::completed` (see [`lock`](Self::lock)).
+    fn settle(&self, g: &mut State) {
+        crate::trace::step(28);
+        for op in std::mem::take(&mut g.completed) {
+            g.dag.satisfy_with_ancestors(op);
+        }
+        self.has_completed.store(false, Ordering::Release);
+        let fx = g.dag.take_effects();
+        if fx.new_work {
+            self.work_hint.store(true, Ordering::Release);
+        }
+        self.retirements.fetch_add(1, Ordering::AcqRel);
+        if fx.woke_watched {
+            self.completion.notify_all();
+        }
+        if (fx.new_work && g.work_waiters > 0) || (fx.submitted_eagerly && g.eager_waiters > 0) {
+            self.work.notify_all();
         }
     }
 
@@ -174,14 +214,14 @@ impl VirtualContext {
 
     /// The per-thread default stream of host thread `thread`, created on first use.
     pub fn per_thread_default_stream(&self, thread: u64) -> StreamId {
-        self.state.lock().order.per_thread(thread)
+        self.lock().order.per_thread(thread)
     }
 
     /// Creates a stream. `Blocking` and `NonBlocking` create a new stream with `priority` (lower
     /// is higher priority, as natively); `LegacyDefault` and `PerThreadDefault` return the
     /// existing default stream instead (priority ignored).
     pub fn create_stream(&self, kind: StreamKind, priority: i32) -> StreamId {
-        let mut g = self.state.lock();
+        let mut g = self.lock();
         match kind {
             StreamKind::LegacyDefault => StreamId::LEGACY,
             StreamKind::PerThreadDefault { thread } => g.order.per_thread(thread),
@@ -193,7 +233,7 @@ impl VirtualContext {
     /// and still counts for events, waits and device synchronization (CUDA `cuStreamDestroy`).
     /// The default streams cannot be destroyed ([`VctxError::InvalidHandle`]).
     pub fn destroy_stream(&self, s: StreamId) -> Result<(), VctxError> {
-        let mut g = self.state.lock();
+        let mut g = self.lock();
         let st = &mut *g;
         st.order.destroy_stream(s, &st.dag)
     }
@@ -201,19 +241,19 @@ impl VirtualContext {
     /// Forgets the per-thread default stream of a thread that exited (its recorded work still
     /// completes). Keeps the stream table bounded when threads come and go.
     pub fn release_per_thread_default_stream(&self, thread: u64) {
-        let mut g = self.state.lock();
+        let mut g = self.lock();
         let st = &mut *g;
         st.order.release_per_thread(thread, &st.dag);
     }
 
     /// The kind of a live stream.
     pub fn stream_kind(&self, s: StreamId) -> Result<StreamKind, VctxError> {
-        Ok(self.state.lock().order.stream(s)?.kind)
+        Ok(self.lock().order.stream(s)?.kind)
     }
 
     /// The priority a live stream was created with.
     pub fn stream_priority(&self, s: StreamId) -> Result<i32, VctxError> {
-        Ok(self.state.lock().order.stream(s)?.priority)
+        Ok(self.lock().order.stream(s)?.priority)
     }
 
     // ---- ops ----------------------------------------------------------------------------
@@ -223,7 +263,7 @@ impl VirtualContext {
     /// generations waited on since the previous op. Host functions and the device part of
     /// synchronous calls are recorded like any op.
     pub fn record_op(&self, s: StreamId, desc: Arc<OpDesc>) -> Result<Recorded, VctxError> {
-        let mut g = self.state.lock();
+        let mut g = self.lock();
         let st = &mut *g;
         let recorded = st.order.record_op(s, &mut st.dag, desc)?;
         crate::trace::mark(crate::trace::Tag::Recorded, recorded.op.0);
@@ -246,7 +286,7 @@ impl VirtualContext {
         desc: Arc<OpDesc>,
         submit: impl FnOnce(OpId, &Arc<OpDesc>, &[OpId]) -> bool,
     ) -> Result<(Recorded, bool), VctxError> {
-        let mut g = self.state.lock();
+        let mut g = self.lock();
         let st = &mut *g;
         let had_work = st.dag.pending_new_work();
         let recorded = st.order.record_op(s, &mut st.dag, desc.clone())?;
@@ -276,12 +316,21 @@ impl VirtualContext {
         launch: impl FnOnce() -> Option<(Arc<OpDesc>, T)>,
         commit: impl FnOnce(OpId, &Arc<OpDesc>, T) -> U,
     ) -> Result<Option<(Recorded, U)>, VctxError> {
+        // Ops a waiting thread established complete are satisfied after the launch when the op
+        // depends on nothing else (the first launch after a synchronize call that returned on
+        // fence words): their retirement then overlaps the launched kernel.
         let mut g = self.state.lock();
         let st = &mut *g;
-        if !st.order.would_be_fresh(s, &st.dag)? {
+        if !st.completed.is_empty() && !st.order.would_be_fresh_after(s, &st.dag, &st.completed)? {
+            self.settle(st);
+        }
+        if st.completed.is_empty() && !st.order.would_be_fresh(s, &st.dag)? {
             return Ok(None);
         }
         let Some((desc, launched)) = launch() else { return Ok(None) };
+        if !st.completed.is_empty() {
+            self.settle(st);
+        }
         let had_work = st.dag.pending_new_work();
         // Cannot fail: the stream was just found valid.
         let recorded = st.order.record_op(s, &mut st.dag, desc.clone())?;
@@ -299,14 +348,15 @@ impl VirtualContext {
     /// refuse it. `false` decides nothing (the op may still wait on events or the legacy
     /// stream): only the locked check does. May be stale either way.
     pub fn stream_has_live_op(&self, s: StreamId) -> bool {
-        self.live.any(s)
+        // Counts include ops established complete but not yet satisfied: no hint then.
+        self.live.any(s) && !self.has_completed.load(Ordering::Acquire)
     }
 
     /// A synchronous operation (e.g. `cuMemcpy`): records `desc` on `s` and blocks until it
     /// completed. Returns the stream's sticky error if it (or an earlier op of the stream) failed.
     pub fn record_synchronous_op(&self, s: StreamId, desc: Arc<OpDesc>) -> Result<OpId, VctxError> {
         let recorded = self.record_op(s, desc)?;
-        let g = self.state.lock();
+        let g = self.lock();
         let (g, _) = self.wait_tokens(g, Frontier::from_slice(&[recorded.op]), Block::FOREVER);
         if let Ok(stream) = g.order.stream(s) {
             if let Some(e) = &stream.error {
@@ -318,32 +368,32 @@ impl VirtualContext {
 
     /// Whether `op`'s token is satisfied: it retired, or was never recorded.
     pub fn is_complete(&self, op: OpId) -> bool {
-        !self.state.lock().dag.is_live(op)
+        !self.lock().dag.is_live(op)
     }
 
     /// Recorded ops that have not retired yet (an op satisfied before its predecessors counts
     /// until they retire).
     pub fn outstanding(&self) -> usize {
-        self.state.lock().dag.len()
+        self.lock().dag.len()
     }
 
     // ---- events -------------------------------------------------------------------------
 
     /// Creates an event. Never recorded, it is complete.
     pub fn create_event(&self) -> EventId {
-        self.state.lock().order.create_event()
+        self.lock().order.create_event()
     }
 
     /// Destroys an event. Returns at once; waits already issued keep their generation (CUDA
     /// `cuEventDestroy`). Later use of the handle is [`VctxError::InvalidHandle`].
     pub fn destroy_event(&self, e: EventId) -> Result<(), VctxError> {
-        self.state.lock().order.destroy_event(e)
+        self.lock().order.destroy_event(e)
     }
 
     /// Records a new immutable generation of `e` at the current end of `s`; returns its number
     /// (1, 2, ...). An event recorded on a stream with no unfinished work is complete at once.
     pub fn record_event(&self, e: EventId, s: StreamId) -> Result<u64, VctxError> {
-        let mut g = self.state.lock();
+        let mut g = self.lock();
         let st = &mut *g;
         st.order.record_event(e, s, &st.dag)
     }
@@ -351,14 +401,14 @@ impl VirtualContext {
     /// Makes every later action on `s` follow the generation of `e` visible now. A later record
     /// of `e` does not retarget this wait. Waiting on a never-recorded event is a no-op.
     pub fn wait_event(&self, s: StreamId, e: EventId) -> Result<(), VctxError> {
-        let mut g = self.state.lock();
+        let mut g = self.lock();
         let st = &mut *g;
         st.order.wait_event(s, e, &st.dag)
     }
 
     /// The number of the generation of `e` current now (0 if never recorded).
     pub fn event_generation(&self, e: EventId) -> Result<u64, VctxError> {
-        Ok(self.state.lock().order.event_tokens(e)?.0)
+        Ok(self.lock().order.event_tokens(e)?.0)
     }
 
     // ---- synchronization and queries ------------------------------------------------------
@@ -417,13 +467,15 @@ impl VirtualContext {
                     match assist {
                         Some(f) => {
                             if f(&tokens) {
+                                // Complete, with every ancestor: return now; the next holder
+                                // of the lock satisfies them (`lock`).
                                 let mut s = self.state.lock();
-                                for &t in &tokens {
-                                    s.dag.satisfy_with_ancestors(t);
-                                }
-                                self.finish(s);
-                                self.retirements.fetch_add(1, Ordering::AcqRel);
-                                break false;
+                                crate::trace::step(26);
+                                s.completed.extend_from_slice(&tokens);
+                                self.has_completed.store(true, Ordering::Release);
+                                self.assisting.fetch_sub(assisting, Ordering::AcqRel);
+                                self.waiters.fetch_sub(1, Ordering::AcqRel);
+                                return (s, true);
                             }
                         }
                         None if yields => {
@@ -436,7 +488,7 @@ impl VirtualContext {
                         None => std::hint::spin_loop(),
                     }
                 };
-                g = self.state.lock();
+                g = self.lock();
                 if timed_out {
                     break;
                 }
@@ -465,7 +517,7 @@ impl VirtualContext {
     /// Blocks until every op in `ops` was handed to a backend lane, retired or was never
     /// recorded, or `block` says stop; returns whether all were. Parks like [`Self::wait_tokens`].
     fn wait_submissions(&self, ops: &[OpId], block: Block) -> bool {
-        let mut g = self.state.lock();
+        let mut g = self.lock();
         let mut pending: SmallVec<[OpId; 4]> = ops.iter().copied().filter(|o| !g.dag.is_submitted(*o)).collect();
         let deadline = match block {
             Block::No => return pending.is_empty(),
@@ -485,7 +537,7 @@ impl VirtualContext {
                 }
                 drop(g);
                 std::thread::yield_now();
-                g = self.state.lock();
+                g = self.lock();
             }
         }
         loop {
@@ -507,7 +559,7 @@ impl VirtualContext {
     /// Whether `op` was handed to a backend lane (it may still be running), retired, or was never
     /// recorded.
     pub fn is_submitted(&self, op: OpId) -> bool {
-        self.state.lock().dag.is_submitted(op)
+        self.lock().dag.is_submitted(op)
     }
 
     /// Blocks until every op in `ops` was handed to a backend lane (or retired; unknown ids count
@@ -525,7 +577,7 @@ impl VirtualContext {
     }
 
     fn sync_stream(&self, s: StreamId, block: Block) -> Result<bool, VctxError> {
-        let g = self.state.lock();
+        let g = self.lock();
         let stream = g.order.stream(s)?;
         if let Some(e) = &stream.error {
             return Err(e.clone());
@@ -558,7 +610,7 @@ impl VirtualContext {
     }
 
     fn sync_event(&self, e: EventId, block: Block) -> Result<bool, VctxError> {
-        let g = self.state.lock();
+        let g = self.lock();
         let (_, tokens) = g.order.event_tokens(e)?;
         let (_, done) = self.wait_tokens(g, tokens, block);
         Ok(done)
@@ -581,7 +633,7 @@ impl VirtualContext {
     }
 
     fn sync_device(&self, block: Block) -> Result<bool, VctxError> {
-        let g = self.state.lock();
+        let g = self.lock();
         if let Some(e) = &g.sticky {
             return Err(e.clone());
         }
@@ -606,13 +658,13 @@ impl VirtualContext {
 
     /// Host threads blocked in a synchronize call right now (observability and tests).
     pub fn blocked_threads(&self) -> usize {
-        self.state.lock().blocked
+        self.lock().blocked
     }
 
     /// The first asynchronous failure in this context, if any (for shims that report it from
     /// every call, as CUDA does after a sticky error).
     pub fn sticky_error(&self) -> Option<VctxError> {
-        self.state.lock().sticky.clone()
+        self.lock().sticky.clone()
     }
 
     // ---- dispatcher side ------------------------------------------------------------------
@@ -620,14 +672,14 @@ impl VirtualContext {
     /// Appends the ops that became ready since the last call, in the order they became ready.
     /// Each op is handed out once; ops submitted before becoming ready are not handed out.
     pub fn take_ready(&self, out: &mut Vec<ReadyOp>) {
-        let mut g = self.state.lock();
+        let mut g = self.lock();
         g.dag.take_ready(out);
         self.clear_hint_if_drained(&g);
     }
 
     /// Notes that `op` was handed to a backend lane (not yet complete). Idempotent.
     pub fn mark_submitted(&self, op: OpId) {
-        let mut g = self.state.lock();
+        let mut g = self.lock();
         g.dag.mark_submitted(op);
         self.finish(g);
     }
@@ -635,7 +687,7 @@ impl VirtualContext {
     /// Appends the ops, not ready, whose unsatisfied predecessors are all submitted (lane
     /// continuation candidates). Each op is reported at most once.
     pub fn take_continuable(&self, out: &mut Vec<ContinuableOp>) {
-        let mut g = self.state.lock();
+        let mut g = self.lock();
         g.dag.take_continuable(out);
         self.clear_hint_if_drained(&g);
     }
@@ -658,7 +710,7 @@ impl VirtualContext {
         if ops.is_empty() {
             return;
         }
-        let mut g = self.state.lock();
+        let mut g = self.lock();
         crate::trace::step(23);
         for &op in ops {
             g.dag.satisfy(op);
@@ -691,7 +743,7 @@ impl VirtualContext {
     /// and by device synchronization. A failure of an op that is not live is recorded for the
     /// device only.
     pub fn fail(&self, op: OpId, error: String) {
-        let mut g = self.state.lock();
+        let mut g = self.lock();
         let stream = if g.dag.is_live(op) { g.dag.stream_of(op) } else { None };
         let err = VctxError::LaunchFailed { op, stream, message: error };
         if let Some(s) = stream {
@@ -722,7 +774,7 @@ impl VirtualContext {
 
     fn wait_work(&self, timeout: Duration, wake_on_eager: bool) -> bool {
         let deadline = Instant::now().checked_add(timeout);
-        let mut g = self.state.lock();
+        let mut g = self.lock();
         if g.dag.has_work() {
             return true;
         }

@@ -249,6 +249,18 @@ impl Order {
         Ok(self.capture(s, dag)?.is_empty())
     }
 
+    /// Whether an op recorded on `s` now would have no live predecessor once the ops in
+    /// `completed` (established complete, with their ancestors, but not yet satisfied in `dag`)
+    /// are: every token it would depend on is one of them.
+    pub(crate) fn would_be_fresh_after(
+        &mut self,
+        s: StreamId,
+        dag: &Dag,
+        completed: &[OpId],
+    ) -> Result<bool, VctxError> {
+        Ok(self.capture(s, dag)?.iter().all(|t| completed.contains(t)))
+    }
+
     /// The tokens an op recorded on `s` now would depend on (legacy: after absorption).
     fn capture(&mut self, s: StreamId, dag: &Dag) -> Result<Frontier, VctxError> {
         if s == StreamId::LEGACY {

@@ -135,6 +135,11 @@ pub struct Tuning {
     /// thread skips its periodic poll round while threads waiting in synchronize calls poll for
     /// themselves (the wait assist), instead of taking the lock they poll under (experimental, off).
     pub defer_to_waiters: bool,
+    /// `VITAMIN_FAST_WAIT`: whether a thread waiting in a synchronize call, once every op it
+    /// waits for is covered by a memory fence, spins on the lanes' fence words without the
+    /// dispatcher lock and satisfies its ops itself when they are reached
+    /// ([`Coordinator::assist_wait`]), leaving the pool's bookkeeping to the next poll.
+    pub fast_wait: bool,
 }
 
 impl Tuning {
@@ -172,6 +177,7 @@ impl Tuning {
                 .map_or(Duration::from_nanos(vitamin_hal_cuda::BUSY_QUERY_NS), Duration::from_micros),
             spin_yield: get("VITAMIN_SPIN_YIELD").map_or(SPIN_YIELD, |v| v.trim() == "1"),
             defer_to_waiters: get("VITAMIN_DEFER_TO_WAITERS").map_or(DEFER_TO_WAITERS, |v| v.trim() == "1"),
+            fast_wait: get("VITAMIN_FAST_WAIT").map_or(FAST_WAIT, |v| v.trim() == "1"),
         }
     }
 }
@@ -211,6 +217,8 @@ pub struct Coordinator {
     count_assists: bool,
     /// Submissions made by application threads, which the dispatcher thread must learn of.
     submits: Arc<Submits>,
+    /// [`Tuning::fast_wait`].
+    fast_wait: bool,
 }
 
 /// Counts of submissions made by application threads ([`Coordinator`]).
@@ -223,14 +231,53 @@ struct Submits {
     /// unobserved, but leaves its lock to the application thread (which continues its lane and
     /// polls its own completions) for a poll interval before its next round.
     eager: std::sync::atomic::AtomicU64,
-    /// Completion polls made by waiting threads ([`Coordinator::assist_poll`]): while they poll,
+    /// Completion polls made by waiting threads ([`Coordinator::assist_wait`]): while they poll,
     /// the dispatcher thread leaves its periodic poll to them ([`Tuning::defer_to_waiters`]).
     assists: std::sync::atomic::AtomicU64,
     /// Launch-first attempts whose op would not have been fresh (the vCtx's locked check).
     lf_not_fresh: std::sync::atomic::AtomicU64,
     /// Launch-first attempts that found the dispatcher lock held.
     lf_dispatcher_busy: std::sync::atomic::AtomicU64,
+    /// Waits that ended on fence words a waiting thread read itself ([`Tuning::fast_wait`]).
+    fast_waits: std::sync::atomic::AtomicU64,
+    /// Until when (ns after `epoch`) a waiting thread spins on fence words: the dispatcher
+    /// thread's tight polling leaves the lanes to it until then.
+    probing_until_ns: std::sync::atomic::AtomicU64,
+    /// The clock of `probing_until_ns`.
+    epoch: std::sync::OnceLock<Instant>,
 }
+
+impl Submits {
+    fn now_ns(&self) -> u64 {
+        self.epoch.get_or_init(Instant::now).elapsed().as_nanos() as u64
+    }
+
+    /// Whether a waiting thread spins on fence words now (see `probing_until_ns`).
+    fn waiter_probing(&self) -> bool {
+        let until = self.probing_until_ns.load(Ordering::Relaxed);
+        until != 0 && self.now_ns() < until
+    }
+}
+
+/// What a thread waiting in a synchronize call spins on under [`Tuning::fast_wait`]: the ops it
+/// waits for, and for each the progress of its lane and its sequence number there.
+#[derive(Default)]
+struct Probe {
+    ops: smallvec::SmallVec<[vitamin_runtime::OpId; 4]>,
+    lanes: smallvec::SmallVec<[(vitamin_hal::LaneProgress, u64); 4]>,
+    /// When the thread polls completions again the usual way (errors, and anything the words
+    /// do not cover).
+    next_poll: Option<Instant>,
+}
+
+thread_local! {
+    static PROBE: std::cell::RefCell<Probe> = std::cell::RefCell::new(Probe::default());
+}
+
+/// How often a thread spinning on fence words ([`Tuning::fast_wait`]) still polls completions
+/// the usual way: a failed kernel never lets its fence write run, so its error surfaces at such
+/// a poll.
+const FAST_WAIT_POLL: Duration = Duration::from_micros(100);
 
 impl std::fmt::Debug for Coordinator {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -275,6 +322,7 @@ impl Coordinator {
                 inline_errors: std::sync::atomic::AtomicU64::new(0),
                 count_assists: settings.tuning.defer_to_waiters,
                 submits,
+                fast_wait: settings.tuning.fast_wait,
             }),
             Ok(Err(e)) => Err(e),
             Err(_) => Err("the dispatcher thread ended during start-up".into()),
@@ -436,10 +484,36 @@ impl Coordinator {
         }
     }
 
-    /// Wait assist: a thread spinning in a synchronize call polls completions itself when the
-    /// dispatcher is free, so it sees its own completion without being woken by another thread
-    /// (a native spinning sync polls too). Yields when the dispatcher thread holds it.
-    pub fn assist_poll(&self) -> bool {
+    /// Wait assist: a thread spinning in a synchronize call for `ops` polls completions itself
+    /// when the dispatcher is free, so it sees its own completion without being woken by
+    /// another thread (a native spinning sync polls too). Yields when the dispatcher thread
+    /// holds it. Under [`Tuning::fast_wait`], once every op in `ops` is covered by a memory
+    /// fence ([`Dispatcher::lane_progress`], learnt at such a poll), the thread instead spins on
+    /// the lanes' fence words without the lock, polling the usual way only every
+    /// [`FAST_WAIT_POLL`], and returns `true` when every word reached its op: the caller then
+    /// satisfies the ops (and their ancestors, which completed before them) in its virtual
+    /// context, and the dispatcher's next poll does the pool's bookkeeping. Returns `false`
+    /// otherwise (a poll satisfies what it observes itself).
+    pub fn assist_wait(&self, ops: &[vitamin_runtime::OpId]) -> bool {
+        if self.fast_wait {
+            let probed = PROBE.with(|p| {
+                let p = p.borrow();
+                (p.ops.as_slice() == ops && !p.lanes.is_empty())
+                    .then(|| (p.lanes.iter().all(|(lane, seq)| lane.reached(*seq)), p.next_poll))
+            });
+            if let Some((reached, next_poll)) = probed {
+                if reached {
+                    vitamin_hal::trace::step(25);
+                    self.submits.fast_waits.fetch_add(1, Ordering::Relaxed);
+                    PROBE.with(|p| p.borrow_mut().lanes.clear());
+                    return true;
+                }
+                if next_poll.is_some_and(|t| Instant::now() < t) {
+                    std::hint::spin_loop();
+                    return false;
+                }
+            }
+        }
         match self.dispatcher.try_lock() {
             Some(mut slot) => {
                 if let Some(d) = slot.as_mut() {
@@ -449,12 +523,34 @@ impl Coordinator {
                     if let Err(e) = d.poll_completions() {
                         vlog!(LogLevel::Debug, "polling from a waiting thread failed: {e}");
                     }
+                    if self.fast_wait {
+                        self.learn_probe(d, ops);
+                    }
                 }
             }
             None => std::thread::yield_now(),
         }
-        // Polling satisfies the completions itself.
         false
+    }
+
+    /// After a waiting thread's poll: the lanes' progress for `ops` if every op is covered by a
+    /// memory fence, kept for the thread's next checks ([`assist_wait`](Self::assist_wait)).
+    fn learn_probe(&self, d: &Shim, ops: &[vitamin_runtime::OpId]) {
+        // The shim registers one client: the application's virtual context.
+        let lanes: Option<smallvec::SmallVec<[(vitamin_hal::LaneProgress, u64); 4]>> =
+            ops.iter().map(|&op| d.lane_progress(0, op)).collect();
+        let now = Instant::now();
+        PROBE.with(|p| {
+            let mut p = p.borrow_mut();
+            p.ops.clear();
+            p.ops.extend_from_slice(ops);
+            p.lanes = lanes.unwrap_or_default();
+            p.next_poll = Some(now + FAST_WAIT_POLL);
+        });
+        if !ops.is_empty() && PROBE.with(|p| !p.borrow().lanes.is_empty()) {
+            let until = self.submits.now_ns() + 2 * FAST_WAIT_POLL.as_nanos() as u64;
+            self.submits.probing_until_ns.store(until, Ordering::Relaxed);
+        }
     }
 
     /// Waits until the submission thread issued every submission handed to it: an op the
@@ -672,7 +768,7 @@ fn run(
             // tight loop (no intake, continuation or binding, no yield): a synchronize call then
             // sees its completion within about one event query, as a native spinning wait would.
             // New work, a completion or anything else to do ends it and runs a round.
-            poll_for_waiters(slot, &vctx, stop, &inline_new);
+            poll_for_waiters(slot, &vctx, stop, &inline_new, submits);
         } else {
             // Progress waits on completions: poll again after a yield.
             std::thread::yield_now();
@@ -690,6 +786,7 @@ fn run(
         "not_fresh": submits.lf_not_fresh.load(Ordering::Relaxed),
         "dispatcher_busy": submits.lf_dispatcher_busy.load(Ordering::Relaxed),
     });
+    published["fast_waits"] = submits.fast_waits.load(Ordering::Relaxed).into();
     published["policy"] = d.policy().name().into();
     published["fence"] = match d.backend().fence_mode() {
         vitamin_hal_cuda::FenceMode::Memory => "memory",
@@ -706,10 +803,27 @@ fn run(
 /// The dispatcher thread's tight completion polling while host threads wait and nothing else
 /// is to be done ([`Dispatcher::waits_only_on_completions`]); returns when a poll completed
 /// something, new work arrived, or there is more to do than polling.
-fn poll_for_waiters(slot: &Slot, vctx: &VirtualContext, stop: &AtomicBool, inline_new: &dyn Fn() -> bool) {
+fn poll_for_waiters(
+    slot: &Slot,
+    vctx: &VirtualContext,
+    stop: &AtomicBool,
+    inline_new: &dyn Fn() -> bool,
+    submits: &Submits,
+) {
     loop {
         if stop.load(Ordering::Acquire) || vctx.has_work_hint() || inline_new() {
             return;
+        }
+        if submits.waiter_probing() {
+            // The waiting thread reads its lanes' fence words itself (`Tuning::fast_wait`): a
+            // poll here would only race it for the completion and the vCtx lock. Once it
+            // returned (leaving the pool's bookkeeping to a poll), a round catches up at once,
+            // so that the next launch finds the pool quiescent.
+            if !vctx.has_waiters() {
+                return;
+            }
+            relax(true);
+            continue;
         }
         {
             let Some(mut g) = slot.try_lock() else {
@@ -766,6 +880,10 @@ const LAUNCH_FIRST: bool = true;
 /// paired with native): the rounds it skips also release leases, so the next operator's first
 /// launch less often finds the quiescent pool its memoized plan needs (not yet confirmed by a trace).
 const DEFER_TO_WAITERS: bool = false;
+
+/// Whether waiting threads spin on fence words by default (`VITAMIN_FAST_WAIT`, see
+/// [`Tuning::fast_wait`]).
+const FAST_WAIT: bool = true;
 
 /// Whether the dispatcher thread yields the CPU while it spins by default (`VITAMIN_SPIN_YIELD`).
 const SPIN_YIELD: bool = true;

@@ -269,14 +269,14 @@ fn settings() -> Settings {
 const SPIN_WAIT: Duration = Duration::from_secs(1);
 
 /// The wait assist of bind mode's virtual context: completion polling by the waiting thread
-/// (`VITAMIN_WAIT_ASSIST`, on by default, [`Coordinator::assist_poll`]) or, with it off, native
+/// (`VITAMIN_WAIT_ASSIST`, on by default, [`Coordinator::assist_wait`]) or, with it off, native
 /// waits on the awaited ops' lanes (`VITAMIN_NATIVE_WAIT=1`, experimental,
 /// [`Coordinator::native_wait`]).
 fn wait_assist(ops: &[vitamin_runtime::OpId]) -> bool {
     match BIND.get() {
         Some(Some(b)) if b.settings.tuning.wait_assist => {
             if driver::current_context().is_ok_and(|c| c == b.context) {
-                return b.coordinator.assist_poll();
+                return b.coordinator.assist_wait(ops);
             }
             std::thread::yield_now();
             false
