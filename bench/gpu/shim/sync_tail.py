@@ -5,7 +5,9 @@ over the window of the last W us before the synchronize call returns, the waitin
 thread's polls and the other threads' polls (count, duration, idle time between the waiting
 thread's polls), which thread published the completion the call returned on, how long after
 that poll began the call returned, and when each of that poll's marks (numbered steps, issue
-marks) came after its begin. Medians (and p90) over segments.
+marks) came after its begin. Fast waits (the waiting thread saw its ops' fence words reached,
+step 25, and left them for the next lock, step 26): how many segments ended so, and how long
+before the return each step came. Medians (and p90) over segments.
 
 Usage: sync_tail.py TRACE.csv [N] [W_us]   (default N 8, W 30)
 """
@@ -25,6 +27,7 @@ def tail(rows, n, window_us):
         lo = t_exit - window_us * 1000
         app_polls, other_polls, open_ = [], [], {}
         last_sat = None
+        fast = {}  # the waiting thread's last fast-wait steps in the window
         inside = collections.defaultdict(list)  # marks of each thread since its poll began
         for t, tag, thr, arg in rows[s0 : e0 + 1]:
             if tag == "step":
@@ -35,6 +38,8 @@ def tail(rows, n, window_us):
                 if tag == "poll_begin":
                     open_[thr] = t
                 continue
+            if thr == th and tag in ("step25", "step26"):
+                fast[tag] = t
             if tag == "poll_begin":
                 open_[thr] = t
                 inside[thr] = []
@@ -50,7 +55,10 @@ def tail(rows, n, window_us):
             d["app_idle_between_us"].extend(us(b2 - e1) for (_, e1), (b2, _) in zip(app_polls, app_polls[1:]))
         if other_polls:
             d["other_poll_us"].extend(us(e - b) for b, e in other_polls)
-        if last_sat:
+        d["fast_wait"].append(1 if "step25" in fast else 0)
+        for tag, t in fast.items():
+            d[f"fast_wait: {tag}_to_exit_us"].append(us(t_exit - t))
+        if last_sat and "step25" not in fast:
             t, thr, began, marks = last_sat
             d["published_by_app"].append(1 if thr == th else 0)
             d["satisfied_to_exit_us"].append(us(t_exit - t))
