@@ -9,6 +9,9 @@
 //! happens-before ancestor (stream order, event edges, legacy-stream edges) was satisfied;
 //! inline, that each stream/event/device synchronization returned only after the work it covers
 //! was satisfied; and that everything completes (a watchdog fails the test instead of hanging).
+//! A second run installs a wait assist that establishes the awaited ops complete once every op
+//! recorded up to them is (by the "device" timestamps, before the pollers satisfy them), so
+//! synchronize calls also return on their own and leave the ops to the next lock holder.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -35,6 +38,8 @@ struct Shared {
     /// Highest op id whose `record_op` returned (ids below it were recorded before).
     recorded_upto: AtomicU64,
     submitters_done: AtomicBool,
+    /// Synchronize calls the wait assist ended.
+    assisted: AtomicU64,
 }
 
 impl Shared {
@@ -154,8 +159,10 @@ fn dispatcher(sh: Arc<Shared>, in_flight: Arc<Mutex<Vec<OpId>>>) -> usize {
 }
 
 /// A completion poller: completes random in-flight ops in random order (continued ops possibly
-/// before their predecessors, as completions of different lanes may be observed).
-fn poller(sh: Arc<Shared>, in_flight: Arc<Mutex<Vec<OpId>>>, seed: u64) {
+/// before their predecessors, as completions of different lanes may be observed). With `late`,
+/// a fifth of the ops complete on the "device" well before the poller satisfies them, as when a
+/// completion is observed late.
+fn poller(sh: Arc<Shared>, in_flight: Arc<Mutex<Vec<OpId>>>, seed: u64, late: bool) {
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
     loop {
         let picked = {
@@ -170,6 +177,9 @@ fn poller(sh: Arc<Shared>, in_flight: Arc<Mutex<Vec<OpId>>>, seed: u64) {
         match picked {
             Some(op) => {
                 sh.done_at[op.0 as usize].store(sh.tick(), Ordering::SeqCst);
+                if late && rng.gen_bool(0.2) {
+                    thread::sleep(Duration::from_micros(200));
+                }
                 sh.ctx.satisfy(op);
             }
             None if sh.submitters_done.load(Ordering::SeqCst) && sh.ctx.outstanding() == 0 => return,
@@ -180,6 +190,15 @@ fn poller(sh: Arc<Shared>, in_flight: Arc<Mutex<Vec<OpId>>>, seed: u64) {
 
 #[test]
 fn threads_submitting_and_completing_preserve_happens_before() {
+    scenario(false);
+}
+
+#[test]
+fn waiters_that_return_on_their_own_preserve_happens_before() {
+    scenario(true);
+}
+
+fn scenario(assisted: bool) {
     let sh = Arc::new(Shared {
         ctx: VirtualContext::new(VctxId(3)),
         clock: AtomicU64::new(1),
@@ -187,7 +206,25 @@ fn threads_submitting_and_completing_preserve_happens_before() {
         done_at: (0..MAX_OPS).map(|_| AtomicU64::new(UNSET)).collect(),
         recorded_upto: AtomicU64::new(0),
         submitters_done: AtomicBool::new(false),
+        assisted: AtomicU64::new(0),
     });
+    if assisted {
+        // Every op recorded up to the last awaited one completed on the "device" (ancestors have
+        // smaller ids), though the pollers may not have satisfied them yet.
+        let weak = Arc::downgrade(&sh);
+        sh.ctx.set_sync_spin(Duration::from_millis(20));
+        assert!(sh.ctx.set_wait_assist(Box::new(move |ops: &[OpId]| {
+            let Some(sh) = weak.upgrade() else { return false };
+            let last = ops.iter().map(|o| o.0).max().unwrap_or(0);
+            let done = (1..=last).all(|id| sh.done(OpId(id)));
+            if done {
+                sh.assisted.fetch_add(1, Ordering::SeqCst);
+            } else {
+                thread::yield_now();
+            }
+            done
+        })));
+    }
     let events: Vec<EventId> = (0..SUBMITTERS).map(|_| sh.ctx.create_event()).collect();
     let (finished_tx, finished_rx) = mpsc::channel();
     let sh2 = Arc::clone(&sh);
@@ -202,7 +239,7 @@ fn threads_submitting_and_completing_preserve_happens_before() {
         let pollers: Vec<_> = (0..2)
             .map(|d| {
                 let (sh, f) = (Arc::clone(&sh), Arc::clone(&in_flight));
-                thread::spawn(move || poller(sh, f, 200 + d))
+                thread::spawn(move || poller(sh, f, 200 + d, assisted))
             })
             .collect();
         let mut txs = Vec::new();
@@ -296,5 +333,12 @@ fn threads_submitting_and_completing_preserve_happens_before() {
     let interleaved =
         legacy_ops.iter().filter(|l| logs.iter().any(|g| g.ops.first() < Some(l) && g.ops.last() > Some(l))).count();
     let event_edges: usize = logs.iter().map(|l| l.event_edges.len()).sum();
-    eprintln!("STATS ops {total} continued {continued} legacy-interleaved {interleaved} event-edges {event_edges}");
+    let ended_by_assist = sh.assisted.load(Ordering::SeqCst);
+    if assisted {
+        assert!(ended_by_assist > 0, "no synchronize call returned on the wait assist");
+    }
+    eprintln!(
+        "STATS ops {total} continued {continued} legacy-interleaved {interleaved} event-edges {event_edges} \
+         ended by the assist {ended_by_assist}"
+    );
 }

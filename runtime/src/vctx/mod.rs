@@ -31,9 +31,13 @@
 //! - **Synchronization and queries**: stream sync/query look at the stream's tail (its frontier:
 //!   last op plus later event waits), event sync/query at the generation current at the call,
 //!   device sync at every stream's tail including destroyed streams with pending work. Blocking
-//!   calls park on a condition variable (no spinning) and are woken only when a token some
-//!   blocked thread watches retires, not on every completion; `*_timeout` variants bound the
-//!   wait.
+//!   calls spin for a while ([`VirtualContext::set_sync_spin`], running the wait assist if one
+//!   is installed, [`VirtualContext::set_wait_assist`]), then park on a condition variable and
+//!   are woken only when a token some blocked thread watches retires, not on every completion;
+//!   `*_timeout` variants bound the wait. An assist that establishes the awaited ops complete
+//!   (with every ancestor) ends the call at once: the ops are satisfied by the next holder of
+//!   the context's lock, before it reads anything, so no caller can observe them live; a
+//!   launch-first recording that depends on nothing else launches before it satisfies them.
 //! - **Host functions and synchronous operations** are ops like any other, ordered in their
 //!   stream; [`VirtualContext::record_synchronous_op`] records one and blocks until it completed.
 //! - **Destruction** behaves as natively documented: destroying a stream or event with pending
@@ -73,7 +77,8 @@
 //! ## Concurrency
 //! All state sits behind one mutex (`parking_lot`; no lock-free code). Host threads blocked in
 //! a synchronize call and dispatcher threads blocked in `wait_for_work` use two condition
-//! variables; notifications are sent after the lock is released. The `sync` module swaps in
+//! variables; notifications are sent after the lock is released, except those of satisfying the
+//! ops a waiting thread left to the next lock holder, sent with the lock held. The `sync` module swaps in
 //! loom's primitives under `--cfg loom` so the notify/wait protocol is model-checked.
 //!
 //! ## Error mapping
