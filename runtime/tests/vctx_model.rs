@@ -10,7 +10,9 @@
 //! included), event record/wait/re-record,
 //! dispatcher steps (take ready, take continuable, mark submitted, satisfy and fail in any
 //! order the DAG allows, including lane-continuation-style early completions), queries and
-//! syncs (immediate, timed, and blocking in background threads) are applied to both. Checked:
+//! syncs (immediate, timed, and blocking in background threads; and syncs whose wait assist
+//! establishes the submitted ops they cover complete, returning before anything satisfied them)
+//! are applied to both. Checked:
 //! (a) an op is handed out as ready only when every ancestor completed, and every op whose
 //! ancestors all completed is handed out (exactly the model's set, so no spurious edge and no
 //! missed wake-up); (b) at the end, draining the dispatcher completes every op and releases
@@ -149,6 +151,28 @@ impl Model {
     fn event_ok(&self, e: usize) -> bool {
         self.events.get(e).is_some_and(|x| x.alive)
     }
+
+    /// What a sync of `t` waits for, with every ancestor; `None` when the sync fails at once
+    /// (invalid handle or sticky error) and so never waits.
+    fn covered(&self, t: Target) -> Option<BTreeSet<usize>> {
+        let direct = match t {
+            Target::Stream(s) if self.stream_ok(s) && !self.streams[s].error => self.streams[s].before.clone(),
+            Target::Event(e) if self.event_ok(e) => self.events[e].tokens.clone(),
+            Target::Device if !self.device_error => (0..self.ops.len()).collect(),
+            _ => return None,
+        };
+        let mut all = direct.clone();
+        for o in direct {
+            all.extend(self.ops[o].anc.iter().copied());
+        }
+        Some(all)
+    }
+
+    /// Whether a wait assist could establish what a sync of `t` covers complete: all of it ran
+    /// (was submitted, or completed already).
+    fn assist_can_complete(&self, t: Target) -> bool {
+        self.covered(t).is_some_and(|c| c.iter().all(|&o| self.ops[o].submitted || self.ops[o].completed))
+    }
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -160,7 +184,10 @@ enum Target {
 
 #[derive(Clone, Debug)]
 enum T {
-    CreateStream { non_blocking: bool, priority: i32 },
+    CreateStream {
+        non_blocking: bool,
+        priority: i32,
+    },
     PerThread(u64),
     ReleasePerThread(u64),
     DestroyStream(usize),
@@ -178,6 +205,9 @@ enum T {
     Query(Target),
     Sync(Target),
     SpawnSync(Target),
+    /// A sync whose wait assist reports the ops it covers, and their ancestors, complete (all
+    /// submitted): it returns at once and leaves them to the next holder of the lock.
+    AssistSync(Target),
 }
 
 struct Reference;
@@ -218,6 +248,17 @@ impl ReferenceStateMachine for Reference {
         if m.bg_syncs < 3 {
             v.push((1, target().prop_map(T::SpawnSync).boxed()));
         }
+        // Syncs a wait assist can end early: everything they cover ran, and something of it is
+        // not satisfied yet.
+        let assistable: Vec<Target> = (0..ns)
+            .map(Target::Stream)
+            .chain((0..ne).map(Target::Event))
+            .chain([Target::Device])
+            .filter(|&t| m.assist_can_complete(t) && m.covered(t).is_some_and(|c| !m.all_retired(&c)))
+            .collect();
+        if !assistable.is_empty() {
+            v.push((6, select(assistable).prop_map(T::AssistSync).boxed()));
+        }
         if ne > 0 {
             v.push((1, (0..ne).prop_map(T::DestroyEvent).boxed()));
             v.push((4, (0..ne, stream()).prop_map(|(e, s)| T::RecordEvent(e, s)).boxed()));
@@ -252,6 +293,7 @@ impl ReferenceStateMachine for Reference {
             }
             T::Query(x) | T::Sync(x) => target_ok(x),
             T::SpawnSync(x) => target_ok(x) && m.bg_syncs < 3,
+            T::AssistSync(x) => target_ok(x) && m.assist_can_complete(*x),
             _ => true,
         }
     }
@@ -325,6 +367,12 @@ impl ReferenceStateMachine for Reference {
                 m.device_error = true;
             }
             T::SpawnSync(_) => m.bg_syncs += 1,
+            T::AssistSync(x) => {
+                for o in m.covered(x).unwrap_or_default() {
+                    m.ops[o].submitted = true;
+                    m.ops[o].completed = true;
+                }
+            }
             T::RecordOnUnknown | T::TakeContinuable | T::Query(_) | T::Sync(_) => {}
         }
         m
@@ -360,6 +408,12 @@ struct Sut {
 }
 
 const LONG: Duration = Duration::from_secs(5);
+
+thread_local! {
+    /// What the wait assist reports on this thread: the test thread sets it for an
+    /// [`T::AssistSync`] only, so background syncs never return on it.
+    static ASSIST_DONE: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
 
 impl Sut {
     fn stream_expect<V: PartialEq + std::fmt::Debug>(&self, m: &Model, s: usize, got: Result<V, VctxError>, ok: V) {
@@ -486,6 +540,7 @@ impl StateMachineTest for VctxMachine {
 
     fn init_test(m: &Model) -> Sut {
         let ctx = Arc::new(VirtualContext::new(VctxId(1)));
+        assert!(ctx.set_wait_assist(Box::new(|_: &[OpId]| ASSIST_DONE.with(|d| d.get()))));
         Sut {
             streams: vec![ctx.legacy_default_stream()],
             ctx,
@@ -642,6 +697,16 @@ impl StateMachineTest for VctxMachine {
             T::Query(x) => sut.check_query(m, x, false),
             T::Sync(x) => sut.check_query(m, x, true),
             T::SpawnSync(x) => sut.spawn_sync(m, x),
+            T::AssistSync(x) => {
+                ASSIST_DONE.with(|d| d.set(true));
+                let got = match x {
+                    Target::Stream(s) => ctx.stream_synchronize_timeout(sut.streams[s], LONG),
+                    Target::Event(e) => ctx.event_synchronize_timeout(sut.events[e], LONG),
+                    Target::Device => ctx.device_synchronize_timeout(LONG),
+                };
+                ASSIST_DONE.with(|d| d.set(false));
+                assert_eq!(got, Ok(true), "a sync whose assist saw its ops complete: {x:?}");
+            }
         }
         sut.model = m.clone();
         sut
