@@ -16,6 +16,7 @@ import chain_issue  # noqa: E402
 import stream_switch  # noqa: E402
 import sync_tail  # noqa: E402
 import trace_phases  # noqa: E402
+import trace_threads  # noqa: E402
 
 FENCE = 1 << 63
 
@@ -137,6 +138,46 @@ class SyncTailTest(unittest.TestCase):
         self.assertAlmostEqual(res["detecting_poll_begin_to_exit_us"][0], 3.5)
         self.assertAlmostEqual(res["detecting_poll: step21"][0], 2.0)
         self.assertAlmostEqual(res["detecting_poll: satisfied"][0], 3.0)
+
+    def test_a_fast_wait_is_reported_with_its_steps_and_no_detecting_poll(self):
+        tr = Trace()
+        app = 1
+        tr.mark("launch_enter", app)
+        tr.mark("sync_enter", app)
+        # One poll that learns the fence words, then the words are seen reached (step 25), the
+        # vCtx lock is held to leave the ops (step 26) and the call returns.
+        tr.mark("poll_begin", app, after_ns=500)
+        tr.mark("poll_end", app)
+        tr.mark("step", app, 25, after_ns=5000)
+        tr.mark("step", app, 26, after_ns=300)
+        tr.mark("sync_exit", app, after_ns=200)
+        with tempfile.TemporaryDirectory() as d:
+            rows = sorted(trace_phases.load(tr.write(d)), key=lambda r: r[0])
+        count, res = sync_tail.tail(rows, 1, 30.0)
+        self.assertEqual(count, 1)
+        self.assertEqual(res["fast_wait"], [1])
+        self.assertAlmostEqual(res["fast_wait: step25_to_exit_us"][0], 0.5)
+        self.assertAlmostEqual(res["fast_wait: step26_to_exit_us"][0], 0.2)
+        self.assertNotIn("detecting_poll_begin_to_exit_us", res)
+
+
+class TraceThreadsTest(unittest.TestCase):
+    def test_driver_calls_and_polls_are_timed_per_thread(self):
+        tr = Trace()
+        tr.mark("issue_begin", 0)
+        tr.mark("issue_begin", 1, after_ns=100)
+        tr.mark("issue_end", 0, after_ns=3900)  # thread 0: 4 us
+        tr.mark("issue_end", 1, after_ns=1900)  # thread 1: 5.8 us
+        tr.mark("poll_begin", 1)
+        tr.mark("poll_end", 1, after_ns=500)
+        tr.mark("poll_end", 0)  # no poll began on thread 0: ignored
+        with tempfile.TemporaryDirectory() as d:
+            rows = sorted(trace_phases.load(tr.write(d)), key=lambda r: r[0])
+        spans = trace_threads.durations(rows)
+        self.assertEqual(spans["issue"][0], [4.0])
+        self.assertEqual(spans["issue"][1], [5.8])
+        self.assertEqual(spans["poll"][1], [0.5])
+        self.assertNotIn(0, spans["poll"])
 
 
 if __name__ == "__main__":
