@@ -38,6 +38,11 @@ class Trace:
             f.write("\n".join(self.rows) + "\n")
         return path
 
+    def loaded(self):
+        """The trace as trace_phases.load reads it back, in time order."""
+        with tempfile.TemporaryDirectory() as d:
+            return sorted(trace_phases.load(self.write(d)), key=lambda r: r[0])
+
 
 class ChainIssueTest(unittest.TestCase):
     def test_a_chain_window_splits_issuer_time_and_idle_gaps(self):
@@ -126,8 +131,7 @@ class SyncTailTest(unittest.TestCase):
         tr.mark("satisfied", app, after_ns=600)
         tr.mark("poll_end", app, after_ns=100)
         tr.mark("sync_exit", app, after_ns=400)
-        with tempfile.TemporaryDirectory() as d:
-            rows = sorted(trace_phases.load(tr.write(d)), key=lambda r: r[0])
+        rows = tr.loaded()
         count, res = sync_tail.tail(rows, 8, 30.0)
         self.assertEqual(count, 1)
         self.assertEqual(res["app_polls"], [4])
@@ -151,8 +155,7 @@ class SyncTailTest(unittest.TestCase):
         tr.mark("step", app, 25, after_ns=5000)
         tr.mark("step", app, 26, after_ns=300)
         tr.mark("sync_exit", app, after_ns=200)
-        with tempfile.TemporaryDirectory() as d:
-            rows = sorted(trace_phases.load(tr.write(d)), key=lambda r: r[0])
+        rows = tr.loaded()
         count, res = sync_tail.tail(rows, 1, 30.0)
         self.assertEqual(count, 1)
         self.assertEqual(res["fast_wait"], [1])
@@ -171,8 +174,7 @@ class TraceThreadsTest(unittest.TestCase):
         tr.mark("poll_begin", 1)
         tr.mark("poll_end", 1, after_ns=500)
         tr.mark("poll_end", 0)  # no poll began on thread 0: ignored
-        with tempfile.TemporaryDirectory() as d:
-            rows = sorted(trace_phases.load(tr.write(d)), key=lambda r: r[0])
+        rows = tr.loaded()
         spans = trace_threads.durations(rows)
         self.assertEqual(spans["issue"][0], [4.0])
         self.assertEqual(spans["issue"][1], [5.8])

@@ -149,17 +149,9 @@ impl VirtualContext {
             g.dag.satisfy_with_ancestors(op);
         }
         self.has_completed.store(false, Ordering::Release);
-        let fx = g.dag.take_effects();
-        if fx.new_work {
-            self.work_hint.store(true, Ordering::Release);
-        }
+        let wake = self.take_wakeups(g);
         self.retirements.fetch_add(1, Ordering::AcqRel);
-        if fx.woke_watched {
-            self.completion.notify_all();
-        }
-        if (fx.new_work && g.work_waiters > 0) || (fx.submitted_eagerly && g.eager_waiters > 0) {
-            self.work.notify_all();
-        }
+        self.wake(wake);
     }
 
     /// How long blocking synchronize calls spin (yielding, and running the wait assist) before
@@ -191,16 +183,28 @@ impl VirtualContext {
 
     /// Releases the lock, then wakes whoever the mutation concerns.
     fn finish(&self, mut g: MutexGuard<'_, State>) {
+        let wake = self.take_wakeups(&mut g);
+        drop(g);
+        self.wake(wake);
+    }
+
+    /// Takes the DAG's effects: sets the work hint for new work and returns whom to wake
+    /// (blocked synchronize calls, dispatchers waiting for work).
+    fn take_wakeups(&self, g: &mut State) -> (bool, bool) {
         let fx = g.dag.take_effects();
         let wake_work = (fx.new_work && g.work_waiters > 0) || (fx.submitted_eagerly && g.eager_waiters > 0);
         if fx.new_work {
             self.work_hint.store(true, Ordering::Release);
         }
-        drop(g);
-        if fx.woke_watched && self.completion.notify_all() {
+        (fx.woke_watched, wake_work)
+    }
+
+    /// Wakes what [`take_wakeups`](Self::take_wakeups) returned.
+    fn wake(&self, (completion, work): (bool, bool)) {
+        if completion && self.completion.notify_all() {
             crate::trace::mark(crate::trace::Tag::Wake, 3);
         }
-        if wake_work && self.work.notify_all() {
+        if work && self.work.notify_all() {
             crate::trace::mark(crate::trace::Tag::Wake, 2);
         }
     }

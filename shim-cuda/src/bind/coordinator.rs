@@ -540,17 +540,18 @@ impl Coordinator {
     /// memory fence, kept for the thread's next checks ([`assist_wait`](Self::assist_wait)).
     fn learn_probe(&self, d: &Shim, ops: &[vitamin_runtime::OpId]) {
         // The shim registers one client: the application's virtual context.
-        let lanes: Option<smallvec::SmallVec<[(vitamin_hal::LaneProgress, u64); 4]>> =
-            ops.iter().map(|&op| d.lane_progress(0, op)).collect();
+        let lanes: smallvec::SmallVec<[(vitamin_hal::LaneProgress, u64); 4]> =
+            ops.iter().map(|&op| d.lane_progress(0, op)).collect::<Option<_>>().unwrap_or_default();
+        let probing = !lanes.is_empty();
         let now = Instant::now();
         PROBE.with(|p| {
             let mut p = p.borrow_mut();
             p.ops.clear();
             p.ops.extend_from_slice(ops);
-            p.lanes = lanes.unwrap_or_default();
+            p.lanes = lanes;
             p.next_poll = Some(now + FAST_WAIT_POLL);
         });
-        if !ops.is_empty() && PROBE.with(|p| !p.borrow().lanes.is_empty()) {
+        if probing {
             let until = self.submits.now_ns() + 2 * FAST_WAIT_POLL.as_nanos() as u64;
             self.submits.probing_until_ns.store(until, Ordering::Relaxed);
         }
