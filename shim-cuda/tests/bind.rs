@@ -298,6 +298,9 @@ fn every_policy_and_strict_readiness_keep_the_program_s_semantics() {
         ("throughput-event-fence", vec![("VITAMIN_FENCE", "event")]),
         // Waiting threads polling every time instead of spinning on fence words.
         ("throughput-no-fast-wait", vec![("VITAMIN_FAST_WAIT", "0")]),
+        // A launch-first launch only trying the dispatcher lock (by default it spins for it
+        // while the dispatcher thread holds it, and the dispatcher thread lets it go first).
+        ("throughput-lf-try-only", vec![("VITAMIN_LF_LOCK_WAIT_US", "0")]),
         // The experimental native wait on lane streams.
         ("throughput-native-wait", vec![("VITAMIN_NATIVE_WAIT", "1")]),
         // The whole-device node on a green context like every other node (the primary context
@@ -350,10 +353,14 @@ fn every_policy_and_strict_readiness_keep_the_program_s_semantics() {
         let shim = &b["dispatcher"]["launch_first_shim"];
         for (o, k) in [(declined, "ineligible"), (declined, "no_plan"), (declined, "lease"), (declined, "busy")]
             .into_iter()
-            .chain([(shim, "not_fresh"), (shim, "dispatcher_busy")])
+            .chain([(shim, "not_fresh"), (shim, "dispatcher_busy"), (shim, "lock_waited")])
         {
             assert!(o[k].is_u64(), "{name}: launch-first counter {k} missing from the census: {b:#}");
         }
+        if name == "throughput-lf-try-only" {
+            assert_eq!(shim["lock_waited"], 0, "{name}: the lock was only to be tried: {b:#}");
+        }
+        eprintln!("{name}: launch-first {shim}");
         // Hybrid fences by default; events where the device has no 64-bit stream memory
         // operations or when asked for.
         let fence = match name {

@@ -2,7 +2,8 @@
 """Per-run dispatcher statistics from bind-mode censuses (VITAMIN_CENSUS, with
 VITAMIN_PROFILE_DISPATCH=1 for the per-phase times): one line per census_*.json in DIR with the
 dispatcher's counters, its per-op phase times (ns per bound/continued/unit-free op), the backend's
-submission cost per submit, the mean poll, the nodes used and the submission thread's counts.
+submission cost per submit, the mean poll, the nodes used, the submission thread's counts, the
+launch-first path's refusals and lock waits, and the waits that ended on fence words.
 
 Usage: census_phases.py DIR
 """
@@ -43,7 +44,8 @@ def main():
         poll_us = ph.get("poll_ns", 0) / max(1, s.get("polls") or 1) / 1e3
         print(os.path.basename(p), json.dumps(counts), "nodes", nodes, "ns/op", json.dumps(per),
               "submit us each %.3f" % submit_us, "poll us each %.3f" % poll_us,
-              "submit thread", json.dumps(s.get("submit_thread")))
+              "submit thread", json.dumps(s.get("submit_thread")),
+              "launch-first", json.dumps(s.get("launch_first_shim")), "fast waits", s.get("fast_waits"))
 
 
 if __name__ == "__main__":

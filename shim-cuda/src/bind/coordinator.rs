@@ -143,6 +143,9 @@ pub struct Tuning {
     /// leaving the ops' retirement to the next holder of the vCtx lock and the pool's
     /// bookkeeping to the next poll (on by default).
     pub fast_wait: bool,
+    /// `VITAMIN_LF_LOCK_WAIT_US`: how long a launch-first launch spins for the dispatcher lock
+    /// the dispatcher thread holds before it is handed over instead (0: only tried).
+    pub lf_lock_wait: Duration,
 }
 
 impl Tuning {
@@ -181,6 +184,7 @@ impl Tuning {
             spin_yield: get("VITAMIN_SPIN_YIELD").map_or(SPIN_YIELD, |v| v.trim() == "1"),
             defer_to_waiters: get("VITAMIN_DEFER_TO_WAITERS").map_or(DEFER_TO_WAITERS, |v| v.trim() == "1"),
             fast_wait: get("VITAMIN_FAST_WAIT").map_or(FAST_WAIT, |v| v.trim() == "1"),
+            lf_lock_wait: num("VITAMIN_LF_LOCK_WAIT_US").map_or(LF_LOCK_WAIT, Duration::from_micros),
         }
     }
 }
@@ -222,6 +226,8 @@ pub struct Coordinator {
     submits: Arc<Submits>,
     /// [`Tuning::fast_wait`].
     fast_wait: bool,
+    /// [`Tuning::lf_lock_wait`].
+    lf_lock_wait: Duration,
 }
 
 /// Counts of submissions made by application threads ([`Coordinator`]).
@@ -239,8 +245,15 @@ struct Submits {
     assists: std::sync::atomic::AtomicU64,
     /// Launch-first attempts whose op would not have been fresh (the vCtx's locked check).
     lf_not_fresh: std::sync::atomic::AtomicU64,
-    /// Launch-first attempts that found the dispatcher lock held.
+    /// Launch-first attempts that found the dispatcher lock held for longer than
+    /// [`Tuning::lf_lock_wait`].
     lf_dispatcher_busy: std::sync::atomic::AtomicU64,
+    /// Launch-first attempts that found the dispatcher lock held and got it within
+    /// [`Tuning::lf_lock_wait`].
+    lf_lock_waited: std::sync::atomic::AtomicU64,
+    /// Application threads spinning for the dispatcher lock ([`Coordinator::launch_first`]):
+    /// while nonzero, the dispatcher thread starts no round or poll.
+    lock_wanted: std::sync::atomic::AtomicU32,
     /// Waits that ended on fence words a waiting thread read itself ([`Tuning::fast_wait`]).
     fast_waits: std::sync::atomic::AtomicU64,
     /// Until when (ns after `epoch`) a waiting thread spins on fence words: the dispatcher
@@ -326,6 +339,7 @@ impl Coordinator {
                 count_assists: settings.tuning.defer_to_waiters,
                 submits,
                 fast_wait: settings.tuning.fast_wait,
+                lf_lock_wait: settings.tuning.lf_lock_wait,
             }),
             Ok(Err(e)) => Err(e),
             Err(_) => Err("the dispatcher thread ended during start-up".into()),
@@ -439,15 +453,21 @@ impl Coordinator {
     ) -> Option<Result<vitamin_runtime::Recorded, vitamin_hal::HalError>> {
         let mut failure = None;
         let mut fresh = false;
+        // The dispatcher lock is taken before the vCtx lock (the dispatcher thread's order), so
+        // it may be waited for: right after a synchronize call returned, the dispatcher thread
+        // is often in the round that takes in the completion, and the launch would otherwise
+        // be handed over.
+        vitamin_hal::trace::step(7);
+        let Some(slot) = self.lock_for_launch() else {
+            self.submits.lf_dispatcher_busy.fetch_add(1, Ordering::Relaxed);
+            return None;
+        };
+        let mut slot = Some(slot);
         let recorded = vctx.record_launched_first(
             s,
             || {
                 fresh = true;
-                vitamin_hal::trace::step(7);
-                let Some(mut slot) = self.dispatcher.try_lock() else {
-                    self.submits.lf_dispatcher_busy.fetch_add(1, Ordering::Relaxed);
-                    return None;
-                };
+                let mut slot = slot.take()?;
                 vitamin_hal::trace::step(8);
                 match slot.as_mut()?.launch_fresh_native(0, probe, &mut launch)? {
                     Ok(launched) => {
@@ -485,6 +505,37 @@ impl Coordinator {
                 None
             }
         }
+    }
+
+    /// The dispatcher lock for an application thread's launch-first: at once when free, else
+    /// after spinning up to [`Tuning::lf_lock_wait`] while the dispatcher thread, seeing
+    /// `lock_wanted`, starts no new round or poll (it holds the lock for one round or poll at a
+    /// time, a few microseconds). `None`: still held (a round with many launches). Spins
+    /// rather than parks (`try_lock_for` would park): the holder's unlock would then pay for a
+    /// futex wake-up, and this thread for being woken.
+    fn lock_for_launch(&self) -> Option<parking_lot::MutexGuard<'_, Option<Shim>>> {
+        if let Some(g) = self.dispatcher.try_lock() {
+            return Some(g);
+        }
+        if self.lf_lock_wait.is_zero() {
+            return None;
+        }
+        self.submits.lock_wanted.fetch_add(1, Ordering::AcqRel);
+        let deadline = Instant::now() + self.lf_lock_wait;
+        let got = loop {
+            std::hint::spin_loop();
+            if let Some(g) = self.dispatcher.try_lock() {
+                break Some(g);
+            }
+            if Instant::now() >= deadline {
+                break None;
+            }
+        };
+        self.submits.lock_wanted.fetch_sub(1, Ordering::AcqRel);
+        if got.is_some() {
+            self.submits.lf_lock_waited.fetch_add(1, Ordering::Relaxed);
+        }
+        got
     }
 
     /// Wait assist: a thread spinning in a synchronize call for `ops` polls completions itself
@@ -670,8 +721,11 @@ fn run(
             // Never park on the lock: an application thread releasing it would then pay for a
             // futex wake-up on its launch path.
             let mut g = loop {
-                if let Some(g) = slot.try_lock() {
-                    break g;
+                // An application thread spinning for the lock to launch goes first.
+                if submits.lock_wanted.load(Ordering::Acquire) == 0 {
+                    if let Some(g) = slot.try_lock() {
+                        break g;
+                    }
                 }
                 relax(spin_yield);
             };
@@ -789,6 +843,7 @@ fn run(
     published["launch_first_shim"] = serde_json::json!({
         "not_fresh": submits.lf_not_fresh.load(Ordering::Relaxed),
         "dispatcher_busy": submits.lf_dispatcher_busy.load(Ordering::Relaxed),
+        "lock_waited": submits.lf_lock_waited.load(Ordering::Relaxed),
     });
     published["fast_waits"] = submits.fast_waits.load(Ordering::Relaxed).into();
     published["policy"] = d.policy().name().into();
@@ -815,7 +870,11 @@ fn poll_for_waiters(
     submits: &Submits,
 ) {
     loop {
-        if stop.load(Ordering::Acquire) || vctx.has_work_hint() || inline_new() {
+        if stop.load(Ordering::Acquire)
+            || vctx.has_work_hint()
+            || inline_new()
+            || submits.lock_wanted.load(Ordering::Acquire) != 0
+        {
             return;
         }
         if submits.waiter_probing() {
@@ -893,6 +952,9 @@ const DEFER_TO_WAITERS: bool = false;
 /// +0.25% in two of three runs (+2.12% in the third, a slow machine).
 const FAST_WAIT: bool = true;
 
+/// How long a launch-first launch spins for the dispatcher lock by default
+/// (`VITAMIN_LF_LOCK_WAIT_US`): longer than a round that takes in a completion or a poll.
+const LF_LOCK_WAIT: Duration = Duration::from_micros(20);
 /// Whether the dispatcher thread yields the CPU while it spins by default (`VITAMIN_SPIN_YIELD`).
 const SPIN_YIELD: bool = true;
 
@@ -1031,6 +1093,7 @@ mod tests {
         let t = tuning(&[]);
         assert!(t.eager && t.launch_first && t.wait_assist && t.submit_thread && t.tight_poll && t.spin_yield);
         assert!(t.fast_wait);
+        assert_eq!(t.lf_lock_wait, LF_LOCK_WAIT);
         assert!(!t.eager_continue && !t.defer_to_waiters && !t.inline && !t.native_wait);
         assert_eq!(t.nap, Nap::Off);
         assert_eq!(t.busy_query, Duration::from_nanos(vitamin_hal_cuda::BUSY_QUERY_NS));
@@ -1048,8 +1111,10 @@ mod tests {
             ("VITAMIN_DISPATCH_NAP", "busy"),
             ("VITAMIN_CONTINUATION_DEPTH", "0"),
             ("VITAMIN_FAST_WAIT", "0"),
+            ("VITAMIN_LF_LOCK_WAIT_US", "0"),
         ]);
         assert!(!t.fast_wait);
+        assert!(t.lf_lock_wait.is_zero());
         assert!(!t.launch_first && t.eager_continue && t.defer_to_waiters && !t.spin_yield);
         assert_eq!(t.busy_query, Duration::from_micros(100));
         assert_eq!(t.nap, Nap::Busy);
