@@ -301,6 +301,12 @@ fn every_policy_and_strict_readiness_keep_the_program_s_semantics() {
         // A launch-first launch only trying the dispatcher lock (by default it spins for it
         // while the dispatcher thread holds it, and the dispatcher thread lets it go first).
         ("throughput-lf-try-only", vec![("VITAMIN_LF_LOCK_WAIT_US", "0")]),
+        // The dispatcher thread's round following at once a poll that completed a wait (by
+        // default it waits up to 20 us for the waiting thread's next launch).
+        (
+            "chaos-no-wake-grace",
+            vec![("VITAMIN_POLICY", "chaos"), ("VITAMIN_SEED", "41"), ("VITAMIN_WAKE_GRACE_US", "0")],
+        ),
         // The experimental native wait on lane streams.
         ("throughput-native-wait", vec![("VITAMIN_NATIVE_WAIT", "1")]),
         // The whole-device node on a green context like every other node (the primary context
@@ -353,7 +359,7 @@ fn every_policy_and_strict_readiness_keep_the_program_s_semantics() {
         let shim = &b["dispatcher"]["launch_first_shim"];
         for (o, k) in [(declined, "ineligible"), (declined, "no_plan"), (declined, "lease"), (declined, "busy")]
             .into_iter()
-            .chain([(shim, "not_fresh"), (shim, "dispatcher_busy"), (shim, "lock_waited")])
+            .chain([(shim, "not_fresh"), (shim, "dispatcher_busy"), (shim, "lock_waited"), (shim, "lock_wait_ns")])
         {
             assert!(o[k].is_u64(), "{name}: launch-first counter {k} missing from the census: {b:#}");
         }

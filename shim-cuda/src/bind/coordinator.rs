@@ -146,6 +146,10 @@ pub struct Tuning {
     /// `VITAMIN_LF_LOCK_WAIT_US`: how long a launch-first launch spins for the dispatcher lock
     /// the dispatcher thread holds before it is handed over instead (0: only tried).
     pub lf_lock_wait: Duration,
+    /// `VITAMIN_WAKE_GRACE_US`: when the dispatcher thread, about to run a round, found its lock
+    /// held by a thread polling in a synchronize call that has since returned, how long the round
+    /// waits for that thread's next submission (0: none, the round follows at once).
+    pub wake_grace: Duration,
 }
 
 impl Tuning {
@@ -185,6 +189,7 @@ impl Tuning {
             defer_to_waiters: get("VITAMIN_DEFER_TO_WAITERS").map_or(DEFER_TO_WAITERS, |v| v.trim() == "1"),
             fast_wait: get("VITAMIN_FAST_WAIT").map_or(FAST_WAIT, |v| v.trim() == "1"),
             lf_lock_wait: num("VITAMIN_LF_LOCK_WAIT_US").map_or(LF_LOCK_WAIT, Duration::from_micros),
+            wake_grace: num("VITAMIN_WAKE_GRACE_US").map_or(WAKE_GRACE, Duration::from_micros),
         }
     }
 }
@@ -251,6 +256,10 @@ struct Submits {
     /// Launch-first attempts that found the dispatcher lock held and got it within
     /// [`Tuning::lf_lock_wait`].
     lf_lock_waited: std::sync::atomic::AtomicU64,
+    /// Their total wait, ns.
+    lf_lock_wait_ns: std::sync::atomic::AtomicU64,
+    /// Rounds the dispatcher thread held back after a waiting thread returned ([`Tuning::wake_grace`]).
+    graces: std::sync::atomic::AtomicU64,
     /// Application threads spinning for the dispatcher lock ([`Coordinator::launch_first`]):
     /// while nonzero, the dispatcher thread starts no round or poll.
     lock_wanted: std::sync::atomic::AtomicU32,
@@ -521,7 +530,8 @@ impl Coordinator {
             return None;
         }
         self.submits.lock_wanted.fetch_add(1, Ordering::AcqRel);
-        let deadline = Instant::now() + self.lf_lock_wait;
+        let start = Instant::now();
+        let deadline = start + self.lf_lock_wait;
         let got = loop {
             std::hint::spin_loop();
             if let Some(g) = self.dispatcher.try_lock() {
@@ -534,6 +544,8 @@ impl Coordinator {
         self.submits.lock_wanted.fetch_sub(1, Ordering::AcqRel);
         if got.is_some() {
             self.submits.lf_lock_waited.fetch_add(1, Ordering::Relaxed);
+            let waited = start.elapsed().as_nanos() as u64;
+            self.submits.lf_lock_wait_ns.fetch_add(waited, Ordering::Relaxed);
         }
         got
     }
@@ -704,6 +716,7 @@ fn run(
     let realize_ms = t0.elapsed().as_secs_f64() * 1e3;
     let poll_interval = Duration::from_nanos(d.config().min_poll_interval_ns);
     let idle_spin = settings.tuning.idle_spin;
+    let wake_grace = settings.tuning.wake_grace;
     // With the wait assist, waiting threads poll for themselves: one starting to wait is no
     // reason for this thread to run a round (it would only take the lock from them).
     let waiters_wake = !settings.tuning.wait_assist;
@@ -720,11 +733,28 @@ fn run(
         let (pumped, idle, eager) = {
             // Never park on the lock: an application thread releasing it would then pay for a
             // futex wake-up on its launch path.
+            // Since when a thread polling in a synchronize call holds this round off.
+            let mut held_off: Option<Instant> = None;
             let mut g = loop {
                 // An application thread spinning for the lock to launch goes first.
                 if submits.lock_wanted.load(Ordering::Acquire) == 0 {
+                    if held_off.is_some_and(|s| !vctx.has_work_hint() && s.elapsed() < wake_grace) {
+                        if vctx.has_assisting_waiters() {
+                            // Its polls observe the completions it waits for: no round until it
+                            // returns (or the grace passed, or new work came).
+                            relax(spin_yield);
+                            continue;
+                        }
+                        // It returned: it usually launches next, and would find the lock held
+                        // by this round (bookkeeping its own polls already did).
+                        held_off = None;
+                        grace(&vctx, submits, wake_grace, stop, spin_yield);
+                    }
                     if let Some(g) = slot.try_lock() {
                         break g;
+                    }
+                    if held_off.is_none() && !wake_grace.is_zero() && vctx.has_assisting_waiters() {
+                        held_off = Some(Instant::now());
                     }
                 }
                 relax(spin_yield);
@@ -844,7 +874,9 @@ fn run(
         "not_fresh": submits.lf_not_fresh.load(Ordering::Relaxed),
         "dispatcher_busy": submits.lf_dispatcher_busy.load(Ordering::Relaxed),
         "lock_waited": submits.lf_lock_waited.load(Ordering::Relaxed),
+        "lock_wait_ns": submits.lf_lock_wait_ns.load(Ordering::Relaxed),
     });
+    published["wake_graces"] = submits.graces.load(Ordering::Relaxed).into();
     published["fast_waits"] = submits.fast_waits.load(Ordering::Relaxed).into();
     published["policy"] = d.policy().name().into();
     published["fence"] = match d.backend().fence_mode() {
@@ -857,6 +889,26 @@ fn run(
     // The process is exiting: leave the green contexts to the driver instead of draining and
     // destroying every pool node here.
     std::mem::forget(d);
+}
+
+/// Waits up to `grace` before a round the dispatcher thread was held off by a waiting thread's
+/// polls, after that thread returned: until it submitted something (an eager or inline
+/// submission), new work was recorded, or the grace passed (also when stopping).
+fn grace(vctx: &VirtualContext, submits: &Submits, grace: Duration, stop: &AtomicBool, spin_yield: bool) {
+    if grace.is_zero() {
+        return;
+    }
+    submits.graces.fetch_add(1, Ordering::Relaxed);
+    let (eager, inline) = (submits.eager.load(Ordering::Acquire), submits.inline.load(Ordering::Acquire));
+    let until = Instant::now() + grace;
+    while !vctx.has_work_hint()
+        && submits.eager.load(Ordering::Acquire) == eager
+        && submits.inline.load(Ordering::Acquire) == inline
+        && !stop.load(Ordering::Acquire)
+        && Instant::now() < until
+    {
+        relax(spin_yield);
+    }
 }
 
 /// The dispatcher thread's tight completion polling while host threads wait and nothing else
@@ -955,6 +1007,9 @@ const FAST_WAIT: bool = true;
 /// How long a launch-first launch spins for the dispatcher lock by default
 /// (`VITAMIN_LF_LOCK_WAIT_US`): longer than a round that takes in a completion or a poll.
 const LF_LOCK_WAIT: Duration = Duration::from_micros(20);
+/// How long a dispatcher round held off by a waiting thread's polls waits, once that thread
+/// returned, for its next submission by default (`VITAMIN_WAKE_GRACE_US`).
+const WAKE_GRACE: Duration = Duration::from_micros(20);
 /// Whether the dispatcher thread yields the CPU while it spins by default (`VITAMIN_SPIN_YIELD`).
 const SPIN_YIELD: bool = true;
 
@@ -1094,6 +1149,7 @@ mod tests {
         assert!(t.eager && t.launch_first && t.wait_assist && t.submit_thread && t.tight_poll && t.spin_yield);
         assert!(t.fast_wait);
         assert_eq!(t.lf_lock_wait, LF_LOCK_WAIT);
+        assert_eq!(t.wake_grace, WAKE_GRACE);
         assert!(!t.eager_continue && !t.defer_to_waiters && !t.inline && !t.native_wait);
         assert_eq!(t.nap, Nap::Off);
         assert_eq!(t.busy_query, Duration::from_nanos(vitamin_hal_cuda::BUSY_QUERY_NS));
@@ -1112,9 +1168,10 @@ mod tests {
             ("VITAMIN_CONTINUATION_DEPTH", "0"),
             ("VITAMIN_FAST_WAIT", "0"),
             ("VITAMIN_LF_LOCK_WAIT_US", "0"),
+            ("VITAMIN_WAKE_GRACE_US", "0"),
         ]);
         assert!(!t.fast_wait);
-        assert!(t.lf_lock_wait.is_zero());
+        assert!(t.lf_lock_wait.is_zero() && t.wake_grace.is_zero());
         assert!(!t.launch_first && t.eager_continue && t.defer_to_waiters && !t.spin_yield);
         assert_eq!(t.busy_query, Duration::from_micros(100));
         assert_eq!(t.nap, Nap::Busy);
