@@ -243,6 +243,7 @@ fn chaos_binds_every_launch_unchanged_to_green_contexts_in_happens_before_order(
 #[test]
 fn every_policy_and_strict_readiness_keep_the_program_s_semantics() {
     let mut eager_continued_total = 0;
+    let mut after_launch_first_total = 0;
     let mut fast_waits_total = 0;
     let mut launched_first_total = 0;
     for (name, vars) in [
@@ -301,6 +302,8 @@ fn every_policy_and_strict_readiness_keep_the_program_s_semantics() {
         // A launch-first launch only trying the dispatcher lock (by default it spins for it
         // while the dispatcher thread holds it, and the dispatcher thread lets it go first).
         ("throughput-lf-try-only", vec![("VITAMIN_LF_LOCK_WAIT_US", "0")]),
+        // No continuation by the application thread after its launch-first launches.
+        ("throughput-no-continue-ops", vec![("VITAMIN_EAGER_CONTINUE_OPS", "0")]),
         // The dispatcher thread's round following at once a poll that completed a wait (by
         // default it waits up to 20 us for the waiting thread's next launch).
         (
@@ -336,13 +339,18 @@ fn every_policy_and_strict_readiness_keep_the_program_s_semantics() {
         }
         // Eager continuation: dependent launches recorded while their predecessor runs are
         // continued on its lane by the application thread (2 ms kernels: the dispatcher is free).
+        // By default only the ops a thread records after its own launch-first launch
+        // (VITAMIN_EAGER_CONTINUE_OPS, 8) are continued by it.
         let continued = b["dispatcher"]["eager_continued"].as_u64().expect("eager_continued in the census");
+        let first = b["dispatcher"]["launched_first"].as_u64().expect("launched_first in the census");
         if name.ends_with("-eager-continue") {
             // Whether the application thread or the dispatcher thread gets to continue an op
             // is a race: counted over the runs with eager continuation on, checked below.
             eager_continued_total += continued;
+        } else if first > 0 && !name.contains("no-continue-ops") {
+            after_launch_first_total += continued;
         } else {
-            assert_eq!(continued, 0, "{name}: eager continuation is off by default: {b:#}");
+            assert_eq!(continued, 0, "{name}: no launch-first launch, or continuation after it off: {b:#}");
         }
         // Launch-first: only Throughput knows a lone fresh launch's node without a round (its
         // memoized plan), and only with eager binding on and inline submission off.
@@ -400,6 +408,7 @@ fn every_policy_and_strict_readiness_keep_the_program_s_semantics() {
         }
     }
     assert!(eager_continued_total > 0, "no run continued an op on the application thread");
+    assert!(after_launch_first_total > 0, "no op was continued by the thread after its launch-first launch");
     assert!(fast_waits_total > 0, "no wait ended on the fence words read by the waiting thread");
     // The other Throughput configurations launch first too, unless the dispatcher thread held
     // its lock at each fresh launch (a race): counted over them.

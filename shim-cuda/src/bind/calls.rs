@@ -166,6 +166,7 @@ fn launch_first(b: &Bind, s: vitamin_runtime::StreamId, c: &LaunchCall) -> Optio
     match b.coordinator.launch_first(&b.vctx, s, &probe, launch, capture)? {
         Ok(r) => {
             b.counters.kernels.bump();
+            super::set_continue_budget(t.eager_continue_ops);
             trace::mark(Tag::LaunchExit, r.op.0);
             Some(CUDA_SUCCESS)
         }

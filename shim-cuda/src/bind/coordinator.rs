@@ -127,6 +127,12 @@ pub struct Tuning {
     /// live predecessors are all submitted continues it on their lane itself when the
     /// dispatcher is free (lane continuation on the recording thread; off by default).
     pub eager_continue: bool,
+    /// `VITAMIN_EAGER_CONTINUE_OPS`: under eager binding, how many ops a thread records after
+    /// each of its launch-first launches it continues itself as under
+    /// [`eager_continue`](Self::eager_continue) (an operator's launches after the first one:
+    /// the application thread then launches a small operator's kernels, as natively, while the
+    /// ops of long launch streams still go to the dispatcher; 0: none).
+    pub eager_continue_ops: u32,
     /// `VITAMIN_BUSY_QUERY_US`: least time between fence queries of a lane the submission thread
     /// still feeds ([`CudaBackend::set_busy_query`]).
     pub busy_query: Duration,
@@ -182,6 +188,8 @@ impl Tuning {
                 _ => NAP,
             },
             eager_continue: get("VITAMIN_EAGER_CONTINUE").map_or(EAGER_CONTINUE, |v| v.trim() == "1"),
+            eager_continue_ops: num("VITAMIN_EAGER_CONTINUE_OPS")
+                .map_or(EAGER_CONTINUE_OPS, |n| n.min(u64::from(u32::MAX)) as u32),
             tight_poll: get("VITAMIN_TIGHT_POLL").map_or(TIGHT_POLL, |v| v.trim() == "1"),
             busy_query: num("VITAMIN_BUSY_QUERY_US")
                 .map_or(Duration::from_nanos(vitamin_hal_cuda::BUSY_QUERY_NS), Duration::from_micros),
@@ -802,7 +810,7 @@ fn run(
                 if settings.tuning.nap == Nap::All {
                     vctx.nap_for_work(poll_interval.min(until - now));
                 } else if eager_new() {
-                    if !settings.tuning.eager_continue {
+                    if !settings.tuning.eager_continue && settings.tuning.eager_continue_ops == 0 {
                         woke = true;
                         break;
                     }
@@ -1057,6 +1065,9 @@ const NAP: Nap = Nap::Off;
 /// over native on one machine (7 pairs; -3.1% on another), where launches handed to the
 /// dispatcher and submission threads had kept it at or below native (sessions 2-4).
 const EAGER_CONTINUE: bool = false;
+/// How many ops a thread continues itself after each of its launch-first launches by default
+/// (`VITAMIN_EAGER_CONTINUE_OPS`): an 8-kernel operator's 7 others and a few more.
+const EAGER_CONTINUE_OPS: u32 = 8;
 /// Whether waiting threads poll completions themselves by default (`VITAMIN_WAIT_ASSIST`): with
 /// eager binding the application thread then launches, fences and polls its own lane, as a
 /// native program does (session 5 call 4 on the H200, two rounds: the 8-kernel operator's p95
@@ -1150,6 +1161,7 @@ mod tests {
         assert!(t.fast_wait);
         assert_eq!(t.lf_lock_wait, LF_LOCK_WAIT);
         assert_eq!(t.wake_grace, WAKE_GRACE);
+        assert_eq!(t.eager_continue_ops, EAGER_CONTINUE_OPS);
         assert!(!t.eager_continue && !t.defer_to_waiters && !t.inline && !t.native_wait);
         assert_eq!(t.nap, Nap::Off);
         assert_eq!(t.busy_query, Duration::from_nanos(vitamin_hal_cuda::BUSY_QUERY_NS));
@@ -1169,9 +1181,10 @@ mod tests {
             ("VITAMIN_FAST_WAIT", "0"),
             ("VITAMIN_LF_LOCK_WAIT_US", "0"),
             ("VITAMIN_WAKE_GRACE_US", "0"),
+            ("VITAMIN_EAGER_CONTINUE_OPS", "0"),
         ]);
         assert!(!t.fast_wait);
-        assert!(t.lf_lock_wait.is_zero() && t.wake_grace.is_zero());
+        assert!(t.lf_lock_wait.is_zero() && t.wake_grace.is_zero() && t.eager_continue_ops == 0);
         assert!(!t.launch_first && t.eager_continue && t.defer_to_waiters && !t.spin_yield);
         assert_eq!(t.busy_query, Duration::from_micros(100));
         assert_eq!(t.nap, Nap::Busy);

@@ -264,6 +264,27 @@ fn settings() -> Settings {
     }
 }
 
+thread_local! {
+    /// How many more ops this thread continues on their predecessors' lane itself
+    /// ([`Tuning::eager_continue_ops`]), counted down from its last launch-first launch.
+    static CONTINUE_BUDGET: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
+}
+
+/// A launch-first launch of this thread: the next `ops` ops it records are continued on their
+/// predecessors' lane by this thread when the dispatcher is free ([`Tuning::eager_continue_ops`]).
+fn set_continue_budget(ops: u32) {
+    CONTINUE_BUDGET.with(|b| b.set(ops));
+}
+
+/// Whether the op this thread records now is one of those [`set_continue_budget`] counted.
+fn take_continue_budget() -> bool {
+    CONTINUE_BUDGET.with(|b| {
+        let left = b.get();
+        b.set(left.saturating_sub(1));
+        left > 0
+    })
+}
+
 /// How long a synchronize call spins (polling) before it parks, unless the application asked
 /// for blocking synchronization: natively CUDA spins for the whole wait by default.
 const SPIN_WAIT: Duration = Duration::from_secs(1);
@@ -371,7 +392,8 @@ impl Bind {
             // The context is asked only for a fresh op (a driver call, kept off the path of ops
             // that wait for predecessors).
             let in_pool_context = || driver::current_context().is_ok_and(|c| c == self.context);
-            self.coordinator.record_eager(&self.vctx, s, desc, t.eager_continue, in_pool_context)
+            let continue_too = t.eager_continue || take_continue_budget();
+            self.coordinator.record_eager(&self.vctx, s, desc, continue_too, in_pool_context)
         } else {
             self.vctx.record_op(s, desc)
         }
