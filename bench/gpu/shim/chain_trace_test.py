@@ -1,4 +1,5 @@
-"""Tests of chain_issue.py, stream_switch.py and sync_tail.py on synthetic traces (standard library
+"""Tests of chain_issue.py, lock_waits.py, stream_switch.py, sync_tail.py, trace_phases.py and
+trace_threads.py on synthetic traces (standard library
 only):
 python3 bench/gpu/shim/chain_trace_test.py
 """
@@ -13,6 +14,7 @@ sys.path.insert(0, HERE)
 sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 
 import chain_issue  # noqa: E402
+import lock_waits  # noqa: E402
 import stream_switch  # noqa: E402
 import sync_tail  # noqa: E402
 import trace_phases  # noqa: E402
@@ -180,6 +182,31 @@ class TraceThreadsTest(unittest.TestCase):
         self.assertEqual(spans["issue"][1], [5.8])
         self.assertEqual(spans["poll"][1], [0.5])
         self.assertNotIn(0, spans["poll"])
+
+
+class LockWaitsTest(unittest.TestCase):
+    def test_waits_are_split_by_the_synchronize_call_before_them(self):
+        tr = Trace()
+        # A launch right after a synchronize call, whose lock wait overlaps a dispatcher round
+        # that began 0.5 us after the call returned.
+        tr.mark("launch_enter", 1)  # the application thread is the one launching
+        tr.mark("sync_exit", 1)
+        tr.mark("round_begin", 0, after_ns=500)
+        tr.mark("step", 1, 7, after_ns=500)
+        tr.mark("intake_end", 0, after_ns=100)
+        tr.mark("step", 1, 8, after_ns=2000)  # waited 2.1 us
+        # A launch 10 us after that call: no wait.
+        tr.mark("step", 1, 7, after_ns=10_000)
+        tr.mark("step", 1, 8, after_ns=100)
+        rows = tr.loaded()
+        w = lock_waits.waits(rows)
+        self.assertEqual(len(w), 2)
+        wait, mark, split, since = w[0]
+        self.assertAlmostEqual(wait, 2.1)
+        self.assertEqual((mark, split), ("round_begin", "after sync"))
+        self.assertAlmostEqual(since, 0.5)
+        self.assertAlmostEqual(w[1][0], 0.1)
+        self.assertEqual(w[1][2], "other")
 
 
 if __name__ == "__main__":
