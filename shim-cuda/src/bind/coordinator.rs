@@ -1155,6 +1155,48 @@ mod tests {
     }
 
     #[test]
+    fn a_held_off_round_waits_for_the_next_submission_or_new_work_not_the_whole_grace() {
+        let vctx = VirtualContext::new(vitamin_runtime::VctxId(1));
+        let stop = AtomicBool::new(false);
+        let submits = Submits::default();
+        let long = Duration::from_secs(30);
+        // An eager submission ends it.
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                std::thread::sleep(Duration::from_millis(5));
+                submits.eager.fetch_add(1, Ordering::AcqRel);
+            });
+            let t = Instant::now();
+            grace(&vctx, &submits, long, &stop, true);
+            assert!(t.elapsed() < long / 2, "the grace outlived the submission");
+        });
+        // So does an inline submission, and stopping.
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                std::thread::sleep(Duration::from_millis(5));
+                submits.inline.fetch_add(1, Ordering::AcqRel);
+            });
+            grace(&vctx, &submits, long, &stop, false);
+        });
+        stop.store(true, Ordering::Release);
+        grace(&vctx, &submits, long, &stop, false);
+        stop.store(false, Ordering::Release);
+        // Nothing happening: it ends with the grace.
+        let t = Instant::now();
+        grace(&vctx, &submits, Duration::from_millis(2), &stop, false);
+        assert!(t.elapsed() >= Duration::from_millis(2));
+        // New work recorded ends it at once.
+        let s = vctx.create_stream(vitamin_runtime::StreamKind::NonBlocking, 0);
+        let marker = vitamin_hal::Marker::EventRecord { event: 1, generation: 1 };
+        vctx.record_op(s, Arc::new(vitamin_hal::OpDesc::Marker(marker))).expect("recorded");
+        assert!(vctx.has_work_hint());
+        grace(&vctx, &submits, long, &stop, false);
+        assert_eq!(submits.graces.load(Ordering::Relaxed), 5);
+        grace(&vctx, &submits, Duration::ZERO, &stop, false);
+        assert_eq!(submits.graces.load(Ordering::Relaxed), 5, "a zero grace is no grace");
+    }
+
+    #[test]
     fn defaults_are_the_measured_choices() {
         let t = tuning(&[]);
         assert!(t.eager && t.launch_first && t.wait_assist && t.submit_thread && t.tight_poll && t.spin_yield);

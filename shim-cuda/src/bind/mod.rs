@@ -646,3 +646,25 @@ extern "C" fn at_exit() {
         }
     });
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_launch_first_launch_lets_its_thread_continue_the_next_ops_it_records() {
+        assert!(!take_continue_budget(), "no launch-first launch yet");
+        set_continue_budget(2);
+        assert!(take_continue_budget() && take_continue_budget());
+        assert!(!take_continue_budget() && !take_continue_budget(), "the budget is spent");
+        // Another launch-first launch sets it again (not added to what is left); 0 turns it off.
+        set_continue_budget(1);
+        set_continue_budget(1);
+        assert!(take_continue_budget() && !take_continue_budget());
+        set_continue_budget(0);
+        assert!(!take_continue_budget());
+        // Per thread: another thread's launch gives this one nothing.
+        std::thread::spawn(|| set_continue_budget(5)).join().unwrap();
+        assert!(!take_continue_budget());
+    }
+}
