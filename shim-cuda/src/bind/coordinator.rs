@@ -20,7 +20,8 @@
 //!
 //! Application threads do part of the work themselves: a fresh op (the first launch after a wait)
 //! is bound and launched by the thread recording it ([`Coordinator::record_eager`], eager binding),
-//! optionally with the dependent ops behind it ([`Tuning::eager_continue`]), and a thread waiting
+//! optionally with the dependent ops behind it ([`Tuning::eager_continue`]; by default the next
+//! [`Tuning::eager_continue_ops`] after a launch-first launch), and a thread waiting
 //! in a synchronize call polls its own completions ([`Tuning::wait_assist`]), then spins on the
 //! fence words of the ops it waits for and returns as soon as they are reached
 //! ([`Tuning::fast_wait`]): on this VM a hand-off between threads costs microseconds, a wake-up
@@ -28,7 +29,10 @@
 //!
 //! Waiting: with work in flight the thread spins (yielding, on lock-free hints) until new work
 //! arrives, a thread starts waiting in a synchronize call (without the wait assist), or the poll
-//! interval passes; it polls every round while progress waits on completions. With nothing to do it
+//! interval passes; it polls every round while progress waits on completions. It starts no round
+//! while an application thread spins for its lock to launch, and holds a round off while a
+//! waiting thread's polls hold the lock and, once that thread returned, until its next submission
+//! ([`Tuning::wake_grace`]). With nothing to do it
 //! spins briefly, then parks in [`VirtualContext::wait_for_work`], which new ops, eager submissions
 //! and newly waiting threads (without the wait assist) wake. `VITAMIN_DISPATCH_NAP` makes it nap
 //! instead of spinning (experimental, measured worse).
@@ -451,7 +455,8 @@ impl Coordinator {
     }
 
     /// Launch-first eager binding ([`Tuning::launch_first`]): if an op recorded on `s` of `vctx`
-    /// now would be fresh and the dispatcher is free, binds the launch described by `probe`
+    /// now would be fresh and the dispatcher lock can be had (waiting up to
+    /// [`Tuning::lf_lock_wait`] for the dispatcher thread), binds the launch described by `probe`
     /// (function and shape, no arguments) through the policy's direct answer and makes it on the
     /// chosen lane with `launch` (the application's own argument pointers), then copies the
     /// descriptor with `capture` (`probe` stands in if that fails: the launch already ran, and
