@@ -484,12 +484,12 @@ impl Coordinator {
             self.submits.lf_dispatcher_busy.fetch_add(1, Ordering::Relaxed);
             return None;
         };
-        let mut slot = Some(slot);
+        // Moved into the closure: released after the vCtx lock whether or not it is called.
         let recorded = vctx.record_launched_first(
             s,
             || {
                 fresh = true;
-                let mut slot = slot.take()?;
+                let mut slot = slot;
                 vitamin_hal::trace::step(8);
                 match slot.as_mut()?.launch_fresh_native(0, probe, &mut launch)? {
                     Ok(launched) => {
@@ -744,34 +744,7 @@ fn run(
         let inline_seen = submits.inline.load(Ordering::Acquire);
         let eager_seen = submits.eager.load(Ordering::Acquire);
         let (pumped, idle, eager) = {
-            // Never park on the lock: an application thread releasing it would then pay for a
-            // futex wake-up on its launch path.
-            // Since when a thread polling in a synchronize call holds this round off.
-            let mut held_off: Option<Instant> = None;
-            let mut g = loop {
-                // An application thread spinning for the lock to launch goes first.
-                if submits.lock_wanted.load(Ordering::Acquire) == 0 {
-                    if held_off.is_some_and(|s| !vctx.has_work_hint() && s.elapsed() < wake_grace) {
-                        if vctx.has_assisting_waiters() {
-                            // Its polls observe the completions it waits for: no round until it
-                            // returns (or the grace passed, or new work came).
-                            relax(spin_yield);
-                            continue;
-                        }
-                        // It returned: it usually launches next, and would find the lock held
-                        // by this round (bookkeeping its own polls already did).
-                        held_off = None;
-                        grace(&vctx, submits, wake_grace, stop, spin_yield);
-                    }
-                    if let Some(g) = slot.try_lock() {
-                        break g;
-                    }
-                    if held_off.is_none() && !wake_grace.is_zero() && vctx.has_assisting_waiters() {
-                        held_off = Some(Instant::now());
-                    }
-                }
-                relax(spin_yield);
-            };
+            let mut g = lock_for_round(slot, &vctx, submits, wake_grace, stop, spin_yield);
             let d = g.as_mut().expect("the dispatcher lives until this thread ends");
             watch.check(d);
             (d.pump(), d.is_idle(), d.needs_completions())
@@ -902,6 +875,46 @@ fn run(
     // The process is exiting: leave the green contexts to the driver instead of draining and
     // destroying every pool node here.
     std::mem::forget(d);
+}
+
+/// The dispatcher lock for the dispatcher thread's next round. Never parks on the lock (an
+/// application thread releasing it would then pay for a futex wake-up on its launch path). An
+/// application thread spinning for it to launch goes first; a thread polling in a synchronize call
+/// holds the round off (up to `wake_grace`), and once it returned, [`grace`] waits for its next
+/// submission.
+fn lock_for_round<'a>(
+    slot: &'a Slot,
+    vctx: &VirtualContext,
+    submits: &Submits,
+    wake_grace: Duration,
+    stop: &AtomicBool,
+    spin_yield: bool,
+) -> parking_lot::MutexGuard<'a, Option<Shim>> {
+    // Since when a thread polling in a synchronize call holds this round off.
+    let mut held_off: Option<Instant> = None;
+    loop {
+        if submits.lock_wanted.load(Ordering::Acquire) == 0 {
+            if held_off.is_some_and(|s| !vctx.has_work_hint() && s.elapsed() < wake_grace) {
+                if vctx.has_assisting_waiters() {
+                    // Its polls observe the completions it waits for: no round until it returns
+                    // (or the grace passed, or new work came).
+                    relax(spin_yield);
+                    continue;
+                }
+                // It returned: it usually launches next, and would find the lock held by this
+                // round (bookkeeping its own polls already did).
+                held_off = None;
+                grace(vctx, submits, wake_grace, stop, spin_yield);
+            }
+            if let Some(g) = slot.try_lock() {
+                return g;
+            }
+            if held_off.is_none() && !wake_grace.is_zero() && vctx.has_assisting_waiters() {
+                held_off = Some(Instant::now());
+            }
+        }
+        relax(spin_yield);
+    }
 }
 
 /// Waits up to `grace` before a round the dispatcher thread was held off by a waiting thread's
