@@ -375,6 +375,13 @@ fn every_policy_and_strict_readiness_keep_the_program_s_semantics() {
             assert_eq!(shim["lock_waited"], 0, "{name}: the lock was only to be tried: {b:#}");
         }
         eprintln!("{name}: launch-first {shim}");
+        // Where the shared structures lie: offsets within their 4 KiB pages.
+        let layout = &b["dispatcher"]["layout"];
+        let offsets: Vec<u64> = ["vctx", "submits", "slot", "stop"]
+            .iter()
+            .map(|k| layout[k].as_u64().unwrap_or_else(|| panic!("{name}: layout.{k} missing from the census: {b:#}")))
+            .collect();
+        assert!(offsets.iter().all(|&o| o < 4096), "{name}: a page offset beyond the page: {layout}");
         // Hybrid fences by default; events where the device has no 64-bit stream memory
         // operations or when asked for.
         let fence = match name {

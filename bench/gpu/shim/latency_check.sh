@@ -6,7 +6,9 @@
 #
 # CONFIGS="name:VAR=v,VAR=v name2:..." (default below): each a bind-mode run of chain_bench with
 # those variables; the pseudo-variable PIN=cpus runs the process under `taskset -c cpus`
-# (VITAMIN_DISPATCH_CPU then moves the dispatcher thread). `native` and `native_pin:PIN=..` run
+# (VITAMIN_DISPATCH_CPU then moves the dispatcher thread); SHIM=file preloads another build of the
+# shim (a path relative to this folder, for A/B of two builds staged side by side).
+# `native` and `native_pin:PIN=..` run
 # without the shim. Tokens @SIB and @FAR in values are replaced by a vCPU sharing a physical core
 # with vCPU 2 and one that does not. ROUNDS rounds, configurations interleaved within each.
 # TRACE="name ..." adds a traced bind run per round for those configurations.
@@ -56,11 +58,13 @@ run_cfg() { # run_cfg NAME VARS ROUND [trace]
     local name=$1 vars=$2 r=$3 traced=${4:-}
     (
         pin=()
+        shim=$SHIM
         IFS=','
         for kv in $vars; do
             kv=${kv//@SIB/$SIB}; kv=${kv//@FAR/$FAR}
             case $kv in
                 PIN=*) pin=(taskset -c "${kv#PIN=}") ;;
+                SHIM=*) shim=${kv#SHIM=}; [[ $shim == /* ]] || shim="$HERE/$shim" ;;
                 ?*) export "$kv" ;;
             esac
         done
@@ -71,7 +75,7 @@ run_cfg() { # run_cfg NAME VARS ROUND [trace]
         if [[ $name == native* ]]; then
             timeout 120 "${pin[@]}" "${CB[@]}"
         else
-            LD_PRELOAD="$SHIM" VITAMIN_MODE=bind VITAMIN_POLICY=${POLICY:-throughput} VITAMIN_PROFILE_DISPATCH=1 \
+            LD_PRELOAD="$shim" VITAMIN_MODE=bind VITAMIN_POLICY=${POLICY:-throughput} VITAMIN_PROFILE_DISPATCH=1 \
                 VITAMIN_CENSUS="$W/census_${label// /_}.json" timeout 120 "${pin[@]}" "${CB[@]}"
         fi | sed "s/^/$label /"
     )

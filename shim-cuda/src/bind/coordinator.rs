@@ -863,6 +863,15 @@ fn run(
         "lock_wait_ns": submits.lf_lock_wait_ns.load(Ordering::Relaxed),
     });
     published["wake_graces"] = submits.graces.load(Ordering::Relaxed).into();
+    // Where the structures both threads touch lie (offsets in their 4 KiB page), to tell whether
+    // a process's speed follows which data share a cache line (session 11: it did not).
+    let page_offset = |p: *const u8| (p as usize % 4096) as u64;
+    published["layout"] = serde_json::json!({
+        "vctx": page_offset(Arc::as_ptr(&vctx).cast()),
+        "submits": page_offset((submits as *const Submits).cast()),
+        "slot": page_offset((slot.as_ref() as *const parking_lot::Mutex<Option<Shim>>).cast()),
+        "stop": page_offset((stop as *const AtomicBool).cast()),
+    });
     published["fast_waits"] = submits.fast_waits.load(Ordering::Relaxed).into();
     published["policy"] = d.policy().name().into();
     published["fence"] = match d.backend().fence_mode() {
