@@ -1,5 +1,5 @@
-"""Tests of chain_issue.py, lock_waits.py, stream_switch.py, sync_tail.py, trace_phases.py and
-trace_threads.py on synthetic traces (standard library
+"""Tests of chain_issue.py, lock_waits.py, stream_switch.py, sync_tail.py, trace_phases.py,
+trace_tail.py and trace_threads.py on synthetic traces (standard library
 only):
 python3 bench/gpu/shim/chain_trace_test.py
 """
@@ -18,6 +18,7 @@ import lock_waits  # noqa: E402
 import stream_switch  # noqa: E402
 import sync_tail  # noqa: E402
 import trace_phases  # noqa: E402
+import trace_tail  # noqa: E402
 import trace_threads  # noqa: E402
 
 FENCE = 1 << 63
@@ -207,6 +208,39 @@ class LockWaitsTest(unittest.TestCase):
         self.assertAlmostEqual(since, 0.5)
         self.assertAlmostEqual(w[1][0], 0.1)
         self.assertEqual(w[1][2], "other")
+
+
+class TraceTailTest(unittest.TestCase):
+    def test_the_tail_s_extra_time_is_placed_where_it_accrues(self):
+        tr = Trace()
+        # 40 operators of 8 launches and a synchronize call; in every 20th, the first launch
+        # waits 10 us between its entry (step 7) and the driver call (step 8), while a
+        # dispatcher round runs.
+        for i in range(40):
+            slow = i % 20 == 19
+            tr.mark("step", 1, 7, after_ns=5000)
+            tr.mark("launch_enter", 1)
+            if slow:
+                tr.mark("round_begin", 0, after_ns=500)
+            tr.mark("step", 1, 8, after_ns=9500 if slow else 1000)
+            for _ in range(7):
+                tr.mark("launch_enter", 1)
+            tr.mark("sync_exit", 1, after_ns=400_000)
+        rows = tr.loaded()
+        middle, tail = trace_tail.split(rows, 8, 0.05)
+        self.assertEqual(len(tail), 2)
+        self.assertTrue(all(d > 410 for _, d in tail))
+        self.assertEqual(len(middle), 8)
+        rows = {r[0]: r for r in trace_tail.compare(middle, tail)}
+        # The step before the wait comes no later in the tail; the driver call 9 us later
+        # (10 us against 1 us), and everything after it by as much, with no further growth.
+        self.assertAlmostEqual(rows["launch_enter"][5], 0.0)
+        self.assertAlmostEqual(rows["step8"][5], 9.0)
+        self.assertAlmostEqual(rows["step8"][6], 9.0)
+        self.assertAlmostEqual(rows["sync_exit"][5], 9.0)
+        self.assertAlmostEqual(rows["sync_exit"][6], 0.0)
+        # The dispatcher round occurs only in the tail: no medians, shares 0 and 1.
+        self.assertEqual(rows["d_round_begin"][1:4], [0.0, 1.0, None])
 
 
 if __name__ == "__main__":

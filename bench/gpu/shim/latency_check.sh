@@ -138,6 +138,7 @@ for t in "$W"/trace_*.csv; do
     [ -f "$HERE/trace_phases.py" ] && python3 "$HERE/trace_phases.py" "$t" 1 8
     [ -f "$HERE/stream_switch.py" ] && python3 "$HERE/stream_switch.py" "$t"
     [ -f "$HERE/lock_waits.py" ] && python3 "$HERE/lock_waits.py" "$t"
+    [ -f "$HERE/trace_tail.py" ] && python3 "$HERE/trace_tail.py" "$t" 8 && python3 "$HERE/trace_tail.py" "$t" 1
 done
 # One archive of the runs' censuses (the device tool brings back a limited number of files).
 tar czf "$OUT/latency_runs.tar.gz" -C "$W" $(cd "$W" && ls census_*.json trace_*.json 2>/dev/null) 2>/dev/null
