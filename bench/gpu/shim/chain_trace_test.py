@@ -242,6 +242,17 @@ class TraceTailTest(unittest.TestCase):
         # The dispatcher round occurs only in the tail: no medians, shares 0 and 1.
         self.assertEqual(rows["d_round_begin"][1:4], [0.0, 1.0, None])
 
+    def test_first_driver_calls_are_timed_with_the_marks_of_other_threads_during_them(self):
+        tr = Trace()
+        for i in range(3):
+            tr.mark("launch_enter", 1)
+            tr.mark("issue_begin", 1)
+            if i == 2:
+                tr.mark("poll_begin", 0, after_ns=5000)  # another thread, during a slow call
+            tr.mark("issue_end", 1, after_ns=4000)
+            tr.mark("sync_exit", 1)
+        self.assertEqual(trace_tail.first_calls(tr.loaded(), 1), [(4.0, 0), (4.0, 0), (9.0, 1)])
+
 
 if __name__ == "__main__":
     unittest.main()

@@ -11,7 +11,10 @@ of its first occurrence after the segment began, in both groups, and how much la
 the tail. Tags are listed in the middle group's order. The growth of that lateness from one tag
 to the next shows where the tail's extra time accrues. Tags of other threads are prefixed `d_`,
 as in trace_phases.py. The share of segments in which a tag occurs is given for each group: a tag
-that occurs mostly in the tail (a lock wait, a dispatcher round) points at a cause.
+that occurs mostly in the tail (a lock wait, a dispatcher round) points at a cause. Last, the
+duration of each segment's first driver call made by its own thread (`issue_begin` to
+`issue_end`) over all segments, and how many marks other threads made during the calls that took
+more than twice the median (work of vitamin's own threads overlapping them).
 
 Usage: trace_tail.py TRACE.csv [N] [TAIL]   (defaults: N 8, TAIL 0.05)
 """
@@ -66,6 +69,23 @@ def compare(middle, tail):
     return out + sorted(rest, key=lambda r: -r[2])
 
 
+def first_calls(rows, n):
+    """Per segment of `n` launches: (duration of its thread's first driver call in us, number of
+    other threads' marks during it)."""
+    out = []
+    for s0, e0 in segments(rows, n):
+        th = rows[s0][2]
+        begin = next((j for j in range(s0, e0) if rows[j][1] == "issue_begin" and rows[j][2] == th), None)
+        if begin is None:
+            continue
+        end = next((j for j in range(begin, e0) if rows[j][1] == "issue_end" and rows[j][2] == th), None)
+        if end is None:
+            continue
+        others = sum(1 for j in range(begin, end) if rows[j][2] != th)
+        out.append(((rows[end][0] - rows[begin][0]) / 1000, others))
+    return out
+
+
 def main():
     if len(sys.argv) < 2:
         sys.exit(__doc__)
@@ -86,6 +106,14 @@ def main():
             print(f"  {tag:20s} {sm:6.0%} {st:7.0%}")
         else:
             print(f"  {tag:20s} {sm:6.0%} {st:7.0%} {m:8.2f} {t:8.2f} {late:+7.2f} {growth:+7.2f}")
+    calls = first_calls(rows, n)
+    if calls:
+        d = sorted(c for c, _ in calls)
+        med = statistics.median(d)
+        slow = [o for c, o in calls if c > 2 * med]
+        print(f"  first driver call of the segment's thread: p50 {med:.2f} us, p90 {d[9 * len(d) // 10]:.2f}, "
+              f"max {d[-1]:.2f} ({len(d)} segments); {len(slow)} took more than twice the median, "
+              f"with {sum(slow)} marks of other threads during them")
 
 
 if __name__ == "__main__":
