@@ -423,8 +423,16 @@ impl CudaPartition {
     /// `waiter`: recorded for a thread waiting in a synchronize call; on a hybrid lane it is then
     /// a memory write (seen by a load; it usually follows the last op the waiter waits for,
     /// where it costs the GPU nothing between kernels), else an event.
+    ///
+    /// With [`crate::device::WAITER_FENCE_ENV`]`=cover`, a waiter's poll on a hybrid lane also
+    /// records a memory fence when none covers the lane's newest op ([`waiter_word_due`]), so that
+    /// the waiter has a word to spin on even when events fence everything it waits for.
     fn fence_lane(&self, lane: &mut Lane, waiter: bool) -> Result<(), HalError> {
-        if !fence_due(lane.submitted - lane.fenced, lane.events.len()) {
+        let cover = waiter && lane.hybrid && lane.word.is_some() && self.shared.waiter_cover && {
+            let covered = lane.events.iter().any(|&(upto, e, _)| e.is_null() && upto >= lane.submitted);
+            waiter_word_due(lane.submitted, lane.completed, lane.events.len(), covered)
+        };
+        if !cover && !fence_due(lane.submitted - lane.fenced, lane.events.len()) {
             return Ok(());
         }
         // Memory fence: the lane writes its newest sequence number to its word (no event).
@@ -637,6 +645,14 @@ impl CudaPartition {
 /// [`FENCE_EVERY`] unfenced ops and fewer than [`MAX_FENCES`] fences in flight.
 fn fence_due(unfenced: u64, in_flight: usize) -> bool {
     unfenced > 0 && (in_flight == 0 || (unfenced >= FENCE_EVERY && in_flight < MAX_FENCES))
+}
+
+/// Whether a waiting thread's poll on a hybrid lane records a memory fence although none is due
+/// ([`crate::device::WAITER_FENCE_ENV`]`=cover`): the lane has ops not seen complete
+/// (`submitted` > `completed`), no memory fence covers the newest (`covered`), and fewer than
+/// [`MAX_FENCES`] fences are in flight.
+fn waiter_word_due(submitted: u64, completed: u64, in_flight: usize, covered: bool) -> bool {
+    submitted > completed && !covered && in_flight < MAX_FENCES
 }
 
 /// Whether a submission just made (issued `direct`ly or handed off) gets a fence at once: a lone
@@ -958,5 +974,18 @@ mod tests {
         assert!(!fence_at_submission(1, 1, true));
         assert!(fence_at_submission(FENCE_EVERY, 1, false));
         assert!(!fence_at_submission(FENCE_EVERY, MAX_FENCES, false));
+    }
+
+    #[test]
+    fn a_waiter_covers_the_newest_op_with_a_word_unless_one_does_or_nothing_is_outstanding() {
+        // The operator traced in session 11: 8 ops, an event (recorded by another thread's poll)
+        // covers them, no word does: the waiter's poll writes one although no fence is due.
+        assert!(!fence_due(0, 1));
+        assert!(waiter_word_due(8, 1, 1, false));
+        // A word already covers the newest op, or everything was seen complete: nothing more.
+        assert!(!waiter_word_due(8, 1, 2, true));
+        assert!(!waiter_word_due(8, 8, 0, false));
+        // Never beyond the bound on fences in flight.
+        assert!(!waiter_word_due(8, 1, MAX_FENCES, false));
     }
 }
