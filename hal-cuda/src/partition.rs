@@ -100,6 +100,13 @@ struct Lane {
 // under its mutex.
 unsafe impl Send for Lane {}
 
+impl Lane {
+    /// Whether a memory fence (a null event) in flight covers sequence number `seq`.
+    fn word_covers(&self, seq: u64) -> bool {
+        self.events.iter().any(|&(upto, e, _)| e.is_null() && upto >= seq)
+    }
+}
+
 /// (function handle, cluster dims, threads per block, dynamic shared memory).
 type ClusterKey = (u64, [u32; 3], u32, u32);
 
@@ -428,10 +435,10 @@ impl CudaPartition {
     /// records a memory fence when none covers the lane's newest op ([`waiter_word_due`]), so that
     /// the waiter has a word to spin on even when events fence everything it waits for.
     fn fence_lane(&self, lane: &mut Lane, waiter: bool) -> Result<(), HalError> {
-        let cover = waiter && lane.hybrid && lane.word.is_some() && self.shared.waiter_cover && {
-            let covered = lane.events.iter().any(|&(upto, e, _)| e.is_null() && upto >= lane.submitted);
-            waiter_word_due(lane.submitted, lane.completed, lane.events.len(), covered)
-        };
+        let cover = waiter
+            && lane.hybrid
+            && self.shared.waiter_cover
+            && waiter_word_due(lane.submitted, lane.completed, lane.events.len(), lane.word_covers(lane.submitted));
         if !cover && !fence_due(lane.submitted - lane.fenced, lane.events.len()) {
             return Ok(());
         }
@@ -837,7 +844,7 @@ impl PhysicalPartition for CudaPartition {
         // Only memory fences advance the word: one covering `seq` must be recorded (or handed
         // to the submission thread). One already seen complete has left the queue: the poll
         // that saw it reported `seq`.
-        if !st.events.iter().any(|&(upto, e, _)| e.is_null() && upto >= seq) {
+        if !st.word_covers(seq) {
             return None;
         }
         let keep = self.shared.clone();

@@ -869,7 +869,7 @@ fn run(
     published["layout"] = serde_json::json!({
         "vctx": page_offset(Arc::as_ptr(&vctx).cast()),
         "submits": page_offset((submits as *const Submits).cast()),
-        "slot": page_offset((slot.as_ref() as *const parking_lot::Mutex<Option<Shim>>).cast()),
+        "slot": page_offset(Arc::as_ptr(slot).cast()),
         "stop": page_offset((stop as *const AtomicBool).cast()),
     });
     published["fast_waits"] = submits.fast_waits.load(Ordering::Relaxed).into();
