@@ -286,8 +286,8 @@ fn root_on_primary_from_env() -> bool {
 /// fencing rule makes a fence due at its poll, `cover` whenever no memory fence covers the lane's
 /// newest op. With `due`, a lane whose newest ops another thread's poll had already fenced with an
 /// event gives the waiter no fence word to spin on: it then polls events until they complete
-/// (seen on the H200 in 9 of 420 operators of a traced run, session 11: those waits returned
-/// about 6 us later). `cover` writes one more fence in that case (a memory write behind the
+/// (seen on the H200 in 9 of 420 operators of a traced run, session 11: those operators took
+/// 3-13 us longer than the median one). `cover` writes one more fence in that case (a memory write behind the
 /// lane's newest op). Off by default until measured with the whole GPU check.
 pub const WAITER_FENCE_ENV: &str = "VITAMIN_WAITER_FENCE";
 
