@@ -282,17 +282,20 @@ fn root_on_primary_from_env() -> bool {
 }
 
 /// Environment variable choosing when a thread waiting in a synchronize call records a memory
-/// fence on a hybrid lane ([`FenceMode::Hybrid`]): `due` (the default) only when the lane's
-/// fencing rule makes a fence due at its poll, `cover` whenever no memory fence covers the lane's
-/// newest op. With `due`, a lane whose newest ops another thread's poll had already fenced with an
-/// event gives the waiter no fence word to spin on: it then polls events until they complete
-/// (seen on the H200 in 9 of 420 operators of a traced run, session 11: those operators took
-/// 3-13 us longer than the median one). `cover` writes one more fence in that case (a memory write behind the
-/// lane's newest op). Off by default until measured with the whole GPU check.
+/// fence on a hybrid lane ([`FenceMode::Hybrid`]): `cover` (the default since session 12)
+/// whenever no memory fence covers the lane's newest op, `due` only when the lane's fencing rule
+/// makes a fence due at its poll. With `due`, a lane whose newest ops another thread's poll had
+/// already fenced with an event gives the waiter no fence word to spin on: it then polls events
+/// until they complete (seen on the H200 in 9 of 420 operators of a traced run, session 11: those
+/// operators took 3-13 us longer than the median one). `cover` writes one more fence in that case
+/// (a memory write behind the lane's newest op). Measured on the H200 (session 12, 8 interleaved
+/// rounds of `bench/gpu/shim/latency_check.sh`): the 8-kernel operator's p95 excess over native
+/// +1.19% with `cover` against +2.10% with `due` (medians over rounds), about twice as many fast
+/// waits.
 pub const WAITER_FENCE_ENV: &str = "VITAMIN_WAITER_FENCE";
 
 fn waiter_cover_from_env() -> bool {
-    matches!(std::env::var(WAITER_FENCE_ENV), Ok(v) if v.trim().eq_ignore_ascii_case("cover"))
+    !matches!(std::env::var(WAITER_FENCE_ENV), Ok(v) if v.trim().eq_ignore_ascii_case("due"))
 }
 
 fn fence_mode_from_env() -> FenceMode {

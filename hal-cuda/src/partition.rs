@@ -431,7 +431,7 @@ impl CudaPartition {
     /// a memory write (seen by a load; it usually follows the last op the waiter waits for,
     /// where it costs the GPU nothing between kernels), else an event.
     ///
-    /// With [`crate::device::WAITER_FENCE_ENV`]`=cover`, a waiter's poll on a hybrid lane also
+    /// With [`crate::device::WAITER_FENCE_ENV`]`=cover` (the default), a waiter's poll on a hybrid lane also
     /// records a memory fence when none covers the lane's newest op ([`waiter_word_due`]), so that
     /// the waiter has a word to spin on even when events fence everything it waits for.
     fn fence_lane(&self, lane: &mut Lane, waiter: bool) -> Result<(), HalError> {
@@ -655,7 +655,7 @@ fn fence_due(unfenced: u64, in_flight: usize) -> bool {
 }
 
 /// Whether a waiting thread's poll on a hybrid lane records a memory fence although none is due
-/// ([`crate::device::WAITER_FENCE_ENV`]`=cover`): the lane has ops not seen complete
+/// ([`crate::device::WAITER_FENCE_ENV`]`=cover`, the default): the lane has ops not seen complete
 /// (`submitted` > `completed`), no memory fence covers the newest (`covered`), and fewer than
 /// [`MAX_FENCES`] fences are in flight.
 fn waiter_word_due(submitted: u64, completed: u64, in_flight: usize, covered: bool) -> bool {

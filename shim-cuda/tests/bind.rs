@@ -297,13 +297,11 @@ fn every_policy_and_strict_readiness_keep_the_program_s_semantics() {
         ("throughput-hybrid-fence", vec![("VITAMIN_FENCE", "hybrid")]),
         ("throughput-hybrid-fence-no-memops", vec![("VITAMIN_FENCE", "hybrid"), ("FAKE_CUDA_NO_MEMOPS", "1")]),
         ("throughput-event-fence", vec![("VITAMIN_FENCE", "event")]),
-        // Waiting threads writing a fence word whenever none covers the lane's newest op, also
-        // behind an event another thread's poll recorded (`VITAMIN_WAITER_FENCE=cover`).
-        ("throughput-waiter-cover", vec![("VITAMIN_WAITER_FENCE", "cover")]),
-        (
-            "chaos-waiter-cover",
-            vec![("VITAMIN_POLICY", "chaos"), ("VITAMIN_SEED", "5"), ("VITAMIN_WAITER_FENCE", "cover")],
-        ),
+        // Waiting threads writing a fence word only when the lane's fencing rule makes one due
+        // (`VITAMIN_WAITER_FENCE=due`; by default also behind an event another thread's poll
+        // recorded).
+        ("throughput-waiter-due", vec![("VITAMIN_WAITER_FENCE", "due")]),
+        ("chaos-waiter-due", vec![("VITAMIN_POLICY", "chaos"), ("VITAMIN_SEED", "5"), ("VITAMIN_WAITER_FENCE", "due")]),
         // Waiting threads polling every time instead of spinning on fence words.
         ("throughput-no-fast-wait", vec![("VITAMIN_FAST_WAIT", "0")]),
         // A launch-first launch only trying the dispatcher lock (by default it spins for it
