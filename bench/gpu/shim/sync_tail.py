@@ -12,9 +12,8 @@ before the return each step came. Medians (and p90) over segments.
 Usage: sync_tail.py TRACE.csv [N] [W_us]   (default N 8, W 30)
 """
 import collections
-import sys
 
-from trace_phases import load, segments
+from trace_phases import segment_args, segments
 
 
 def tail(rows, n, window_us):
@@ -73,11 +72,7 @@ def tail(rows, n, window_us):
 
 
 def main():
-    if len(sys.argv) < 2:
-        sys.exit(__doc__)
-    rows = sorted(load(sys.argv[1]), key=lambda r: r[0])
-    n = int(sys.argv[2]) if len(sys.argv) > 2 else 8
-    w = float(sys.argv[3]) if len(sys.argv) > 3 else 30.0
+    rows, n, w = segment_args(__doc__, 30.0)
     count, d = tail(rows, n, w)
     print(f"segments of {n} launches: {count}; last {w:g} us of each synchronize call")
     for k, v in d.items():

@@ -23,6 +23,18 @@ def load(path):
         return [(int(r["t_ns"]), r["tag"], int(r["thread"]), int(r["arg"])) for r in csv.DictReader(f)]
 
 
+def segment_args(doc, third_default):
+    """The command line of the scripts that cut a trace into segments (sync_tail.py, trace_tail.py):
+    `TRACE.csv [N [X]]`. Returns the time-sorted rows, N (default 8) and X (`third_default`);
+    exits with `doc` without a trace."""
+    if len(sys.argv) < 2:
+        sys.exit(doc)
+    rows = sorted(load(sys.argv[1]), key=lambda r: r[0])
+    n = int(sys.argv[2]) if len(sys.argv) > 2 else 8
+    third = float(sys.argv[3]) if len(sys.argv) > 3 else third_default
+    return rows, n, third
+
+
 def segments(rows, n):
     exits = [i for i, r in enumerate(rows) if r[1] == "sync_exit"]
     prev = 0

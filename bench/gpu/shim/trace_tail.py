@@ -19,9 +19,8 @@ more than twice the median (work of vitamin's own threads overlapping them).
 Usage: trace_tail.py TRACE.csv [N] [TAIL]   (defaults: N 8, TAIL 0.05)
 """
 import statistics
-import sys
 
-from trace_phases import load, segments
+from trace_phases import segment_args, segments
 
 
 def first_times(rows, s0, e0):
@@ -87,11 +86,7 @@ def first_calls(rows, n):
 
 
 def main():
-    if len(sys.argv) < 2:
-        sys.exit(__doc__)
-    rows = sorted(load(sys.argv[1]), key=lambda r: r[0])
-    n = int(sys.argv[2]) if len(sys.argv) > 2 else 8
-    tail = float(sys.argv[3]) if len(sys.argv) > 3 else 0.05
+    rows, n, tail = segment_args(__doc__, 0.05)
     middle, slow = split(rows, n, tail)
     if not middle:
         print(f"no segments of {n} launches")
