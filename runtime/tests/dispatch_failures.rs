@@ -76,3 +76,67 @@ fn a_policy_that_never_binds_is_reported_as_a_stall() {
         other => panic!("expected a stall report, got {other:?}"),
     }
 }
+
+/// A launch-first launch catches up with completions the pool still counts while its thread
+/// holds the vCtx lock (`VirtualContext::record_launched_first`). A failure that catch-up finds
+/// is reported to the vCtx by the next round, not there and then: reporting it takes the vCtx
+/// lock, which that thread holds (a self-deadlock, seen as a hang of the shim's fake-driver test
+/// `a_launch_failing_after_binding_surfaces_at_a_sync_on_both_submission_paths`).
+#[test]
+fn a_failure_found_while_a_launch_first_catches_up_is_reported_by_the_next_round() {
+    let sim = SimBackend::h200();
+    let axpy = sim.kernel("axpy").expect("builtin");
+    let busy = sim.kernel("busy").expect("builtin");
+    let mut d =
+        Dispatcher::new(sim.clone(), PolicyKind::Throughput.build(0), Profiles::new("t"), DispatchConfig::default())
+            .expect("pool");
+    let v = Arc::new(VirtualContext::new(VctxId(0)));
+    d.register(v.clone(), "app", ClientClass::BestEffort);
+    let bad = v.create_stream(StreamKind::NonBlocking, 0);
+    let fresh = v.create_stream(StreamKind::NonBlocking, 0);
+    // axpy over memory nobody allocated: it fails when it runs.
+    let args = KernelArgs::pack(&[
+        &2.0f32.to_le_bytes(),
+        &0x10u64.to_le_bytes(),
+        &0x20u64.to_le_bytes(),
+        &64u32.to_le_bytes(),
+    ]);
+    let faulting = Arc::new(OpDesc::Kernel(KernelLaunch::new(
+        axpy,
+        Dim3::x(1),
+        Dim3::x(64),
+        0,
+        args,
+        LaunchAttributes::new(false, None, None, Vec::new()),
+    )));
+    v.record_op(bad, faulting).expect("record");
+    d.pump().expect("round");
+    assert_eq!(d.inflight(), 1, "submitted, not yet seen complete");
+    sim.run_until_idle();
+    // The launch-first launch, on a thread of its own so that a deadlock fails the test.
+    let (tx, rx) = std::sync::mpsc::channel();
+    let v2 = v.clone();
+    std::thread::spawn(move || {
+        let desc = kernel(busy, 1, 32, false);
+        let r = v2.record_launched_first(
+            fresh,
+            || {
+                let d = &mut d;
+                let mut issue = |token| vitamin_hal::sim::issue_native(token, desc.clone());
+                match d.launch_fresh_native(0, &desc, &mut issue)? {
+                    Ok(l) => Some((desc.clone(), (d, l))),
+                    Err(e) => panic!("the launch-first launch failed: {e}"),
+                }
+            },
+            |op, desc, (d, l)| d.commit_native(l, op, desc.clone()),
+        );
+        let _ = tx.send((r.map(|r| r.is_some()), d));
+    });
+    let (launched, mut d) =
+        rx.recv_timeout(std::time::Duration::from_secs(20)).expect("the launch-first launch returned (no deadlock)");
+    launched.expect("recorded");
+    assert_eq!(d.stats().failed, 1, "the catch-up found the failure");
+    d.run_until_idle().expect("no stall");
+    assert!(matches!(v.stream_synchronize(bad), Err(VctxError::LaunchFailed { .. })), "the failure surfaces");
+    assert_eq!(v.outstanding(), 0);
+}

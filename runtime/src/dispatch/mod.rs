@@ -327,6 +327,9 @@ pub struct Dispatcher<B: Backend, P: Policy> {
     now: u64,
     /// Completed ops per client, satisfied in one vCtx call at the end of a poll.
     satisfied: Vec<Vec<OpId>>,
+    /// Failed ops (client, op, message), reported to their vCtx with `satisfied`, before it: a
+    /// catch-up polls with a recording thread's vCtx lock held and must not call into the vCtx.
+    failed: Vec<(usize, OpId, String)>,
     /// Set when lane continuation met an op whose predecessors sit on different lanes (it
     /// becomes ready only once they are observed complete); cleared by the next poll.
     awaiting_completion: bool,
@@ -400,6 +403,7 @@ impl<B: Backend, P: Policy> Dispatcher<B, P> {
             finishing: Vec::new(),
             now: 0,
             satisfied: Vec::new(),
+            failed: Vec::new(),
             awaiting_completion: false,
             mark_in_vctx: true,
         })
@@ -485,6 +489,7 @@ impl<B: Backend, P: Policy> Dispatcher<B, P> {
             && self.inflight.is_empty()
             && self.finishing.is_empty()
             && self.satisfied.iter().all(Vec::is_empty)
+            && self.failed.is_empty()
     }
     /// Ops submitted and not yet completed.
     pub fn inflight(&self) -> usize {
@@ -504,7 +509,7 @@ impl<B: Backend, P: Policy> Dispatcher<B, P> {
         let mut progress = 0;
         let mut clock = self.config.profile_phases.then(std::time::Instant::now);
         self.finish_completed();
-        // Completions a catch-up observed under a recording thread's vCtx lock.
+        // Completions and failures a catch-up observed under a recording thread's vCtx lock.
         self.flush_satisfied();
         if self.inflight.is_empty() {
             // Nothing can complete: a poll would only delay the new work's submission.
@@ -1296,7 +1301,8 @@ impl<B: Backend, P: Policy> Dispatcher<B, P> {
     }
 
     /// Catches up with completions for a fresh op's binding, with the recording thread's vCtx
-    /// lock held (so the completions' tokens are satisfied by the next poll, not here): where a
+    /// lock held (so the completions' tokens are satisfied, and failures reported, by the next
+    /// round or poll, not here): where a
     /// thread waiting in a synchronize call saw its ops complete on its own and satisfied them
     /// in its vCtx (a waiter spinning on [`lane_progress`](Self::lane_progress)), the pool still
     /// counts them until a poll observes their fences, and a policy answering only for a
@@ -1312,8 +1318,8 @@ impl<B: Backend, P: Policy> Dispatcher<B, P> {
         self.last_poll_ns = self.now;
     }
 
-    /// [`poll`](Self::poll); `satisfy`: also satisfy the completions' tokens now (else they
-    /// wait in `satisfied` for the next poll's).
+    /// [`poll`](Self::poll); `satisfy`: also satisfy the completions' tokens and report the
+    /// failures now (else they wait in `satisfied` and `failed` for the next round or poll).
     fn poll_satisfying(&mut self, defer_finish: bool, fence: Fencing, satisfy: bool) -> Result<usize, DispatchError> {
         crate::trace::mark(crate::trace::Tag::PollBegin, 0);
         self.finish_completed();
@@ -1365,8 +1371,12 @@ impl<B: Backend, P: Policy> Dispatcher<B, P> {
         Ok(n)
     }
 
-    /// Satisfies the completions [`finish`](Self::finish) collected, one vCtx call per client.
+    /// Reports the failures [`finish`](Self::finish) collected, then satisfies the completions
+    /// the polls collected, one vCtx call per client.
     fn flush_satisfied(&mut self) {
+        for (client, op, error) in self.failed.drain(..) {
+            self.clients[client].vctx.fail(op, error);
+        }
         for (c, ops) in self.clients.iter().zip(self.satisfied.iter_mut()) {
             if !ops.is_empty() {
                 c.vctx.satisfy_all(ops);
@@ -1386,10 +1396,10 @@ impl<B: Backend, P: Policy> Dispatcher<B, P> {
     }
 
     /// Completion bookkeeping of one op observed complete at `now`. A success must already be
-    /// satisfied by the caller; a failure is recorded here.
+    /// satisfied by the caller; a failure is queued here for its vCtx (`flush_satisfied`).
     fn finish(&mut self, inf: Inflight, fence: Fence, error: Option<&str>, now: u64) {
         if let Some(e) = error {
-            self.clients[inf.client].vctx.fail(inf.op, e.to_owned());
+            self.failed.push((inf.client, inf.op, e.to_owned()));
             self.stats.failed += 1;
         }
         self.places.remove(&(inf.client, inf.op));
