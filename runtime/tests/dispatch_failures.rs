@@ -6,7 +6,7 @@ use std::sync::Arc;
 use vitamin_hal::sim::SimBackend;
 use vitamin_hal::{Dim3, FunctionKind, FunctionRef, KernelArgs, KernelLaunch, LaunchAttributes, OpDesc};
 use vitamin_runtime::dispatch::{DispatchConfig, DispatchError, Dispatcher};
-use vitamin_runtime::policy::{ClientClass, Policy, PolicyKind, ReadyOpView, SchedState};
+use vitamin_runtime::policy::{AnyPolicy, ClientClass, Policy, PolicyKind, ReadyOpView, SchedState};
 use vitamin_runtime::pool::NodeId;
 use vitamin_runtime::profile::Profiles;
 use vitamin_runtime::vctx::{StreamKind, VctxError, VctxId, VirtualContext};
@@ -22,15 +22,21 @@ fn kernel(f: FunctionRef, grid: u32, block: u32, cooperative: bool) -> Arc<OpDes
     )))
 }
 
-#[test]
-fn launches_no_node_can_run_fail_at_the_next_sync_and_later_work_still_runs() {
-    let sim = SimBackend::h200();
-    let busy = sim.kernel("busy").expect("builtin");
+/// A Throughput dispatcher on `sim` with one registered client, and that client's vCtx.
+fn throughput_with_one_client(sim: &SimBackend) -> (Dispatcher<SimBackend, AnyPolicy>, Arc<VirtualContext>) {
     let mut d =
         Dispatcher::new(sim.clone(), PolicyKind::Throughput.build(0), Profiles::new("t"), DispatchConfig::default())
             .expect("pool");
     let v = Arc::new(VirtualContext::new(VctxId(0)));
     d.register(v.clone(), "app", ClientClass::BestEffort);
+    (d, v)
+}
+
+#[test]
+fn launches_no_node_can_run_fail_at_the_next_sync_and_later_work_still_runs() {
+    let sim = SimBackend::h200();
+    let busy = sim.kernel("busy").expect("builtin");
+    let (mut d, v) = throughput_with_one_client(&sim);
     let bad = v.create_stream(StreamKind::NonBlocking, 0);
     let good = v.create_stream(StreamKind::NonBlocking, 0);
     // A function the device does not know, a 2048-thread block, and a cooperative grid larger than
@@ -87,11 +93,7 @@ fn a_failure_found_while_a_launch_first_catches_up_is_reported_by_the_next_round
     let sim = SimBackend::h200();
     let axpy = sim.kernel("axpy").expect("builtin");
     let busy = sim.kernel("busy").expect("builtin");
-    let mut d =
-        Dispatcher::new(sim.clone(), PolicyKind::Throughput.build(0), Profiles::new("t"), DispatchConfig::default())
-            .expect("pool");
-    let v = Arc::new(VirtualContext::new(VctxId(0)));
-    d.register(v.clone(), "app", ClientClass::BestEffort);
+    let (mut d, v) = throughput_with_one_client(&sim);
     let bad = v.create_stream(StreamKind::NonBlocking, 0);
     let fresh = v.create_stream(StreamKind::NonBlocking, 0);
     // axpy over memory nobody allocated: it fails when it runs.
