@@ -44,6 +44,9 @@ pub(crate) struct Shared {
     /// Ops submitted and not yet reported complete, over all partitions.
     pub(crate) outstanding: AtomicU64,
     allocations: Mutex<HashMap<u64, usize>>,
+    /// Functions whose launches hold only in the primary context (their raised dynamic shared
+    /// memory limit could not be raised in a green context): bound to the primary-context node.
+    pub(crate) context_bound: Mutex<std::collections::HashSet<u64>>,
     /// Blocks per SM by (function handle, threads per block, dynamic shared memory).
     occupancy: Mutex<HashMap<(u64, u32, u32), u32>>,
     libraries: Mutex<Vec<CUlibrary>>,
@@ -351,6 +354,7 @@ impl CudaBackend {
             events: Mutex::new(Vec::new()),
             outstanding: AtomicU64::new(0),
             allocations: Mutex::new(HashMap::new()),
+            context_bound: Mutex::new(Default::default()),
             occupancy: Mutex::new(HashMap::new()),
             libraries: Mutex::new(Vec::new()),
             kernels: OnceLock::new(),

@@ -86,6 +86,10 @@ pub const REQUIRED_SYMBOLS: &[&str] = &[
     "cuGreenCtxDestroy",
     "cuGreenCtxGetDevResource",
     "cuGreenCtxStreamCreate",
+    "cuCtxFromGreenCtx",
+    "cuCtxPushCurrent_v2",
+    "cuCtxPopCurrent_v2",
+    "cuFuncSetAttribute",
 ];
 
 /// Symbols that only a green-context-capable driver exports (for a precise error message).
@@ -669,6 +673,51 @@ pub(crate) mod occupancy {
         // SAFETY: the caller guarantees the handles and the attribute array.
         check("cuOccupancyMaxActiveClusters", unsafe { sys::cuOccupancyMaxActiveClusters(&mut n, f, config) })?;
         Ok(n.max(0) as u32)
+    }
+}
+
+/// Function attributes in a given context.
+pub(crate) mod func {
+    use super::*;
+
+    /// `CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES`.
+    const MAX_DYNAMIC_SHARED_SIZE_BYTES: sys::CUfunction_attribute =
+        sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES;
+
+    /// Raises the dynamic shared memory limit of `handle` (a `CUfunction`, or a `CUkernel` when
+    /// `is_kernel`) to `bytes` as seen by green context `g`: with `g`'s context current, the
+    /// kernel's function there (`cuKernelGetFunction`) or the function itself gets
+    /// `cuFuncSetAttribute`. The calling thread's current context is restored.
+    ///
+    /// # Safety
+    /// `g` and `handle` must be live.
+    pub(crate) unsafe fn raise_dynamic_shared_in(
+        g: CUgreenCtx,
+        handle: u64,
+        is_kernel: bool,
+        bytes: u32,
+    ) -> Result<(), HalError> {
+        let mut ctx = std::ptr::null_mut();
+        // SAFETY: `g` is live (caller); the out-pointer is a live local.
+        check("cuCtxFromGreenCtx", unsafe { sys::cuCtxFromGreenCtx(&mut ctx, g) })?;
+        // SAFETY: `ctx` is the green context's live context.
+        check("cuCtxPushCurrent_v2", unsafe { sys::cuCtxPushCurrent_v2(ctx) })?;
+        let r = (|| {
+            let f = if is_kernel {
+                // SAFETY: `handle` is a live CUkernel (caller); `ctx` is current.
+                unsafe { library::function_of(handle as CUkernel) }?
+            } else {
+                handle as CUfunction
+            };
+            // SAFETY: `f` is a live function; the attribute takes an int.
+            check("cuFuncSetAttribute", unsafe {
+                sys::cuFuncSetAttribute(f, MAX_DYNAMIC_SHARED_SIZE_BYTES, bytes as i32)
+            })
+        })();
+        let mut popped = std::ptr::null_mut();
+        // SAFETY: pops the context pushed above; the out-pointer is a live local.
+        let p = check("cuCtxPopCurrent_v2", unsafe { sys::cuCtxPopCurrent_v2(&mut popped) });
+        r.and(p)
     }
 }
 

@@ -70,6 +70,8 @@ pub const WAIT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(120
 const MAX_BLOCK_THREADS: u64 = 1024;
 /// Largest (non-portable) cluster on Hopper, in blocks.
 const MAX_CLUSTER_BLOCKS: u64 = 16;
+/// Dynamic shared memory a launch may use without raising the function's limit (48 KiB).
+const DEFAULT_DYNAMIC_SHARED: u32 = 48 * 1024;
 
 /// Per-lane state, guarded by the lane's mutex.
 struct Lane {
@@ -150,6 +152,8 @@ pub struct CudaPartition {
     slot: OnceLock<u32>,
     /// Max active clusters by launch shape.
     clusters: Mutex<HashMap<ClusterKey, u32>>,
+    /// Dynamic shared memory limit raised in this partition's green context, per function handle.
+    dynamic_shared: Mutex<HashMap<u64, u32>>,
 }
 
 // SAFETY: the green context is a driver handle usable from any thread; mutable state is behind
@@ -192,6 +196,7 @@ impl CudaPartition {
             errors: Arc::new(Mutex::new(None)),
             slot: OnceLock::new(),
             clusters: Mutex::new(HashMap::new()),
+            dynamic_shared: Mutex::new(HashMap::new()),
         };
         let realized = match context {
             // SAFETY: `g` is live.
@@ -320,7 +325,65 @@ impl CudaPartition {
                 return Err(Incompatibility::ClusterShape { cluster_blocks: cb, units: self.units.len() });
             }
         }
-        Ok(())
+        self.check_dynamic_shared(k)
+    }
+
+    /// A launch asking for more than 48 KiB of dynamic shared memory is valid only where the
+    /// function's limit was raised. The application raised it in its own (primary) context
+    /// (`cuFuncSetAttribute` / `cudaFuncSetAttribute`); a green context has its own instance of the
+    /// function whose limit stays at the default, and the launch fails there with
+    /// `CUDA_ERROR_INVALID_VALUE` (seen on the H200 with cuDNN's convolution kernels:
+    /// docs/results/apps-suite.md). So before the first such launch of a function on this partition,
+    /// the limit is raised in the green context too; if the driver refuses, the function is kept
+    /// on the primary-context node from then on ([`Incompatibility::ContextBound`]).
+    fn check_dynamic_shared(&self, k: &KernelLaunch) -> Result<(), Incompatibility> {
+        let bytes = k.shared_mem_bytes();
+        let NodeContext::Green(g) = self.context else { return Ok(()) };
+        if bytes <= DEFAULT_DYNAMIC_SHARED {
+            return Ok(());
+        }
+        let handle = k.function().handle();
+        let bound = |why: String| Incompatibility::ContextBound { function: k.function().name().to_string(), why };
+        if self.shared.context_bound.lock().contains(&handle) {
+            return Err(bound("its dynamic shared memory limit could not be raised in a green context".into()));
+        }
+        let mut raised = self.dynamic_shared.lock();
+        if raised.get(&handle).is_some_and(|&b| b >= bytes) {
+            return Ok(());
+        }
+        let is_kernel = k.function().kind() == vitamin_hal::FunctionKind::Kernel;
+        // SAFETY: the green context is live (this partition is open) and the handle is the
+        // descriptor's live function.
+        match unsafe { driver::func::raise_dynamic_shared_in(g, handle, is_kernel, bytes) } {
+            Ok(()) => {
+                raised.insert(handle, bytes);
+                Ok(())
+            }
+            Err(e) => {
+                tracing::warn!(function = k.function().name(), bytes, error = %e,
+                    "could not raise the dynamic shared memory limit in a green context; the function runs on the whole-device node");
+                self.shared.context_bound.lock().insert(handle);
+                Err(bound(e.to_string()))
+            }
+        }
+    }
+
+    /// After a launch on this partition failed with `CUDA_ERROR_INVALID_VALUE` although the
+    /// application's context accepted it (capture validated it there): a launch that needs a raised
+    /// limit is kept on the primary-context node from then on. Returns the incompatibility to
+    /// report instead of the driver error, or `None` when the failure is not of that kind.
+    fn context_refused(&self, k: &KernelLaunch, e: &HalError) -> Option<Incompatibility> {
+        let invalid_value = matches!(e, HalError::Driver { code: 1, .. });
+        if !invalid_value
+            || !matches!(self.context, NodeContext::Green(_))
+            || k.shared_mem_bytes() <= DEFAULT_DYNAMIC_SHARED
+        {
+            return None;
+        }
+        tracing::warn!(function = k.function().name(), bytes = k.shared_mem_bytes(), error = %e,
+            "a launch valid in the application's context failed in a green context; the function runs on the whole-device node");
+        self.shared.context_bound.lock().insert(k.function().handle());
+        Some(Incompatibility::ContextBound { function: k.function().name().to_string(), why: e.to_string() })
     }
 
     /// How many clusters of `k`'s shape this partition's SMs hold at once (cached).
@@ -816,10 +879,10 @@ impl PhysicalPartition for CudaPartition {
     }
 
     fn submit(&self, lane: LaneId, op: &Arc<OpDesc>) -> Result<Fence, HalError> {
-        if let OpDesc::Kernel(k) = &**op {
-            self.check_kernel(k)?;
-        }
+        let OpDesc::Kernel(k) = &**op else { return self.submit_on(lane, Submission::Desc(op)) };
+        self.check_kernel(k)?;
         self.submit_on(lane, Submission::Desc(op))
+            .map_err(|e| self.context_refused(k, &e).map(HalError::Incompatible).unwrap_or(e))
     }
 
     fn submit_native(

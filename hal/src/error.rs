@@ -29,6 +29,16 @@ pub enum Incompatibility {
     /// The launch is invalid on any partition (the native API would reject it too).
     #[error("invalid launch: {0}")]
     InvalidLaunch(String),
+    /// The function's launch is valid in the application's own context but not in this
+    /// partition's (a limit the application raised there, such as the dynamic shared memory
+    /// size, could not be raised here), so it runs only where the application's context runs it.
+    #[error("{function} launches only in the application's context: {why}")]
+    ContextBound {
+        /// The kernel's name.
+        function: String,
+        /// What the partition's context refused.
+        why: String,
+    },
     /// The op's work does not stay inside a partition smaller than the whole device (e.g. a CUDA
     /// graph's kernels run on every SM whatever stream launches it), so only a partition holding
     /// every unit accounts for it truthfully.
@@ -90,4 +100,15 @@ pub enum HalError {
     /// The backend cannot take the request now; nothing was done (take another path or retry).
     #[error("busy: {0}")]
     Busy(String),
+}
+
+impl HalError {
+    /// The vendor's error code when a driver call failed (what the native API would have returned
+    /// to the application for this failure), else `None`.
+    pub fn native_code(&self) -> Option<i32> {
+        match self {
+            HalError::Driver { code, .. } => Some(*code),
+            _ => None,
+        }
+    }
 }

@@ -240,7 +240,7 @@ fn async_failure_is_sticky_on_its_stream_and_the_device() {
     c.fail(a.op, "illegal address".into());
     assert_eq!(ready(&c), vec![b.op], "a failed op is satisfied and releases its dependents");
     let err = c.stream_query(s).unwrap_err();
-    assert!(matches!(&err, VctxError::LaunchFailed { op, stream: Some(st), message }
+    assert!(matches!(&err, VctxError::LaunchFailed { op, stream: Some(st), message, .. }
         if *op == a.op && *st == s && message == "illegal address"));
     c.satisfy(b.op);
     assert_eq!(c.stream_synchronize(s).unwrap_err(), err, "sticky");

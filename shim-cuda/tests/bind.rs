@@ -485,3 +485,49 @@ fn a_launch_failing_after_binding_surfaces_at_a_sync_on_both_submission_paths() 
         }
     }
 }
+
+#[test]
+fn a_raised_shared_memory_limit_is_raised_in_each_green_context_or_the_function_stays_on_the_whole_device() {
+    // The fake driver gives each green context its own instance of a function, with the default
+    // 48 KiB dynamic shared memory limit (as cuDNN's kernels behaved on the H200). bind_app raises
+    // k9's limit in the primary context and launches it with 64 KiB: under Chaos the launch must
+    // still run unchanged and succeed, its limit raised in the green context it lands on; and when
+    // the driver refuses that, on the whole-device node (primary context) instead, logged once.
+    let n = native();
+    for (name, fake) in [("smem-raised", vec![]), ("smem-refused", vec![("FAKE_CUDA_GREEN_SETATTR_FAILS", "1")])] {
+        let r = run(name, Some(&[("VITAMIN_POLICY", "chaos"), ("VITAMIN_SEED", "3"), ("VITAMIN_LOG", "warn")]), &fake);
+        assert_eq!(stdout(&r), stdout(n), "{name}: the program's output must not change");
+        assert!(!r.calls.contains("green context limit"), "{name}: a launch failed on a green context:\n{}", r.calls);
+        let big: Vec<&str> = r.calls.lines().filter(|l| l.contains("smem=65536") && !l.contains(" -> ")).collect();
+        assert!(!big.is_empty(), "{name}: the 64 KiB launch ran: {}", r.calls);
+        let stderr = String::from_utf8_lossy(&r.out.stderr);
+        if name == "smem-refused" {
+            assert!(big.iter().all(|l| l.contains("ctx=p")), "{name}: kept on the primary context: {big:?}");
+            assert!(stderr.contains("could not raise the dynamic shared memory limit"), "{name}: logged: {stderr}");
+        }
+    }
+}
+
+#[test]
+fn an_asynchronous_failure_is_logged_once_with_its_op_and_reported_with_the_driver_s_code() {
+    // One logging path: the dispatcher's own events reach stderr through the shim's subscriber,
+    // and a failed op is named (kernel, op, pool node, driver error). The fake driver's injected
+    // launch failure (the 5th green-context launch and later) returns 719 from cuLaunchKernel: the
+    // application must see that code at its next synchronize, not a generic one.
+    let r = run(
+        "fail-logged",
+        Some(&[("VITAMIN_SUBMIT_THREAD", "0"), ("VITAMIN_LOG", "warn")]),
+        &[("FAKE_CUDA_FAIL_GREEN_LAUNCH", "5")],
+    );
+    let stderr = String::from_utf8_lossy(&r.out.stderr);
+    let failed: Vec<&str> = stderr.lines().filter(|l| l.contains("op failed")).collect();
+    assert!(!failed.is_empty(), "a failure line: {stderr}");
+    let line = failed[0];
+    for part in ["ERROR", "what=\"kernel\"", "name=", "node=", "(719)"] {
+        assert!(line.contains(part), "{part:?} in {line:?}");
+    }
+    assert!(stderr.contains("submission failed"), "the runtime's own warning reaches stderr: {stderr}");
+    let out = stdout(&r);
+    let failed_line = out.lines().find(|l| l.starts_with("FAILED")).unwrap_or_default();
+    assert!(failed_line.ends_with("= 719"), "the driver's code: {failed_line:?}\n{out}");
+}

@@ -329,7 +329,7 @@ pub struct Dispatcher<B: Backend, P: Policy> {
     satisfied: Vec<Vec<OpId>>,
     /// Failed ops (client, op, message), reported to their vCtx with `satisfied`, before it: a
     /// catch-up polls with a recording thread's vCtx lock held and must not call into the vCtx.
-    failed: Vec<(usize, OpId, String)>,
+    failed: Vec<(usize, OpId, Option<i32>, String)>,
     /// Set when lane continuation met an op whose predecessors sit on different lanes (it
     /// becomes ready only once they are observed complete); cleared by the next poll.
     awaiting_completion: bool,
@@ -1242,7 +1242,12 @@ impl<B: Backend, P: Policy> Dispatcher<B, P> {
                 if *attempts >= MAX_SUBMIT_ATTEMPTS {
                     // Persistent refusal (e.g. an invalid copy): fail the op so the application sees it.
                     self.submit_attempts.remove(&(client, op));
-                    self.clients[client].vctx.fail(op, format!("submission refused {MAX_SUBMIT_ATTEMPTS} times: {e}"));
+                    log_failure(client, op, &desc, node, &e.to_string());
+                    self.clients[client].vctx.fail_with_code(
+                        op,
+                        e.native_code(),
+                        format!("submission refused {MAX_SUBMIT_ATTEMPTS} times: {e}"),
+                    );
                     self.stats.failed += 1;
                     if self.in_ready.remove(&(client, op)) {
                         self.ready.retain(|r| !(r.client == client && r.op == op));
@@ -1345,7 +1350,7 @@ impl<B: Backend, P: Policy> Dispatcher<B, P> {
             };
             if let Err(e) = polled {
                 // Asynchronous failure: attribute it to the ops in flight on that partition.
-                self.fail_partition(target, &e.to_string());
+                self.fail_partition(target, &e);
                 continue;
             }
             for &f in &fences {
@@ -1374,8 +1379,8 @@ impl<B: Backend, P: Policy> Dispatcher<B, P> {
     /// Reports the failures [`finish`](Self::finish) collected, then satisfies the completions
     /// the polls collected, one vCtx call per client.
     fn flush_satisfied(&mut self) {
-        for (client, op, error) in self.failed.drain(..) {
-            self.clients[client].vctx.fail(op, error);
+        for (client, op, code, error) in self.failed.drain(..) {
+            self.clients[client].vctx.fail_with_code(op, code, error);
         }
         for (c, ops) in self.clients.iter().zip(self.satisfied.iter_mut()) {
             if !ops.is_empty() {
@@ -1386,11 +1391,15 @@ impl<B: Backend, P: Policy> Dispatcher<B, P> {
         }
     }
 
-    fn fail_partition(&mut self, target: Option<NodeId>, msg: &str) {
+    fn fail_partition(&mut self, target: Option<NodeId>, e: &vitamin_hal::HalError) {
+        let msg = e.to_string();
         let keys: Vec<(Option<NodeId>, Fence)> = self.inflight.keys().filter(|k| k.0 == target).copied().collect();
         for k in keys {
             if let Some(inf) = self.inflight.remove(&k) {
-                self.finish(inf, k.1, Some(msg), self.now);
+                log_failure(inf.client, inf.op, &inf.desc, inf.node, &msg);
+                self.failed.push((inf.client, inf.op, e.native_code(), msg.clone()));
+                self.stats.failed += 1;
+                self.finish(inf, k.1, None, self.now);
             }
         }
     }
@@ -1399,7 +1408,8 @@ impl<B: Backend, P: Policy> Dispatcher<B, P> {
     /// satisfied by the caller; a failure is queued here for its vCtx (`flush_satisfied`).
     fn finish(&mut self, inf: Inflight, fence: Fence, error: Option<&str>, now: u64) {
         if let Some(e) = error {
-            self.failed.push((inf.client, inf.op, e.to_owned()));
+            log_failure(inf.client, inf.op, &inf.desc, inf.node, e);
+            self.failed.push((inf.client, inf.op, None, e.to_owned()));
             self.stats.failed += 1;
         }
         self.places.remove(&(inf.client, inf.op));
@@ -1510,4 +1520,12 @@ fn common_place(places: impl Iterator<Item = Option<Place>>) -> Option<Place> {
 
 fn least_loaded(loads: &[u32]) -> LaneId {
     loads.iter().enumerate().min_by_key(|(_, &l)| l).map_or(0, |(i, _)| i as LaneId)
+}
+
+/// Logs a failed op once, where it fails: what it was (kernel or host-function name), its vCtx op,
+/// the pool node it ran on and the backend's error. The vCtx then reports the failure at the
+/// application's next synchronization or query of the op's stream.
+fn log_failure(client: usize, op: OpId, desc: &OpDesc, node: Option<NodeId>, error: &str) {
+    let node = node.map_or_else(|| "service".to_string(), |n| n.to_string());
+    tracing::error!(client, %op, what = desc.kind_name(), name = desc.label(), %node, error, "op failed");
 }

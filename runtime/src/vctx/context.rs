@@ -747,9 +747,15 @@ impl VirtualContext {
     /// and by device synchronization. A failure of an op that is not live is recorded for the
     /// device only.
     pub fn fail(&self, op: OpId, error: String) {
+        self.fail_with_code(op, None, error)
+    }
+
+    /// [`fail`](Self::fail) with the backend's native error code, reported by the syncs and
+    /// queries that see the failure.
+    pub fn fail_with_code(&self, op: OpId, code: Option<i32>, error: String) {
         let mut g = self.lock();
         let stream = if g.dag.is_live(op) { g.dag.stream_of(op) } else { None };
-        let err = VctxError::LaunchFailed { op, stream, message: error };
+        let err = VctxError::LaunchFailed { op, stream, message: error, code };
         if let Some(s) = stream {
             g.order.set_stream_error(s, &err);
         }

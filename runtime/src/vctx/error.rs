@@ -53,6 +53,10 @@ pub enum VctxError {
         stream: Option<StreamId>,
         /// The backend's description of the failure.
         message: String,
+        /// The backend's native error code for it (what the native API reports at the next
+        /// synchronization or query), `None` when the failure has none (then the generic
+        /// launch-failure code is reported).
+        code: Option<i32>,
     },
 }
 

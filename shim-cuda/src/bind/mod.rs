@@ -465,10 +465,13 @@ impl Bind {
     }
 }
 
-/// The CUDA error for a logical error (table in `vitamin_runtime::vctx`).
+/// The CUDA error for a logical error (table in `vitamin_runtime::vctx`): an asynchronous failure
+/// reports the driver's own code for it (e.g. 700 for an illegal address), as the native sync or
+/// query would; one without a driver code reports `CUDA_ERROR_LAUNCH_FAILED`.
 pub fn code(e: &VctxError) -> CUresult {
     match e {
         VctxError::InvalidHandle(_) => CUDA_ERROR_INVALID_HANDLE,
+        VctxError::LaunchFailed { code: Some(c), .. } if *c != 0 => *c as CUresult,
         VctxError::LaunchFailed { .. } => CUDA_ERROR_LAUNCH_FAILED,
     }
 }

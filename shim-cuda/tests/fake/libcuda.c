@@ -486,6 +486,27 @@ EXPORT CUresult cuDeviceGetAttribute(int *v, int attr, int dev) {
 EXPORT CUresult cuDevicePrimaryCtxRetain(CUcontext *c, int dev) { (void)dev; *c = &PRIMARY_CTX; logf_("cuDevicePrimaryCtxRetain"); return CUDA_SUCCESS; }
 EXPORT CUresult cuDevicePrimaryCtxRelease_v2(int dev) { (void)dev; return CUDA_SUCCESS; }
 EXPORT CUresult cuCtxSetCurrent(CUcontext c) { CURRENT = c; return CUDA_SUCCESS; }
+/* A green context's CUcontext (cuCtxFromGreenCtx): a tag whose offset in GREEN_CTX_TAGS is the
+ * green context's index; push/pop keep a small per-thread stack. */
+static char GREEN_CTX_TAGS[256];
+static int green_of_ctx(void *c) {
+    char *p = (char *)c;
+    return (p > GREEN_CTX_TAGS && p < GREEN_CTX_TAGS + 256) ? (int)(p - GREEN_CTX_TAGS) : 0;
+}
+static __thread void *CTX_STACK[16];
+static __thread int CTX_DEPTH;
+EXPORT CUresult cuCtxPushCurrent_v2(CUcontext c) {
+    if (CTX_DEPTH >= 16) return CUDA_ERROR_INVALID_VALUE;
+    CTX_STACK[CTX_DEPTH++] = CURRENT;
+    CURRENT = c;
+    return CUDA_SUCCESS;
+}
+EXPORT CUresult cuCtxPopCurrent_v2(CUcontext *c) {
+    if (CTX_DEPTH == 0) return 201; /* CUDA_ERROR_INVALID_CONTEXT */
+    if (c) *c = CURRENT;
+    CURRENT = CTX_STACK[--CTX_DEPTH];
+    return CUDA_SUCCESS;
+}
 EXPORT CUresult cuCtxGetCurrent(CUcontext *c) { *c = CURRENT; return CUDA_SUCCESS; }
 EXPORT CUresult cuCtxGetDevice(int *d) { if (!CURRENT) return 201; /* CUDA_ERROR_INVALID_CONTEXT */ *d = 0; return CUDA_SUCCESS; }
 EXPORT CUresult cuMemGetInfo_v2(size_t *free_, size_t *total) { *free_ = (size_t)1 << 29; *total = (size_t)1 << 30; return CUDA_SUCCESS; }
@@ -528,10 +549,23 @@ EXPORT CUresult cuFuncGetAttribute(int *v, int attr, void *f) {
     else *v = 0;
     return CUDA_SUCCESS;
 }
+/* Each green context has its own instance of a function, whose dynamic shared memory limit starts
+ * at the default (48 KiB) whatever the primary context's is: a launch on a green stream is checked
+ * against it (the behaviour of cuDNN's kernels on the H200, docs/results/apps-suite.md). Setting the
+ * attribute with a green context current sets that instance's; FAKE_CUDA_GREEN_SETATTR_FAILS=1 makes
+ * that refused. */
+static int GREEN_SMEM[256][NFUNCS];
+static int green_limit(int green, int fi) { return GREEN_SMEM[green][fi] ? GREEN_SMEM[green][fi] : 49152; }
 EXPORT CUresult cuFuncSetAttribute(void *f, int attr, int v) {
     int i = func_index(f);
     if (i < 0) return CUDA_ERROR_INVALID_HANDLE;
     if (attr != 8 || v < 0 || v > 232448) return CUDA_ERROR_INVALID_VALUE;
+    int green = green_of_ctx(CURRENT);
+    if (green) {
+        if (getenv("FAKE_CUDA_GREEN_SETATTR_FAILS")) return CUDA_ERROR_INVALID_VALUE;
+        GREEN_SMEM[green][i] = v;
+        return CUDA_SUCCESS; /* not logged: the pool raises it in every green context it considers */
+    }
     MAX_DYNAMIC_SMEM[i] = v;
     logf_("cuFuncSetAttribute %s max_dynamic_smem=%d", FUNCS[i].name, v);
     return CUDA_SUCCESS;
@@ -624,6 +658,11 @@ EXPORT CUresult cuGreenCtxCreate(fake_green **g, fake_desc *desc, int dev, unsig
     if (x->index < 256) GREEN_SMS[x->index] = x->sms;
     *g = x;
     logf_("cuGreenCtxCreate g%d sms=%u leaves=%x", x->index, x->sms, x->mask);
+    return CUDA_SUCCESS;
+}
+EXPORT CUresult cuCtxFromGreenCtx(CUcontext *c, fake_green *g) {
+    if (!g || g->index <= 0 || g->index >= 256) return CUDA_ERROR_INVALID_HANDLE;
+    *c = &GREEN_CTX_TAGS[g->index];
     return CUDA_SUCCESS;
 }
 EXPORT CUresult cuGreenCtxDestroy(fake_green *g) { logf_("cuGreenCtxDestroy g%d", g->index); return CUDA_SUCCESS; }
@@ -1001,6 +1040,11 @@ static CUresult launch(const char *via, void *f, unsigned gx, unsigned gy, unsig
         return CUDA_ERROR_INVALID_VALUE;
     }
     fstream *target = stream_of(s);
+    if (target && target->ctx > 0 && target->ctx < 256 && (int)smem > green_limit(target->ctx, fi)) {
+        logf_("%s %s smem=%u on g%d -> INVALID (green context limit %d)", via, FUNCS[fi].name, smem, target->ctx,
+              green_limit(target->ctx, fi));
+        return CUDA_ERROR_INVALID_VALUE;
+    }
     unsigned long blocks = (unsigned long)gx * gy * gz;
     int cooperative = 0;
     for (unsigned k = 0; k < nattrs; k++)
