@@ -472,7 +472,7 @@ fn copy(
     if bytes == 0 {
         return real(); // nothing to order; the driver validates the arguments
     }
-    let op = match plan_copy(kind, memory(dst), memory(src)) {
+    let op = match plan_copy(kind, memory(dst), memory(src), bytes as u64) {
         CopyPlan::Async { dst, src } => Copy::new(dst, src, bytes as u64),
         CopyPlan::Stage { dst } => {
             // SAFETY: the application's source buffer of `bytes` bytes, read now as the driver

@@ -24,8 +24,12 @@
 //!
 //! ## Copies
 //! [`plan_copy`] decides from what the driver says about both addresses: device or pinned memory
-//! on both ends becomes an asynchronous copy op; a pageable source is staged (copied at the call,
-//! as the driver does); a pageable destination (the data must be there when the call returns) or an
+//! on both ends becomes an asynchronous copy op; a pageable source of at most [`STAGE_MAX_BYTES`]
+//! is staged (copied at the call, as the driver copies it into a staging buffer); a larger pageable
+//! source takes the native path, which returns once the copy is complete. Natively the driver
+//! stages a pageable source through bounded staging buffers, so a large copy returns only when
+//! most of it has reached the device; matching that keeps programs that (knowingly or not) depend
+//! on it as they are, and bounds the host memory that staging holds. A pageable destination (the data must be there when the call returns) or an
 //! address the driver does not know as device memory where device memory is required takes the
 //! native path.
 #![forbid(unsafe_code)]
@@ -257,8 +261,12 @@ pub enum CopyKind {
     Unified,
 }
 
-/// Decides how to issue a copy from `src` to `dst` (see the module docs).
-pub fn plan_copy(kind: CopyKind, dst: (Memory, u64), src: (Memory, u64)) -> CopyPlan {
+/// Largest pageable source staged for an asynchronous copy op (64 KiB); larger ones are copied
+/// synchronously on the native path (see the module docs).
+pub const STAGE_MAX_BYTES: u64 = 64 * 1024;
+
+/// Decides how to issue a copy of `bytes` from `src` to `dst` (see the module docs).
+pub fn plan_copy(kind: CopyKind, dst: (Memory, u64), src: (Memory, u64), bytes: u64) -> CopyPlan {
     use Memory::*;
     let needs_device_dst = matches!(kind, CopyKind::HostToDevice | CopyKind::DeviceToDevice);
     let needs_device_src = matches!(kind, CopyKind::DeviceToHost | CopyKind::DeviceToDevice);
@@ -270,6 +278,9 @@ pub fn plan_copy(kind: CopyKind, dst: (Memory, u64), src: (Memory, u64)) -> Copy
     }
     if dst.0 == Unknown {
         return CopyPlan::Native("pageable destination: the data must be there when the call returns");
+    }
+    if src.0 == Unknown && bytes > STAGE_MAX_BYTES {
+        return CopyPlan::Native("pageable source larger than the staging bound: copied synchronously");
     }
     if src.0 == Unknown {
         return CopyPlan::Stage { dst: dst.0.endpoint(dst.1) };
@@ -364,8 +375,8 @@ mod tests {
         /// (the application reads it when the call returns), always stage a pageable source (it may
         /// reuse its buffer when the call returns), never invent device memory.
         #[test]
-        fn copy_plans_keep_the_native_guarantees(kind in any_kind(), d in any_memory(), s in any_memory(), a in 1u64..1 << 40, b in 1u64..1 << 40) {
-            let plan = plan_copy(kind, (d, a), (s, b));
+        fn copy_plans_keep_the_native_guarantees(kind in any_kind(), d in any_memory(), s in any_memory(), a in 1u64..1 << 40, b in 1u64..1 << 40, n in 1u64..1 << 24) {
+            let plan = plan_copy(kind, (d, a), (s, b), n);
             match &plan {
                 CopyPlan::Async { dst, src } => {
                     prop_assert!(d != Memory::Unknown && s != Memory::Unknown);
@@ -374,13 +385,14 @@ mod tests {
                 }
                 CopyPlan::Stage { dst } => {
                     prop_assert_eq!(s, Memory::Unknown);
+                    prop_assert!(n <= STAGE_MAX_BYTES, "staging is bounded");
                     prop_assert!(d != Memory::Unknown);
                     prop_assert!(matches!(kind, CopyKind::HostToDevice | CopyKind::Unified));
                     prop_assert_eq!(dst, &d.endpoint(a));
                 }
                 CopyPlan::Native(_) => prop_assert!(
                     d == Memory::Unknown
-                        || (s == Memory::Unknown && matches!(kind, CopyKind::DeviceToHost | CopyKind::DeviceToDevice))
+                        || (s == Memory::Unknown && (n > STAGE_MAX_BYTES || matches!(kind, CopyKind::DeviceToHost | CopyKind::DeviceToDevice)))
                 ),
             }
         }
@@ -390,15 +402,19 @@ mod tests {
     fn copy_examples() {
         use Memory::*;
         assert_eq!(
-            plan_copy(CopyKind::HostToDevice, (Device, 1), (Unknown, 2)),
+            plan_copy(CopyKind::HostToDevice, (Device, 1), (Unknown, 2), 4096),
             CopyPlan::Stage { dst: Endpoint::Device(1) }
         );
-        assert!(matches!(plan_copy(CopyKind::DeviceToHost, (Unknown, 1), (Device, 2)), CopyPlan::Native(_)));
+        assert!(matches!(plan_copy(CopyKind::DeviceToHost, (Unknown, 1), (Device, 2), 4), CopyPlan::Native(_)));
         assert_eq!(
-            plan_copy(CopyKind::DeviceToHost, (Pinned, 1), (Device, 2)),
+            plan_copy(CopyKind::DeviceToHost, (Pinned, 1), (Device, 2), 4),
             CopyPlan::Async { dst: Endpoint::Host(1), src: Endpoint::Device(2) }
         );
-        assert!(matches!(plan_copy(CopyKind::DeviceToDevice, (Device, 1), (Pinned, 2)), CopyPlan::Async { .. }));
-        assert!(matches!(plan_copy(CopyKind::HostToDevice, (Unknown, 1), (Pinned, 2)), CopyPlan::Native(_)));
+        assert!(matches!(plan_copy(CopyKind::DeviceToDevice, (Device, 1), (Pinned, 2), 4), CopyPlan::Async { .. }));
+        assert!(matches!(plan_copy(CopyKind::HostToDevice, (Unknown, 1), (Pinned, 2), 4), CopyPlan::Native(_)));
+        assert!(matches!(
+            plan_copy(CopyKind::HostToDevice, (Device, 1), (Unknown, 2), STAGE_MAX_BYTES + 1),
+            CopyPlan::Native(_)
+        ));
     }
 }
