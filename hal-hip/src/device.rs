@@ -12,6 +12,7 @@
 use std::cell::Cell;
 use std::collections::HashMap;
 use std::ffi::CString;
+use std::path::Path;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -24,7 +25,7 @@ use vitamin_hal::{
 
 use crate::driver::{self, Api, HipEvent, HipModule};
 use crate::partition::HipPartition;
-use crate::probe::{layout_for, probe_device, HipCapabilities};
+use crate::probe::{layout_for, probe_library, HipCapabilities};
 
 /// Environment variable bounding the streams (hardware queues) of all partitions together.
 pub const MAX_STREAMS_ENV: &str = "VITAMIN_HIP_MAX_STREAMS";
@@ -122,6 +123,8 @@ pub(crate) struct Shared {
     /// Blocks per CU by (function, threads per block, dynamic shared memory).
     occupancy: Mutex<HashMap<(u64, u32, u32), u32>>,
     pub(crate) epoch: Instant,
+    /// The runtime library given explicitly (hipRTC is looked for there first).
+    library: Option<String>,
 }
 
 // SAFETY: the raw handles (events, modules) are runtime objects usable from any thread; mutable
@@ -275,8 +278,16 @@ impl HipBackend {
 
     /// Device `ordinal` with an explicit stream bound.
     pub fn with_limits(ordinal: i32, limits: StreamLimits) -> Result<Self, HalError> {
-        let caps = probe_device(ordinal)?;
-        let api = driver::load()?;
+        Self::with_library(None, ordinal, limits)
+    }
+
+    /// Device `ordinal` of the HIP runtime at `library` (a path; `None`: the default search), with
+    /// an explicit stream bound. Tests use it to load the test double without touching the
+    /// environment.
+    pub fn with_library(library: Option<&Path>, ordinal: i32, limits: StreamLimits) -> Result<Self, HalError> {
+        let library = library.map(|p| p.to_string_lossy().into_owned());
+        let caps = probe_library(library.as_deref(), ordinal)?;
+        let api = driver::load_from(library.as_deref())?;
         let fence_mode = match std::env::var(FENCE_ENV) {
             Ok(v) if v.trim().eq_ignore_ascii_case("memory") => {
                 if !caps.stream_write_value64 {
@@ -358,6 +369,7 @@ impl HipBackend {
             modules: Mutex::new(Vec::new()),
             occupancy: Mutex::new(HashMap::new()),
             epoch: Instant::now(),
+            library,
         };
         shared.make_current()?;
         Ok(HipBackend { shared: Arc::new(shared), topology: Arc::new(topology) })
@@ -482,9 +494,44 @@ impl HipBackend {
             .collect()
     }
 
+    /// Launches `f` with the caller's own parameter pointers on `stream` (a lane's native stream
+    /// as handed to a [`vitamin_hal::PhysicalPartition::submit_native`] closure):
+    /// `hipModuleLaunchKernel` with no `extra`, exactly the launch the caller describes.
+    ///
+    /// # Safety
+    /// `f` is a live `hipFunction_t`, `stream` the handle the closure received, and `params` holds
+    /// one pointer per parameter of `f` (or is null when it takes none), each valid for the call.
+    pub unsafe fn launch_native(
+        &self,
+        f: u64,
+        grid: [u32; 3],
+        block: [u32; 3],
+        shared_mem_bytes: u32,
+        stream: u64,
+        params: *mut *mut std::ffi::c_void,
+    ) -> Result<(), HalError> {
+        let api = &self.shared.api;
+        // SAFETY: forwarded from the caller's contract above.
+        api.check("hipModuleLaunchKernel", unsafe {
+            (api.hipModuleLaunchKernel)(
+                f as driver::HipFunction,
+                grid[0],
+                grid[1],
+                grid[2],
+                block[0],
+                block[1],
+                block[2],
+                shared_mem_bytes,
+                stream as driver::HipStream,
+                params,
+                std::ptr::null_mut(),
+            )
+        })
+    }
+
     /// Compiles `source` with hipRTC for this device's architecture and loads the named functions.
     pub fn compile_and_load(&self, source: &str, file: &str, names: &[&str]) -> Result<Vec<FunctionRef>, HalError> {
-        let code = crate::rtc::compile(source, file, &self.shared.caps.arch, &[])?;
+        let code = crate::rtc::compile_for(self.shared.library.as_deref(), source, file, &self.shared.caps.arch, &[])?;
         self.load_module(&code, names)
     }
 }

@@ -1,6 +1,6 @@
 //! The thin `Result` layer over `libamdhip64` (the only module with HIP runtime FFI).
 //!
-//! The library is opened at run time with `libloading` ([`load`]): `VITAMIN_HIP_LIBRARY` (a path)
+//! The library is opened at run time with `libloading` ([`load_from`]): `VITAMIN_HIP_LIBRARY` (a path)
 //! if set, else `libamdhip64.so`, `.so.7`, `.so.6`, `.so.5`. Every symbol in [`REQUIRED_SYMBOLS`]
 //! is resolved before the first call, into one table ([`Api`]) of plain function pointers; a
 //! missing library or symbol is `HalError::Unsupported` with the reason, never a panic. Symbols
@@ -12,7 +12,10 @@
 //! constant and the `hipDeviceProp_t` offsets used here.
 
 use std::ffi::{c_char, c_int, c_uint, c_void, CStr};
+use std::collections::HashMap;
 use std::sync::{Arc, OnceLock};
+
+use parking_lot::Mutex;
 
 use libloading::Library;
 use vitamin_hal::HalError;
@@ -101,7 +104,7 @@ macro_rules! hip_api {
             _lib: Library,
         }
 
-        /// Every symbol [`load`] requires.
+        /// Every symbol [`load_from`] requires.
         pub const REQUIRED_SYMBOLS: &[&str] = &[$(stringify!($name)),*];
         /// Symbols used when present (newer runtimes).
         pub const OPTIONAL_SYMBOLS: &[&str] = &[$(stringify!($oname)),*];
@@ -248,17 +251,24 @@ pub(crate) fn unsupported(reason: impl Into<String>) -> HalError {
     HalError::Unsupported { backend: BACKEND, reason: reason.into() }
 }
 
-/// Opens the runtime library and resolves the table (not cached: [`load`] caches).
-pub(crate) fn open() -> Result<Api, HalError> {
-    let candidates: Vec<String> = match std::env::var(LIBRARY_ENV) {
+/// The library names [`open`] tries: `explicit`, else [`LIBRARY_ENV`], else [`DEFAULT_LIBRARIES`].
+pub(crate) fn candidates(explicit: Option<&str>) -> Vec<String> {
+    if let Some(p) = explicit {
+        return vec![p.to_owned()];
+    }
+    match std::env::var(LIBRARY_ENV) {
         Ok(p) if !p.trim().is_empty() => vec![p.trim().to_owned()],
         _ => DEFAULT_LIBRARIES.iter().map(|s| s.to_string()).collect(),
-    };
+    }
+}
+
+/// Opens the runtime library and resolves the table (not cached: [`load_from`] caches).
+fn open(explicit: Option<&str>) -> Result<Api, HalError> {
     let mut errors = Vec::new();
-    for path in &candidates {
+    for path in candidates(explicit) {
         // SAFETY: loading runs the library's initializers; libamdhip64's register its runtime and
         // start no device work (checked with Debian's 5.2.3 on a machine without a GPU).
-        match unsafe { Library::new(path) } {
+        match unsafe { Library::new(&path) } {
             Ok(lib) => {
                 return Api::resolve(lib, path.clone()).map_err(|missing| {
                     unsupported(format!(
@@ -277,10 +287,14 @@ pub(crate) fn open() -> Result<Api, HalError> {
     )))
 }
 
-/// The loaded table, once per process (every later call returns the same outcome).
-pub(crate) fn load() -> Result<Arc<Api>, HalError> {
-    static LOADED: OnceLock<Result<Arc<Api>, HalError>> = OnceLock::new();
-    LOADED.get_or_init(|| open().map(Arc::new)).clone()
+type Loaded = Result<Arc<Api>, HalError>;
+
+/// The loaded table for `explicit` (a path) or the default search, once per process and key
+/// (every later call returns the same outcome).
+pub(crate) fn load_from(explicit: Option<&str>) -> Loaded {
+    static LOADED: OnceLock<Mutex<HashMap<Option<String>, Loaded>>> = OnceLock::new();
+    let mut map = LOADED.get_or_init(|| Mutex::new(HashMap::new())).lock();
+    map.entry(explicit.map(str::to_owned)).or_insert_with(|| open(explicit).map(Arc::new)).clone()
 }
 
 /// Reads a NUL-terminated string out of a fixed-size C buffer.

@@ -64,5 +64,5 @@ pub mod symbols;
 pub mod test_double;
 
 pub use device::{FenceMode, HipBackend, StreamLimits, FENCE_ENV, MAX_LANES_ENV, MAX_STREAMS_ENV};
-pub use partition::{cu_mask, launch_native, HipPartition, ERROR_CHECK_NS, FENCE_EVERY, MAX_FENCES};
-pub use probe::{probe, probe_device, HipCapabilities, LeafLayout};
+pub use partition::{cu_mask, HipPartition, ERROR_CHECK_NS, FENCE_EVERY, MAX_FENCES};
+pub use probe::{probe, probe_device, probe_library, HipCapabilities, LeafLayout};

@@ -604,40 +604,6 @@ impl Drop for HipPartition {
     }
 }
 
-/// Launches `f` with the caller's own parameter pointers on `stream` (a lane's native stream as
-/// handed to a [`PhysicalPartition::submit_native`] closure): `hipModuleLaunchKernel` with no
-/// `extra`, exactly the launch the caller describes.
-///
-/// # Safety
-/// `f` is a live `hipFunction_t`, `stream` the handle the closure received, and `params` holds
-/// one pointer per parameter of `f` (or is null when it takes none), each valid for the call.
-pub unsafe fn launch_native(
-    f: u64,
-    grid: [u32; 3],
-    block: [u32; 3],
-    shared_mem_bytes: u32,
-    stream: u64,
-    params: *mut *mut c_void,
-) -> Result<(), HalError> {
-    let api = driver::load()?;
-    // SAFETY: forwarded from the caller's contract above.
-    api.check("hipModuleLaunchKernel", unsafe {
-        (api.hipModuleLaunchKernel)(
-            f as driver::HipFunction,
-            grid[0],
-            grid[1],
-            grid[2],
-            block[0],
-            block[1],
-            block[2],
-            shared_mem_bytes,
-            stream as HipStream,
-            params,
-            std::ptr::null_mut(),
-        )
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -196,7 +196,13 @@ pub fn layout_for(caps: &HipCapabilities) -> Result<LeafLayout, HalError> {
 /// Probes the runtime and device `ordinal`. Never panics; every failure is `Unsupported` with the
 /// reason (no library, missing symbols, no device).
 pub fn probe_device(ordinal: i32) -> Result<HipCapabilities, HalError> {
-    let api = driver::load()?;
+    probe_library(None, ordinal)
+}
+
+/// [`probe_device`] with the runtime library at `library` (a path), or the default search for
+/// `None`.
+pub fn probe_library(library: Option<&str>, ordinal: i32) -> Result<HipCapabilities, HalError> {
+    let api = driver::load_from(library)?;
     let mut version = 0;
     // SAFETY: out-pointer is a live local.
     api.check("hipRuntimeGetVersion", unsafe { (api.hipRuntimeGetVersion)(&mut version) })
@@ -248,7 +254,7 @@ pub fn probe_device(ordinal: i32) -> Result<HipCapabilities, HalError> {
         Ok(v) if !v.trim().is_empty() => matches!(v.trim(), "1" | "true" | "yes"),
         _ => wgp_mode_for(&arch),
     };
-    let (rtc_version, rtc_unavailable) = match crate::rtc::version() {
+    let (rtc_version, rtc_unavailable) = match crate::rtc::version_for(library) {
         Ok(v) => (Some(v), None),
         Err(e) => (None, Some(e.to_string())),
     };

@@ -1,9 +1,9 @@
 //! Run-time compilation with hipRTC, loaded at run time like the runtime itself.
 //!
 //! Where hipRTC lives depends on the ROCm release: ROCm 5.3 and later ship `libhiprtc.so`; HIP 5.2
-//! (Debian 12) exports the `hiprtc*` functions from `libamdhip64` itself. [`load`] therefore tries,
-//! in order: `VITAMIN_HIPRTC_LIBRARY` (a path); the HIP runtime named by `VITAMIN_HIP_LIBRARY`, if
-//! set (the test double carries its own hipRTC); `libhiprtc.so`, `.so.7`, `.so.6`, `.so.5`; and the
+//! (Debian 12) exports the `hiprtc*` functions from `libamdhip64` itself. hipRTC is therefore looked
+//! for, in order: `VITAMIN_HIPRTC_LIBRARY` (a path); the HIP runtime the backend was given
+//! explicitly or by `VITAMIN_HIP_LIBRARY` (the test double carries its own hipRTC); `libhiprtc.so`, `.so.7`, `.so.6`, `.so.5`; and the
 //! default HIP runtime library. Every symbol is resolved before the first call: a missing library
 //! or symbol is `HalError::Unsupported`.
 //!
@@ -16,9 +16,11 @@
 //! invalid pointer`), so nothing in CI calls the real compiler; the tests use the test double's.
 
 use std::ffi::{c_char, c_int, CStr, CString};
+use std::collections::HashMap;
 use std::sync::{Arc, OnceLock};
 
 use libloading::Library;
+use parking_lot::Mutex;
 use vitamin_hal::HalError;
 
 use crate::driver::{self, unsupported};
@@ -67,20 +69,20 @@ struct Rtc {
     _lib: Library,
 }
 
-fn candidates() -> Vec<String> {
+fn candidates(runtime: Option<&str>) -> Vec<String> {
     let env = |k: &str| std::env::var(k).ok().map(|v| v.trim().to_owned()).filter(|v| !v.is_empty());
     if let Some(p) = env(RTC_LIBRARY_ENV) {
         return vec![p];
     }
-    let mut v: Vec<String> = env(driver::LIBRARY_ENV).into_iter().collect();
+    let mut v: Vec<String> = runtime.map(str::to_owned).or_else(|| env(driver::LIBRARY_ENV)).into_iter().collect();
     v.extend(["libhiprtc.so", "libhiprtc.so.7", "libhiprtc.so.6", "libhiprtc.so.5"].map(String::from));
     v.extend(driver::DEFAULT_LIBRARIES.iter().map(|s| s.to_string()));
     v
 }
 
-fn open() -> Result<Rtc, HalError> {
+fn open(runtime: Option<&str>) -> Result<Rtc, HalError> {
     let mut tried = Vec::new();
-    for path in candidates() {
+    for path in candidates(runtime) {
         // SAFETY: loading runs the library's initializers (hipRTC's or the HIP runtime's, which
         // start no device work).
         let lib = match unsafe { Library::new(&path) } {
@@ -144,19 +146,27 @@ unsafe fn symbol<T: Copy>(lib: &Library, name: &str) -> T {
     *unsafe { lib.get::<T>(name.as_bytes()) }.expect("the caller checked that the symbol exists")
 }
 
-fn load() -> Result<Arc<Rtc>, HalError> {
-    static LOADED: OnceLock<Result<Arc<Rtc>, HalError>> = OnceLock::new();
-    LOADED.get_or_init(|| open().map(Arc::new)).clone()
+/// hipRTC for a HIP runtime loaded from `runtime` (a path; tried first), or the default search.
+fn load(runtime: Option<&str>) -> Result<Arc<Rtc>, HalError> {
+    type Loaded = Result<Arc<Rtc>, HalError>;
+    static LOADED: OnceLock<Mutex<HashMap<Option<String>, Loaded>>> = OnceLock::new();
+    let mut map = LOADED.get_or_init(|| Mutex::new(HashMap::new())).lock();
+    map.entry(runtime.map(str::to_owned)).or_insert_with(|| open(runtime).map(Arc::new)).clone()
 }
 
 /// hipRTC's version `(major, minor)` once the library and its symbols were found.
 pub fn version() -> Result<(i32, i32), HalError> {
-    load().map(|r| r.version)
+    version_for(None)
+}
+
+/// [`version`] for the hipRTC that goes with the HIP runtime at `runtime` (a path).
+pub fn version_for(runtime: Option<&str>) -> Result<(i32, i32), HalError> {
+    load(runtime).map(|r| r.version)
 }
 
 /// The file hipRTC was loaded from.
 pub fn library_path() -> Result<String, HalError> {
-    load().map(|r| r.path.clone())
+    load(None).map(|r| r.path.clone())
 }
 
 impl Rtc {
@@ -205,7 +215,18 @@ impl Drop for Owned<'_> {
 /// Compiles `source` (file name `name` in messages) to a code object for `arch` (a
 /// `gcnArchName` such as `gfx942:sramecc+:xnack-`), with `extra_options` after the architecture.
 pub fn compile(source: &str, name: &str, arch: &str, extra_options: &[&str]) -> Result<Vec<u8>, HalError> {
-    let rtc = load()?;
+    compile_for(None, source, name, arch, extra_options)
+}
+
+/// [`compile`] with the hipRTC that goes with the HIP runtime at `runtime` (a path).
+pub fn compile_for(
+    runtime: Option<&str>,
+    source: &str,
+    name: &str,
+    arch: &str,
+    extra_options: &[&str],
+) -> Result<Vec<u8>, HalError> {
+    let rtc = load(runtime)?;
     let bad = |what: &str| HalError::InvalidPartition(format!("{what} contains a NUL byte"));
     let src = CString::new(source).map_err(|_| bad("the source"))?;
     let cname = CString::new(name).map_err(|_| bad("the program name"))?;

@@ -65,3 +65,49 @@ pub fn build(dir: &Path) -> Result<PathBuf, String> {
     }
     Ok(lib)
 }
+
+/// Names of the kernels in [`TEST_KERNELS`] (the double runs exactly these on the CPU).
+pub const TEST_KERNEL_NAMES: &[&str] = &["reduce_partial", "reduce_final", "busy", "empty_kernel"];
+
+/// HIP C++ source of the reference kernels the tests launch, with the block structure of
+/// `hal::sim`'s CPU references (so results are bitwise the simulator's). The double's hipRTC
+/// accepts it as is; on a ROCm host hipRTC compiles it (not tried here: no AMD GPU).
+pub const TEST_KERNELS: &str = r#"
+#include <hip/hip_runtime.h>
+
+// Block b of G blocks with T threads: thread t sums x[i], i = b*T + t, + G*T, ... in order; the
+// block combines its threads by the shared-memory tree s[t] += s[t + k], k = T/2 .. 1.
+extern "C" __global__ void reduce_partial(const float* x, unsigned n, float* partial) {
+  __shared__ float s[1024];
+  float acc = 0.0f;
+  unsigned long long stride = (unsigned long long)gridDim.x * blockDim.x;
+  for (unsigned long long i = (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride)
+    acc += x[i];
+  s[threadIdx.x] = acc;
+  __syncthreads();
+  for (unsigned k = blockDim.x / 2; k > 0; k /= 2) {
+    if (threadIdx.x < k) s[threadIdx.x] += s[threadIdx.x + k];
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) partial[blockIdx.x] = s[0];
+}
+
+// One thread sums partial[0..m) in block order into *out.
+extern "C" __global__ void reduce_final(const float* partial, unsigned m, float* out) {
+  if (blockIdx.x == 0 && threadIdx.x == 0) {
+    float acc = 0.0f;
+    for (unsigned i = 0; i < m; i++) acc += partial[i];
+    *out = acc;
+  }
+}
+
+// Each block spins for about block_ns (wall_clock64 assumed to tick at 100 MHz); no memory effect.
+extern "C" __global__ void busy(unsigned block_ns) {
+  unsigned long long start = wall_clock64();
+  float a = (float)threadIdx.x;
+  while ((wall_clock64() - start) * 10ull < block_ns) a = a * 0.999f + 1.0f;
+  if (a == -1.0f) asm volatile("s_nop 0");
+}
+
+extern "C" __global__ void empty_kernel() {}
+"#;

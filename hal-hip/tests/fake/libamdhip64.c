@@ -522,6 +522,7 @@ hipError_t hipStreamWriteValue64(hipStream_t stream, void *ptr, uint64_t value, 
     op_t *o = new_op(OP_WRITE64);
     o->dst = ptr;
     o->value64 = value;
+    if (stream) logf_("call write64 s%d %llu", stream->id, (unsigned long long)value);
     return enqueue(stream, o);
 }
 
