@@ -40,8 +40,8 @@ pub const FENCE_ENV: &str = "VITAMIN_HIP_FENCE";
 /// (oversubscription, which FACTS.md says degrades performance). A pool therefore has a bounded
 /// stream count: at most `max_lanes` per partition and `max_streams` in all.
 ///
-/// The defaults (8 lanes, 512 streams) admit the runtime's default pool on an MI300X (73 nodes x
-/// 4 lanes + 8 service lanes = 300 streams); they are not measured on AMD hardware, where a ROCm
+/// The defaults (8 lanes, 512 streams) admit the runtime's default pool on an MI300X (71 nodes x
+/// 4 lanes + 8 service lanes = 292 streams); they are not measured on AMD hardware, where a ROCm
 /// host run should measure how launch latency grows with the queue count and lower them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct StreamLimits {
@@ -324,7 +324,8 @@ impl HipBackend {
         ];
         if caps.green_contexts {
             notes.push(
-                "HIP green contexts found (ROCm 7.14+); partitions still use CU-masked streams (see hal-hip docs)".into(),
+                "HIP green contexts found (ROCm 7.14+); partitions still use CU-masked streams (see hal-hip docs)"
+                    .into(),
             );
         }
         if !caps.module_cooperative_launch {
@@ -422,7 +423,9 @@ impl HipBackend {
         if inside || len == 0 {
             Ok(())
         } else {
-            Err(HalError::InvalidPartition(format!("{len} bytes at {addr:#x} are not inside one allocation of this backend")))
+            Err(HalError::InvalidPartition(format!(
+                "{len} bytes at {addr:#x} are not inside one allocation of this backend"
+            )))
         }
     }
 

@@ -11,8 +11,8 @@
 //! `abi_matches_the_real_headers` compiles a C program against those headers and compares every
 //! constant and the `hipDeviceProp_t` offsets used here.
 
-use std::ffi::{c_char, c_int, c_uint, c_void, CStr};
 use std::collections::HashMap;
+use std::ffi::{c_char, c_int, c_uint, c_void, CStr};
 use std::sync::{Arc, OnceLock};
 
 use parking_lot::Mutex;
@@ -227,11 +227,9 @@ impl Api {
     pub(crate) fn check(&self, call: &'static str, e: HipError) -> Result<(), HalError> {
         match e {
             SUCCESS => Ok(()),
-            ERROR_OUT_OF_MEMORY => Err(HalError::OutOfMemory(format!(
-                "{call}: {} ({e}): {}",
-                self.error_name(e),
-                self.error_string(e)
-            ))),
+            ERROR_OUT_OF_MEMORY => {
+                Err(HalError::OutOfMemory(format!("{call}: {} ({e}): {}", self.error_name(e), self.error_string(e))))
+            }
             _ => Err(HalError::Driver { call, code: e, name: self.error_name(e) }),
         }
     }
@@ -277,7 +275,7 @@ fn open(explicit: Option<&str>) -> Result<Api, HalError> {
                     ))
                 });
             }
-            Err(e) => errors.push(format!("{path}: {e}")),
+            Err(e) => errors.push(e.to_string()),
         }
     }
     Err(unsupported(format!(
@@ -315,7 +313,8 @@ mod tests {
         let mut called = std::collections::BTreeSet::new();
         for src in sources {
             for (i, _) in src.match_indices(".hip") {
-                let name: String = src[i + 1..].chars().take_while(|c| c.is_ascii_alphanumeric() || *c == '_').collect();
+                let name: String =
+                    src[i + 1..].chars().take_while(|c| c.is_ascii_alphanumeric() || *c == '_').collect();
                 if name.len() > 3 && name[3..].starts_with(|c: char| c.is_ascii_uppercase()) {
                     called.insert(name);
                 }

@@ -35,7 +35,7 @@
 //! process's queues; the hardware keeps only some resident and time-multiplexes the rest, which
 //! degrades performance). [`StreamLimits`] bounds the streams: at most 8 lanes per partition and
 //! 512 streams in all by default (`VITAMIN_HIP_MAX_LANES`, `VITAMIN_HIP_MAX_STREAMS`), enough for
-//! the runtime's default pool on an MI300X (73 nodes x 4 lanes + 8 = 300 streams). A partition
+//! the runtime's default pool on an MI300X (71 nodes x 4 lanes + 8 = 292 streams). A partition
 //! beyond the bound is refused with a clear error before any stream is created; a pool that
 //! realizes only partly (the runtime refuses a stream: out of queue memory) fails cleanly and its
 //! streams are destroyed. The numbers are not measured on AMD hardware.

@@ -172,18 +172,19 @@ pub fn leaf_layout(cu_count: usize, xcds: usize, wgp: bool, leaf_cus: Option<usi
     let leaves = (0..cu_count.div_ceil(leaf_size))
         .map(|i| UnitSet::range(i * leaf_size, ((i + 1) * leaf_size).min(cu_count)))
         .collect();
-    let domains =
-        if xcds > 1 { (0..xcds).map(|x| (0..cu_count).filter(|i| i % xcds == x).collect()).collect() } else { Vec::new() };
+    let domains = if xcds > 1 {
+        (0..xcds).map(|x| (0..cu_count).filter(|i| i % xcds == x).collect()).collect()
+    } else {
+        Vec::new()
+    };
     Ok(LeafLayout { leaves, domains, leaf_size, granule })
 }
 
 fn env_number(name: &str) -> Result<Option<usize>, HalError> {
     match std::env::var(name) {
-        Ok(v) if !v.trim().is_empty() => v
-            .trim()
-            .parse()
-            .map(Some)
-            .map_err(|_| HalError::InvalidTopology(format!("{name}={v:?} is not a number"))),
+        Ok(v) if !v.trim().is_empty() => {
+            v.trim().parse().map(Some).map_err(|_| HalError::InvalidTopology(format!("{name}={v:?} is not a number")))
+        }
         _ => Ok(None),
     }
 }

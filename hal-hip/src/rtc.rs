@@ -15,8 +15,8 @@
 //! `hiprtcCompileProgram` aborts the process inside `amd_comgr_destroy_action_info` (`free():
 //! invalid pointer`), so nothing in CI calls the real compiler; the tests use the test double's.
 
-use std::ffi::{c_char, c_int, CStr, CString};
 use std::collections::HashMap;
+use std::ffi::{c_char, c_int, CStr, CString};
 use std::sync::{Arc, OnceLock};
 
 use libloading::Library;

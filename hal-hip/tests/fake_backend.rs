@@ -101,24 +101,33 @@ fn without_a_device_the_probe_says_why() {
 
 #[test]
 fn a_missing_library_or_symbol_is_unsupported() {
-    in_child("a_missing_library_or_symbol_is_unsupported", &[("VITAMIN_HIP_LIBRARY", "/nonexistent/libamdhip64.so")], || {
-        match vitamin_hal_hip::probe() {
-            Err(HalError::Unsupported { reason, .. }) => {
-                assert!(reason.contains("libamdhip64) was not found") && reason.contains("/nonexistent"), "{reason}");
-            }
-            other => panic!("expected Unsupported, got {other:?}"),
-        }
-        // A library that exists but is not a HIP runtime: every missing symbol is named.
-        let libc = std::path::Path::new("/lib/x86_64-linux-gnu/libc.so.6");
-        if libc.exists() {
-            match vitamin_hal_hip::probe_library(Some(libc.to_str().unwrap()), 0) {
+    in_child(
+        "a_missing_library_or_symbol_is_unsupported",
+        &[("VITAMIN_HIP_LIBRARY", "/nonexistent/libamdhip64.so")],
+        || {
+            match vitamin_hal_hip::probe() {
                 Err(HalError::Unsupported { reason, .. }) => {
-                    assert!(reason.contains("lacks hipGetErrorName") && reason.contains("hipExtStreamCreateWithCUMask"));
+                    assert!(
+                        reason.contains("libamdhip64) was not found") && reason.contains("/nonexistent"),
+                        "{reason}"
+                    );
                 }
                 other => panic!("expected Unsupported, got {other:?}"),
             }
-        }
-    });
+            // A library that exists but is not a HIP runtime: every missing symbol is named.
+            let libc = std::path::Path::new("/lib/x86_64-linux-gnu/libc.so.6");
+            if libc.exists() {
+                match vitamin_hal_hip::probe_library(Some(libc.to_str().unwrap()), 0) {
+                    Err(HalError::Unsupported { reason, .. }) => {
+                        assert!(
+                            reason.contains("lacks hipGetErrorName") && reason.contains("hipExtStreamCreateWithCUMask")
+                        );
+                    }
+                    other => panic!("expected Unsupported, got {other:?}"),
+                }
+            }
+        },
+    );
 }
 
 /// Debian's real libamdhip64 on a machine without an AMD GPU: the probe says why, no panic.
@@ -176,12 +185,15 @@ fn wgp_parts_take_cu_pairs() {
         }
         assert!(!log().contains("split WGP"));
     });
-    in_child_case("wgp_parts_take_cu_pairs", "leaf3", &[("FAKE_HIP_DEVICE", "wgp"), ("VITAMIN_HIP_LEAF_CUS", "3")], || {
-        match HipBackend::new() {
+    in_child_case(
+        "wgp_parts_take_cu_pairs",
+        "leaf3",
+        &[("FAKE_HIP_DEVICE", "wgp"), ("VITAMIN_HIP_LEAF_CUS", "3")],
+        || match HipBackend::new() {
             Err(HalError::InvalidTopology(why)) => assert!(why.contains("multiple of 2"), "{why}"),
             other => panic!("a 3-CU leaf on a WGP part must be refused, got {other:?}"),
-        }
-    });
+        },
+    );
 }
 
 /// Every pool node's streams are created with exactly the node's mask, and only as many as the
@@ -335,7 +347,8 @@ fn fences_by_event_and_by_stream_write() {
         let p = sim.create_partition(&sim.topology().all_units(), 1).unwrap();
         let args1 = KernelArgs::pack(&[&x.to_le_bytes(), &n.to_le_bytes(), &partial.to_le_bytes()]);
         let args2 = KernelArgs::pack(&[&partial.to_le_bytes(), &grid.to_le_bytes(), &out.to_le_bytes()]);
-        p.submit(0, &launch(&sim.kernel("reduce_partial").unwrap(), grid, 256, args1, LaunchAttributes::none())).unwrap();
+        p.submit(0, &launch(&sim.kernel("reduce_partial").unwrap(), grid, 256, args1, LaunchAttributes::none()))
+            .unwrap();
         p.submit(0, &launch(&sim.kernel("reduce_final").unwrap(), 1, 32, args2, LaunchAttributes::none())).unwrap();
         sim.run_until_idle();
         sim.read_f32s(out, 1).unwrap()[0].to_bits()
@@ -395,18 +408,22 @@ fn cooperative_launches_go_to_the_whole_device_node() {
 /// A kernel that fails asynchronously is reported by the next poll with the runtime's code.
 #[test]
 fn an_asynchronous_failure_comes_back_with_the_native_code() {
-    in_child("an_asynchronous_failure_comes_back_with_the_native_code", &[("FAKE_HIP_FAIL_KERNEL", "reduce_final")], || {
-        let b = backend();
-        let p = b.create_partition(&b.topology().leaves()[1], 1).expect("leaf");
-        match reduction(&b, &p, 10_000, 16) {
-            Err(HalError::Async(why)) => {
-                assert!(why.contains("hipErrorLaunchFailure (719)") && why.contains("lane 0"), "{why}");
+    in_child(
+        "an_asynchronous_failure_comes_back_with_the_native_code",
+        &[("FAKE_HIP_FAIL_KERNEL", "reduce_final")],
+        || {
+            let b = backend();
+            let p = b.create_partition(&b.topology().leaves()[1], 1).expect("leaf");
+            match reduction(&b, &p, 10_000, 16) {
+                Err(HalError::Async(why)) => {
+                    assert!(why.contains("hipErrorLaunchFailure (719)") && why.contains("lane 0"), "{why}");
+                }
+                other => panic!("expected an asynchronous failure, got {other:?}"),
             }
-            other => panic!("expected an asynchronous failure, got {other:?}"),
-        }
-        assert!(matches!(p.synchronize(), Err(HalError::Async(_))), "synchronize reports it too");
-        assert!(log().contains("kernel reduce_final grid=1x1x1 block=32x1x1 FAILED"));
-    });
+            assert!(matches!(p.synchronize(), Err(HalError::Async(_))), "synchronize reports it too");
+            assert!(log().contains("kernel reduce_final grid=1x1x1 block=32x1x1 FAILED"));
+        },
+    );
 }
 
 /// Host functions run on the lane after the ops before them (through `hipStreamAddCallback`,
