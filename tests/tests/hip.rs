@@ -52,7 +52,8 @@ impl TestDevice for Hip {
 /// The backend on the double (built once per process), or `None` after printing why.
 fn hip_on_the_double() -> Option<Hip> {
     static DOUBLE: OnceLock<Result<PathBuf, String>> = OnceLock::new();
-    let lib = DOUBLE.get_or_init(|| test_double::build(&PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("hipfake-suite")));
+    let lib =
+        DOUBLE.get_or_init(|| test_double::build(&PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("hipfake-suite")));
     let lib = match lib {
         Ok(l) => l,
         Err(why) => {
