@@ -499,3 +499,33 @@ fn invalid_launches_are_refused_synchronously() {
         assert!(!log().contains("call launch "), "nothing was launched");
     });
 }
+
+/// Threads creating partitions at once never take the backend past its stream bound, and every
+/// stream of a dropped partition is given back.
+#[test]
+fn concurrent_partition_creation_respects_the_bound() {
+    in_child("concurrent_partition_creation_respects_the_bound", &[("VITAMIN_HIP_MAX_STREAMS", "24")], || {
+        let b = backend();
+        let leaves = b.topology().leaves().to_vec();
+        let peak = std::sync::atomic::AtomicUsize::new(0);
+        std::thread::scope(|s| {
+            for t in 0..8 {
+                let (b, leaves, peak) = (&b, &leaves, &peak);
+                s.spawn(move || {
+                    for i in 0..20 {
+                        let leaf = leaves[(t * 20 + i) % leaves.len()];
+                        if let Ok(p) = b.create_partition(&leaf, 4) {
+                            peak.fetch_max(b.streams_in_use(), std::sync::atomic::Ordering::SeqCst);
+                            assert!(b.streams_in_use() <= 24);
+                            drop(p);
+                        }
+                    }
+                });
+            }
+        });
+        assert!(peak.load(std::sync::atomic::Ordering::SeqCst) <= 24);
+        assert_eq!(b.streams_in_use(), 0);
+        let log = log();
+        assert_eq!(created_streams(&log).len(), destroyed_streams(&log));
+    });
+}
