@@ -2,6 +2,10 @@
 //! MI300X (304 CUs, 8 XCDs) whose CU-masked streams run the reference kernels on CPU worker
 //! threads. Nothing here touches AMD hardware. Without the HIP headers (Debian's
 //! `libamdhip64-dev`) or a C compiler every test prints `SKIPPED` and returns.
+//!
+//! On a ROCm host, `VITAMIN_HIP_CONFORMANCE=device` runs the same suite on the real runtime and
+//! device instead (the reference kernels compiled with the real hipRTC; docs/amd.md). That has
+//! never been run: this project has no AMD GPU.
 
 use std::path::PathBuf;
 use std::sync::OnceLock;
@@ -49,8 +53,24 @@ impl TestDevice for Hip {
     }
 }
 
-/// The backend on the double (built once per process), or `None` after printing why.
+/// Environment variable choosing the real runtime and device (`device`) instead of the double.
+const TARGET_ENV: &str = "VITAMIN_HIP_CONFORMANCE";
+
+/// The backend on the double (built once per process), or on the real device with
+/// `VITAMIN_HIP_CONFORMANCE=device`, or `None` after printing why.
 fn hip_on_the_double() -> Option<Hip> {
+    if std::env::var(TARGET_ENV).as_deref() == Ok("device") {
+        let b = match HipBackend::new() {
+            Ok(b) => b,
+            Err(e @ HalError::Unsupported { .. }) => {
+                eprintln!("SKIPPED: {TARGET_ENV}=device but no usable AMD GPU ({e})");
+                return None;
+            }
+            Err(e) => panic!("the HIP backend failed on a machine with a HIP runtime: {e}"),
+        };
+        let kernels = b.compile_and_load(TEST_KERNELS, "test_kernels.hip", TEST_KERNEL_NAMES).expect("kernels");
+        return Some(Hip(b, kernels));
+    }
     static DOUBLE: OnceLock<Result<PathBuf, String>> = OnceLock::new();
     let lib =
         DOUBLE.get_or_init(|| test_double::build(&PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("hipfake-suite")));
