@@ -54,7 +54,10 @@ fn info_says_why_hip_is_unusable() {
     let out = vitamin(&lib).env("FAKE_HIP_DEVICE", "none").args(["info"]).output().unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "no device is no failure: {text}");
-    assert!(text.contains("hip   skipped: hip backend unsupported:") && text.contains("hipErrorNoDevice (100)"), "{text}");
+    assert!(
+        text.contains("hip   skipped: hip backend unsupported:") && text.contains("hipErrorNoDevice (100)"),
+        "{text}"
+    );
     let out = vitamin(std::path::Path::new("/nonexistent/libamdhip64.so")).args(["info"]).output().unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{text}");

@@ -103,6 +103,53 @@ pub fn compare(candidate: &[Export], reference: &[Export], prefixes: &[&str]) ->
     c
 }
 
+/// The version nodes an `objdump -p` listing defines, in order, each with its parent nodes (the
+/// file's own base entry, flagged `0x01`, is skipped).
+pub fn parse_version_definitions(text: &str) -> Vec<(String, Vec<String>)> {
+    let mut out: Vec<(String, Vec<String>)> = Vec::new();
+    let mut inside = false;
+    for line in text.lines() {
+        if line.starts_with("Version definitions:") {
+            inside = true;
+            continue;
+        }
+        if !inside {
+            continue;
+        }
+        if line.trim().is_empty() || line.starts_with("Version References") {
+            break;
+        }
+        if line.starts_with(char::is_whitespace) {
+            if let Some(last) = out.last_mut() {
+                last.1.extend(line.split_whitespace().map(str::to_owned));
+            }
+            continue;
+        }
+        let f: Vec<&str> = line.split_whitespace().collect();
+        if f.len() >= 4 {
+            // The base entry (flag 0x01, the file's soname) is kept until the end so that its
+            // parent lines, if any, do not attach to the node before it.
+            let base = u32::from_str_radix(f[1].trim_start_matches("0x"), 16).is_ok_and(|flags| flags & 1 != 0);
+            out.push((if base { String::new() } else { f[3].to_owned() }, Vec::new()));
+        }
+    }
+    out.retain(|(n, _)| !n.is_empty());
+    out
+}
+
+/// The version nodes `path` defines (runs `objdump -p`).
+pub fn version_definitions(path: &Path) -> Result<Vec<(String, Vec<String>)>, String> {
+    let out = std::process::Command::new("objdump")
+        .arg("-p")
+        .arg(path)
+        .output()
+        .map_err(|e| format!("cannot run objdump ({e}): install binutils"))?;
+    if !out.status.success() {
+        return Err(format!("objdump -p {} failed: {}", path.display(), String::from_utf8_lossy(&out.stderr)));
+    }
+    Ok(parse_version_definitions(&String::from_utf8_lossy(&out.stdout)))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -127,6 +174,30 @@ DYNAMIC SYMBOL TABLE:
         assert_eq!(e[1].version.as_deref(), Some("hip_5.2"));
         assert!(!e[2].default);
         assert_eq!(e[3].version, None);
+    }
+
+    #[test]
+    fn version_definitions_with_parents() {
+        let text = "\
+Version definitions:
+1 0x01 0x01685fa5 libamdhip64.so.5
+2 0x00 0x0f062772 hip_4.2
+3 0x00 0x0f062773 hip_4.3
+\thip_4.2 
+4 0x02 0x0f062774 hip_4.4
+\thip_4.3 
+
+Version References:
+";
+        let d = parse_version_definitions(text);
+        assert_eq!(
+            d,
+            [
+                ("hip_4.2".to_string(), vec![]),
+                ("hip_4.3".to_string(), vec!["hip_4.2".to_string()]),
+                ("hip_4.4".to_string(), vec!["hip_4.3".to_string()])
+            ]
+        );
     }
 
     #[test]
