@@ -71,7 +71,8 @@ pub const TEST_KERNEL_NAMES: &[&str] = &["reduce_partial", "reduce_final", "busy
 
 /// HIP C++ source of the reference kernels the tests launch, with the block structure of
 /// `hal::sim`'s CPU references (so results are bitwise the simulator's). The double's hipRTC
-/// accepts it as is; on a ROCm host hipRTC compiles it (not tried here: no AMD GPU).
+/// accepts it as is; Debian's hipcc compiles it (`tests/abi.rs`); on a ROCm host hipRTC would
+/// compile it at run time (not tried: no AMD GPU).
 pub const TEST_KERNELS: &str = r#"
 #include <hip/hip_runtime.h>
 

@@ -152,3 +152,31 @@ fn the_test_double_exports_the_real_version_nodes() {
         .collect();
     assert!(leaked.is_empty(), "the double exports non-HIP symbols: {leaked:?}");
 }
+
+/// The reference kernels the HIP tests launch are real HIP: Debian's hipcc (clang 15) compiles
+/// them to code objects for CDNA (gfx90a, gfx940) and a WGP-mode RDNA part (gfx1030). Clang 15
+/// does not know gfx942; a ROCm host's hipRTC compiles for it at run time.
+#[test]
+fn the_test_kernels_compile_with_hipcc() {
+    let hipcc = std::env::var("HIPCC").unwrap_or_else(|_| "hipcc".into());
+    if Command::new(&hipcc).arg("--version").output().is_err() {
+        eprintln!("SKIPPED: no hipcc (apt-get install hipcc, or set HIPCC)");
+        return;
+    }
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("hip-kernels");
+    std::fs::create_dir_all(&dir).unwrap();
+    let (src, obj) = (dir.join("test_kernels.hip"), dir.join("test_kernels.co"));
+    std::fs::write(&src, test_double::TEST_KERNELS).unwrap();
+    let out = Command::new(&hipcc)
+        .args(["--offload-arch=gfx90a", "--offload-arch=gfx940", "--offload-arch=gfx1030", "--cuda-device-only", "-c"])
+        .arg("-o")
+        .arg(&obj)
+        .arg(&src)
+        .output()
+        .expect("run hipcc");
+    assert!(out.status.success(), "hipcc failed:\n{}", String::from_utf8_lossy(&out.stderr));
+    let bundle = std::fs::read(&obj).unwrap();
+    for name in test_double::TEST_KERNEL_NAMES {
+        assert!(bundle.windows(name.len()).any(|w| w == name.as_bytes()), "{name} is not in the code object");
+    }
+}
