@@ -1,8 +1,9 @@
 //! The thin `Result` layer over `libamdhip64` (the only module with HIP runtime FFI).
 //!
-//! The library is opened at run time with `libloading` ([`load_from`]): `VITAMIN_HIP_LIBRARY` (a path)
-//! if set, else `libamdhip64.so`, `.so.7`, `.so.6`, `.so.5`. Every symbol in [`REQUIRED_SYMBOLS`]
-//! is resolved before the first call, into one table ([`Api`]) of plain function pointers; a
+//! The library is opened at run time with `libloading`, once per path: the path given to
+//! `HipBackend::with_library`, else `VITAMIN_HIP_LIBRARY` (a path) if set, else `libamdhip64.so`,
+//! `.so.7`, `.so.6`, `.so.5`. Every symbol in [`REQUIRED_SYMBOLS`]
+//! is resolved before the first call, into one table (`Api`) of plain function pointers; a
 //! missing library or symbol is `HalError::Unsupported` with the reason, never a panic. Symbols
 //! only newer runtimes export ([`OPTIONAL_SYMBOLS`]) are `Option`s: the capability probe records
 //! which exist, and callers choose a path once.
@@ -104,7 +105,7 @@ macro_rules! hip_api {
             _lib: Library,
         }
 
-        /// Every symbol [`load_from`] requires.
+        /// Every symbol the loader requires.
         pub const REQUIRED_SYMBOLS: &[&str] = &[$(stringify!($name)),*];
         /// Symbols used when present (newer runtimes).
         pub const OPTIONAL_SYMBOLS: &[&str] = &[$(stringify!($oname)),*];
