@@ -369,11 +369,7 @@ impl HipPartition {
         let before = completed.len();
         for (i, l) in self.lanes.iter().enumerate() {
             let mut st = l.lock();
-            let unfenced = st.submitted - st.fenced;
-            if record
-                && unfenced > 0
-                && (st.fences.is_empty() || (unfenced >= FENCE_EVERY && st.fences.len() < MAX_FENCES))
-            {
+            if record && fence_due(st.submitted - st.fenced, st.fences.len()) {
                 self.fence(&mut st)?;
             }
             let upto = self.completed_upto(i as LaneId, &mut st)?;
@@ -394,6 +390,13 @@ impl HipPartition {
         }
         Ok(completed.len() - before)
     }
+}
+
+/// Whether a poll fences a lane with `unfenced` ops after its newest fence and `in_flight` fences
+/// not yet seen complete: it has unfenced ops and no fence in flight, or [`FENCE_EVERY`] unfenced
+/// ops and fewer than [`MAX_FENCES`] in flight.
+fn fence_due(unfenced: u64, in_flight: usize) -> bool {
+    unfenced > 0 && (in_flight == 0 || (unfenced >= FENCE_EVERY && in_flight < MAX_FENCES))
 }
 
 /// What [`HipPartition::submit_on`] issues.
@@ -607,6 +610,15 @@ impl Drop for HipPartition {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn fences_are_due_for_unfenced_work_within_the_in_flight_bound() {
+        assert!(!fence_due(0, 0), "nothing to fence");
+        assert!(fence_due(1, 0));
+        assert!(!fence_due(FENCE_EVERY - 1, 1), "one in flight covers a short burst");
+        assert!(fence_due(FENCE_EVERY, 1));
+        assert!(!fence_due(10 * FENCE_EVERY, MAX_FENCES), "never more than MAX_FENCES in flight");
+    }
 
     #[test]
     fn masks_are_little_endian_words() {

@@ -529,3 +529,50 @@ fn concurrent_partition_creation_respects_the_bound() {
         assert_eq!(created_streams(&log).len(), destroyed_streams(&log));
     });
 }
+
+/// Against a simple model (every submission's fence reported exactly once, per lane in
+/// submission order): random interleavings of submissions on random lanes and polls, on the
+/// asynchronous double.
+#[test]
+fn random_submissions_and_polls_report_every_fence_once_in_order() {
+    in_child("random_submissions_and_polls_report_every_fence_once_in_order", &[("FAKE_HIP_DELAY_US", "50")], || {
+        use proptest::prelude::*;
+        use proptest::test_runner::{Config, TestRunner};
+        let b = backend();
+        let f = kernel(&b, "busy");
+        let op = busy(&f, 2);
+        let mut runner = TestRunner::new(Config { cases: 24, failure_persistence: None, ..Config::default() });
+        let actions = proptest::collection::vec((0u32..3, any::<bool>()), 1..120);
+        runner
+            .run(&(1usize..4, actions), |(lanes, actions)| {
+                let p = b.create_partition(&b.topology().leaves()[0], lanes).unwrap();
+                let mut submitted = vec![0u64; lanes];
+                let mut done = Vec::new();
+                for (lane, poll) in actions {
+                    let lane = lane % lanes as u32;
+                    let fence = p.submit(lane, &op).unwrap();
+                    submitted[lane as usize] += 1;
+                    prop_assert_eq!(fence, Fence { lane, seq: submitted[lane as usize] });
+                    if poll {
+                        p.poll(&mut done).unwrap();
+                    }
+                }
+                let total: u64 = submitted.iter().sum();
+                let start = Instant::now();
+                while (done.len() as u64) < total {
+                    p.poll(&mut done).unwrap();
+                    prop_assert!(start.elapsed() < Duration::from_secs(20), "{} of {total} reported", done.len());
+                    std::thread::sleep(Duration::from_micros(100));
+                }
+                p.poll(&mut done).unwrap();
+                prop_assert_eq!(done.len() as u64, total, "no fence twice");
+                for (lane, &n) in submitted.iter().enumerate() {
+                    let seqs: Vec<u64> = done.iter().filter(|d| d.lane == lane as u32).map(|d| d.seq).collect();
+                    prop_assert_eq!(seqs, (1..=n).collect::<Vec<_>>());
+                }
+                Ok(())
+            })
+            .unwrap();
+        assert_eq!(b.streams_in_use(), 0);
+    });
+}
