@@ -1,7 +1,9 @@
 //! Backend selection: probe every compiled backend, log why any was skipped, pick one.
 //!
 //! `VITAMIN_BACKEND` (or `--backend`) forces `sim`, `cuda` or `hip`; `--sim` is short for `sim`.
-//! Without a choice the first usable hardware backend wins and the simulated H200 is the fallback.
+//! Without a choice the first usable hardware backend wins (CUDA, then HIP) and the simulated
+//! device is the fallback: the H200, or the preset `--sim-device` / `VITAMIN_SIM_DEVICE` names
+//! (`mi300x`).
 //!
 //! The chosen backend is one enum over the compiled backends. The enum is matched by hand rather
 //! than with `enum_dispatch`: that crate cannot register traits defined in another crate (the
@@ -9,9 +11,10 @@
 //! hot path is monomorphized per backend anyway; this enum only picks which instantiation runs.
 
 use serde::Serialize;
-use vitamin_hal::sim::SimBackend;
+use vitamin_hal::sim::{SimBackend, SimDevice};
 use vitamin_hal::{Backend, HalError, Topology};
 use vitamin_hal_cuda::CudaBackend;
+use vitamin_hal_hip::HipBackend;
 
 /// One backend's probe outcome.
 #[derive(Debug, Clone, Serialize)]
@@ -27,6 +30,8 @@ pub enum AnyBackend {
     Sim(SimBackend),
     /// NVIDIA GPU: partitions are green contexts.
     Cuda(CudaBackend),
+    /// AMD GPU: partitions are CU-masked streams (not validated on AMD hardware).
+    Hip(HipBackend),
 }
 
 impl AnyBackend {
@@ -34,6 +39,7 @@ impl AnyBackend {
         match self {
             AnyBackend::Sim(b) => b.topology(),
             AnyBackend::Cuda(b) => b.topology(),
+            AnyBackend::Hip(b) => b.topology(),
         }
     }
 }
@@ -54,8 +60,8 @@ fn report(backend: &'static str, r: Result<(), HalError>) -> ProbeReport {
     }
 }
 
-/// Probes the backends and picks one.
-pub fn select(choice: BackendChoice) -> anyhow::Result<(AnyBackend, Vec<ProbeReport>)> {
+/// Probes the backends and picks one; `sim` is the simulated device to fall back to.
+pub fn select(choice: BackendChoice, sim: SimDevice) -> anyhow::Result<(AnyBackend, Vec<ProbeReport>)> {
     let mut reports = Vec::new();
     let mut chosen = None;
     if choice != BackendChoice::Sim {
@@ -68,9 +74,14 @@ pub fn select(choice: BackendChoice) -> anyhow::Result<(AnyBackend, Vec<ProbeRep
             chosen = created.ok().map(AnyBackend::Cuda);
         }
         if matches!(choice, BackendChoice::Auto | BackendChoice::Hip) {
-            let r = report("hip", vitamin_hal_hip::probe());
+            // Creating the backend is the probe (it also builds the leaf layout).
+            let created = HipBackend::new();
+            let r = report("hip", created.as_ref().map(|_| ()).map_err(Clone::clone));
             tracing::info!(backend = "hip", usable = r.usable, reason = r.reason.as_deref(), "probed");
             reports.push(r);
+            if chosen.is_none() {
+                chosen = created.ok().map(AnyBackend::Hip);
+            }
         }
         if let Some(bad) = reports.iter().find(|r| !r.usable && choice != BackendChoice::Auto) {
             anyhow::bail!(
@@ -89,8 +100,8 @@ pub fn select(choice: BackendChoice) -> anyhow::Result<(AnyBackend, Vec<ProbeRep
         reason: Some(if choice == BackendChoice::Sim {
             "requested".into()
         } else {
-            "no GPU backend is usable: falling back to the simulated H200".into()
+            format!("no GPU backend is usable: falling back to the simulated {}", sim.name().to_uppercase())
         }),
     });
-    Ok((AnyBackend::Sim(SimBackend::h200()), reports))
+    Ok((AnyBackend::Sim(sim.backend()), reports))
 }

@@ -1,13 +1,18 @@
 //! `vitamin demo`: the main job on a machine without a GPU. Runs the simulated scenarios under
 //! every policy, prints a comparison table, checks determinism under Chaos, and writes JSON and a
-//! Perfetto timeline on request. Everything here runs on the simulated H200 and says so.
+//! Perfetto timeline on request. Everything here runs on the simulated H200 (or, with
+//! `--sim-device mi300x`, the simulated MI300X: [`crate::sim_device`]) and says so.
 
 use std::path::PathBuf;
 use std::time::Instant;
 
 use anyhow::{Context, Result};
+
+use crate::sim_device;
 use indicatif::{ProgressBar, ProgressStyle};
 use serde::Serialize;
+use vitamin_hal::sim::SimDevice;
+use vitamin_hal::Backend;
 use vitamin_runtime::policy::PolicyKind;
 use vitamin_runtime::scenario::{
     determinism_check, evaluate, run_scenario, DeterminismReport, HarnessConfig, PolicyRun, ScenarioKind,
@@ -78,17 +83,24 @@ struct DemoReport {
     determinism: Option<DeterminismReport>,
 }
 
-const NOTE: &str = "All figures come from vitamin's simulated H200 (virtual time, documented cost model in \
+const NOTE: &str = "All figures come from vitamin's simulated device (virtual time, documented cost model in \
     hal::sim), not from a GPU. They compare policies on one mechanism; they are not hardware measurements.";
 
-pub fn run(args: DemoArgs) -> Result<()> {
+pub fn run(args: DemoArgs, device: SimDevice) -> Result<()> {
     let mut config = HarnessConfig::default();
     config.dispatch.lane_continuation = !args.strict;
     let scale = ScenarioScale { duration_ns: args.duration_ms * 1_000_000, trace_requests: args.requests };
     let kinds = args.scenario.kinds();
     anyhow::ensure!(!args.policies.is_empty(), "no policy selected");
 
-    println!("vitamin demo: SIMULATED device (NVIDIA H200 model, 132 SMs, 59-node pool); no GPU is used.");
+    let top = device.backend().topology().clone();
+    println!(
+        "vitamin demo: SIMULATED device ({}, {} {}s, {}-node pool); no GPU is used.",
+        top.device_name(),
+        top.unit_count(),
+        top.unit_kind(),
+        vitamin_runtime::pool::Hierarchy::build(&top).len()
+    );
     println!("{NOTE}\n");
     let steps = kinds.len() as u64 * (args.policies.len() as u64 + 1)
         + args.determinism_seeds.min(1) * (args.determinism_seeds + 1);
@@ -99,17 +111,27 @@ pub fn run(args: DemoArgs) -> Result<()> {
     let started = Instant::now();
     let mut reports = Vec::new();
     for &k in &kinds {
-        let (report, _) = evaluate(k, &args.policies, args.seed, scale, &config, |m| {
+        let progress = |m: &str| {
             bar.set_message(m.to_owned());
             bar.inc(1);
-        })
+        };
+        let report = if device == SimDevice::H200 {
+            evaluate(k, &args.policies, args.seed, scale, &config, progress).map(|(r, _)| r).map_err(Into::into)
+        } else {
+            sim_device::evaluate(device, k, &args.policies, args.seed, scale, &config, progress)
+        }
         .with_context(|| format!("scenario {}", k.name()))?;
         reports.push(report);
     }
     let determinism = if args.determinism_seeds > 0 {
         bar.set_message(format!("determinism: {} Chaos seeds", args.determinism_seeds));
         let seeds: Vec<u64> = (0..args.determinism_seeds).collect();
-        let d = determinism_check(&seeds, 3, &config).context("determinism check")?;
+        let d = if device == SimDevice::H200 {
+            determinism_check(&seeds, 3, &config).map_err(Into::into)
+        } else {
+            sim_device::determinism_check(device, &seeds, 3, &config)
+        }
+        .context("determinism check")?;
         bar.inc(args.determinism_seeds + 1);
         Some(d)
     } else {
@@ -150,7 +172,11 @@ pub fn run(args: DemoArgs) -> Result<()> {
         let mut cfg = config.clone();
         cfg.dispatch.record_timeline = true;
         let (k, p) = (kinds[0], args.policies[0]);
-        let run = run_scenario(k, p, args.seed, scale, &cfg)?;
+        let run = if device == SimDevice::H200 {
+            run_scenario(k, p, args.seed, scale, &cfg)?
+        } else {
+            sim_device::run_scenario(device, k, p, args.seed, scale, &cfg)?
+        };
         let t = run.timeline.context("timeline was not recorded")?;
         t.write_chrome_trace(path).with_context(|| format!("writing {}", path.display()))?;
         println!(

@@ -86,9 +86,9 @@ fn config(args: &Args) -> Result<Config> {
 }
 
 /// Runs `vitamin determinism`.
-pub fn run(choice: BackendChoice, args: &Args) -> Result<()> {
+pub fn run(choice: BackendChoice, sim: vitamin_hal::sim::SimDevice, args: &Args) -> Result<()> {
     let cfg = config(args)?;
-    let (backend, _) = backends::select(choice)?;
+    let (backend, _) = backends::select(choice, sim)?;
     let AnyBackend::Cuda(cuda) = backend else {
         bail!(
             "vitamin determinism runs on an NVIDIA GPU (--backend cuda); no usable CUDA backend here. The simulated \

@@ -7,6 +7,7 @@ mod determinism_cmd;
 mod pool_cmd;
 mod profile_cmd;
 mod run_cmd;
+mod sim_device;
 
 use anyhow::Result;
 use clap::{Parser, Subcommand};
@@ -23,6 +24,9 @@ struct Cli {
     /// Use the simulated device (same as --backend sim).
     #[arg(long, global = true)]
     sim: bool,
+    /// Simulated device for --sim and the fallback: h200 or mi300x.
+    #[arg(long, global = true, env = "VITAMIN_SIM_DEVICE", default_value = "h200")]
+    sim_device: vitamin_hal::sim::SimDevice,
     #[command(subcommand)]
     command: Command,
 }
@@ -61,22 +65,25 @@ fn main() -> Result<()> {
     let cli = Cli::parse();
     let choice = if cli.sim { BackendChoice::Sim } else { cli.backend };
     match cli.command {
-        Command::Info { json } => info(choice, json),
-        Command::Pool { json } => pool_cmd::run(choice, json),
-        Command::Demo(args) => demo_cmd::run(args),
+        Command::Info { json } => info(choice, cli.sim_device, json),
+        Command::Pool { json } => pool_cmd::run(choice, cli.sim_device, json),
+        Command::Demo(args) => demo_cmd::run(args, cli.sim_device),
         Command::Profile(args) => profile_cmd::run(args),
-        Command::Determinism(args) => determinism_cmd::run(choice, &args),
+        Command::Determinism(args) => determinism_cmd::run(choice, cli.sim_device, &args),
         Command::Run(args) => run_cmd::run(args),
     }
 }
 
-fn info(choice: BackendChoice, json: bool) -> Result<()> {
-    let (backend, reports) = backends::select(choice)?;
+fn info(choice: BackendChoice, sim: vitamin_hal::sim::SimDevice, json: bool) -> Result<()> {
+    let (backend, reports) = backends::select(choice, sim)?;
     let top = backend.topology();
     if json {
         let mut v = serde_json::json!({ "probes": reports, "topology": top });
         if let AnyBackend::Cuda(cuda) = &backend {
             v["cuda_capabilities"] = serde_json::to_value(cuda.capabilities())?;
+        }
+        if let AnyBackend::Hip(hip) = &backend {
+            v["hip_capabilities"] = serde_json::to_value(hip.capabilities())?;
         }
         println!("{}", serde_json::to_string_pretty(&v)?);
         return Ok(());
@@ -88,6 +95,9 @@ fn info(choice: BackendChoice, json: bool) -> Result<()> {
     }
     if let AnyBackend::Cuda(cuda) = &backend {
         println!("\ncuda capabilities: {}", serde_json::to_string(cuda.capabilities())?);
+    }
+    if let AnyBackend::Hip(hip) = &backend {
+        println!("\nhip capabilities: {}", serde_json::to_string(hip.capabilities())?);
     }
     println!("\ndevice: {top}");
     Ok(())

@@ -35,8 +35,8 @@ use vitamin_runtime::pool::{Hierarchy, Node, NodeKind};
 use crate::backends::{self, BackendChoice, ProbeReport};
 
 /// Runs `vitamin pool`.
-pub fn run(choice: BackendChoice, json: bool) -> Result<()> {
-    let (backend, reports) = backends::select(choice)?;
+pub fn run(choice: BackendChoice, sim: vitamin_hal::sim::SimDevice, json: bool) -> Result<()> {
+    let (backend, reports) = backends::select(choice, sim)?;
     let top = backend.topology();
     let hierarchy = Hierarchy::build(top);
     if json {
@@ -193,5 +193,19 @@ mod tests {
         for (i, n) in nodes.iter().enumerate() {
             assert_eq!(n["id"], i);
         }
+    }
+
+    #[test]
+    fn mi300x_pool_over_xcd_balanced_leaves() {
+        let b = vitamin_hal::sim::SimDevice::Mi300x.backend();
+        let top = b.topology();
+        let h = Hierarchy::build(top);
+        let probes = [ProbeReport { backend: "sim", usable: true, reason: Some("requested".into()) }];
+        let text = render(&probes, top, &h);
+        assert!(text.contains("AMD Instinct MI300X (simulated)"), "{text}");
+        assert!(text.contains("71 nodes: 19 leaves, 18 internal, 34 remainders"), "{text}");
+        assert!(text.lines().any(|l| l.contains("leaf") && l.contains("CU 0-15") && l.contains("(288 CUs)")), "{text}");
+        let v = to_json(&probes, top, &h);
+        assert_eq!((v["device"]["unit_kind"].as_str(), v["device"]["unit_count"].as_u64()), (Some("cu"), Some(304)));
     }
 }

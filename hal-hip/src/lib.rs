@@ -1,18 +1,68 @@
 //! # vitamin-hal-hip: CU-masked queues as physical partitions
 //!
-//! Realizes the `vitamin-hal` contract on AMD GPUs: every pool node is a set of streams created
-//! with `hipExtStreamCreateWithCUMask` over a union of leaves (CU masks are fixed at creation, so
-//! all are pre-created). `libamdhip64` is loaded at run time through a small `libloading` table of
-//! the functions needed, each returning `Result` (FACTS.md: `hip-sys` needs ROCm at build time and
-//! `cubecl-hip-sys` panics on missing symbols).
+//! Realizes the `vitamin-hal` contract on AMD GPUs through the HIP runtime, loaded at run time
+//! (`libloading`; no link-time dependency on ROCm). **Not validated on AMD hardware**: nobody on
+//! this project has an AMD GPU. The code is built against Debian's real HIP 5.2.3 headers and
+//! library (ABI constants checked against the headers, symbol versions against the library) and
+//! its logic is tested in CI against a HIP test double of the project's own ([`test_double`]);
+//! `docs/amd.md` says what was validated where and what a ROCm host run needs.
 //!
-//! Status: not implemented yet. No AMD GPU is available to this project; this backend will be
-//! validated against the real HIP headers/library for ABI and a test double for logic only.
+//! - [`probe()`](fn@probe) fills a [`HipCapabilities`] once: runtime version, device name,
+//!   architecture (`gcnArchName`), CU count, XCDs, WGP mode, cooperative launch, which optional
+//!   entry points exist (host functions, cooperative module launches, stream writes, HIP green
+//!   contexts) and hipRTC.
+//! - [`HipBackend`] builds the topology's leaves from those properties ([`probe::leaf_layout`]):
+//!   runs of consecutive CU-mask bits, a multiple of `lcm(XCDs, 2 on WGP parts)` long, because the
+//!   runtime deals mask bits round-robin over the XCDs (MI300X: bit `i` on XCD `i mod 8`; 19 leaves
+//!   of 16 bits, 2 CUs on every XCD) and WGP-mode parts need CU pairs. The runtime's hierarchical
+//!   pool is built from these leaves exactly as on NVIDIA.
+//! - Every partition ([`HipPartition`]) is a set of streams created once with
+//!   `hipExtStreamCreateWithCUMask` over the node's bits (read back and checked), never
+//!   reconfigured. Submission passes descriptors through unchanged; fences are events or
+//!   `hipStreamWriteValue64` words, polled in batches; asynchronous failures come back from the
+//!   next poll with the runtime's error code.
+//! - [`PhysicalPartition::can_execute`](vitamin_hal::PhysicalPartition::can_execute) sends
+//!   cooperative launches (and graphs) to the whole-device node only: CU masks do not apply to
+//!   cooperative launches, so a smaller node would misstate which CUs they use. Clusters do not
+//!   exist on AMD and are refused.
+//! - [`rtc`] compiles a source string to a code object with hipRTC ([`HipBackend::load_module`]
+//!   loads it).
+//! - [`symbols`] compares a library's exported `hip*` symbols and version nodes with Debian's
+//!   `libamdhip64.so.5` (for the test double now, for the interposer later).
+//!
+//! ## The stream bound
+//! Each CU-masked stream owns a hardware queue, and queues are limited (the kernel driver caps a
+//! process's queues; the hardware keeps only some resident and time-multiplexes the rest, which
+//! degrades performance). [`StreamLimits`] bounds the streams: at most 8 lanes per partition and
+//! 512 streams in all by default (`VITAMIN_HIP_MAX_LANES`, `VITAMIN_HIP_MAX_STREAMS`), enough for
+//! the runtime's default pool on an MI300X (71 nodes x 4 lanes + 8 = 292 streams). A partition
+//! beyond the bound is refused with a clear error before any stream is created; a pool that
+//! realizes only partly (the runtime refuses a stream: out of queue memory) fails cleanly and its
+//! streams are destroyed. The numbers are not measured on AMD hardware.
+//!
+//! ## HIP green contexts
+//! ROCm 7.14+ adds `hipDevSmResourceSplitByCount`, `hipGreenCtxCreate` and
+//! `hipExecutionCtxStreamCreate` (which create CU-masked streams underneath). The probe records
+//! whether they exist ([`HipCapabilities::green_contexts`]), but partitions are still CU-masked
+//! streams: those functions' structure layouts could not be checked against a header here (Debian
+//! ships HIP 5.2), and calling them with guessed layouts is not safe.
+//!
+//! ## Contract
+//! No panics: the library, every required symbol and a device are checked before the first call,
+//! and any failure is `HalError::Unsupported` with the reason (`vitamin info` prints it: without
+//! the library, that it is missing; with Debian's library and no GPU, that `hipGetDeviceCount`
+//! returned `hipErrorNoDevice`). `unsafe` is confined to the FFI layers ([`driver`], [`rtc`]) and
+//! the places in `device.rs` and `partition.rs` that hand live handles to them.
 #![warn(missing_docs)]
 
-use vitamin_hal::HalError;
+mod device;
+pub mod driver;
+mod partition;
+pub mod probe;
+pub mod rtc;
+pub mod symbols;
+pub mod test_double;
 
-/// Probes for a usable HIP runtime. Returns why the backend cannot be used.
-pub fn probe() -> Result<(), HalError> {
-    Err(HalError::Unsupported { backend: "hip", reason: "the HIP backend is not implemented yet".into() })
-}
+pub use device::{FenceMode, HipBackend, StreamLimits, FENCE_ENV, MAX_LANES_ENV, MAX_STREAMS_ENV};
+pub use partition::{cu_mask, HipPartition, ERROR_CHECK_NS, FENCE_EVERY, MAX_FENCES};
+pub use probe::{probe, probe_device, probe_library, HipCapabilities, LeafLayout};

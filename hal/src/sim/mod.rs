@@ -4,6 +4,7 @@
 //! - **Topology presets**: [`SimConfig::h200`] (132 SMs split like the real H200: 15 leaves of 8 +
 //!   one of 12), [`SimConfig::mi300x`] (304 CUs in 8 XCDs; logical CU `i` sits on XCD `i mod 8`,
 //!   leaves are 16 consecutive logical CUs = 2 CUs on each XCD), and [`SimConfig::uniform`].
+//!   [`SimDevice`] names the presets (`VITAMIN_SIM_DEVICE`, `vitamin --sim-device`).
 //! - **Virtual time**: nothing happens until the caller advances the clock
 //!   ([`Backend::wait_for_progress`] jumps to the next completion, [`SimBackend::advance_until`]
 //!   to a given time). Identical call sequences give identical timelines.
@@ -108,6 +109,77 @@ impl SimConfig {
             domains: Vec::new(),
             min_partition_size: leaf_size,
         }
+    }
+}
+
+/// Environment variable choosing the simulated device preset ([`SimDevice`]): `h200` (the
+/// default) or `mi300x`.
+pub const SIM_DEVICE_ENV: &str = "VITAMIN_SIM_DEVICE";
+
+/// A named simulated device preset.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum SimDevice {
+    /// [`SimConfig::h200`].
+    #[default]
+    H200,
+    /// [`SimConfig::mi300x`].
+    Mi300x,
+}
+
+impl SimDevice {
+    /// Every preset.
+    pub const ALL: [SimDevice; 2] = [SimDevice::H200, SimDevice::Mi300x];
+
+    /// The preset's name (`h200`, `mi300x`).
+    pub fn name(self) -> &'static str {
+        match self {
+            SimDevice::H200 => "h200",
+            SimDevice::Mi300x => "mi300x",
+        }
+    }
+
+    /// The preset's configuration.
+    pub fn config(self) -> SimConfig {
+        match self {
+            SimDevice::H200 => SimConfig::h200(),
+            SimDevice::Mi300x => SimConfig::mi300x(),
+        }
+    }
+
+    /// A fresh simulated device of this preset.
+    pub fn backend(self) -> SimBackend {
+        match self {
+            SimDevice::H200 => SimBackend::h200(),
+            SimDevice::Mi300x => SimBackend::mi300x(),
+        }
+    }
+
+    /// The preset named by [`SIM_DEVICE_ENV`], the default when unset.
+    pub fn from_env() -> Result<Self, HalError> {
+        match std::env::var(SIM_DEVICE_ENV) {
+            Ok(v) if !v.trim().is_empty() => v.parse(),
+            _ => Ok(SimDevice::default()),
+        }
+    }
+}
+
+impl std::str::FromStr for SimDevice {
+    type Err = HalError;
+
+    fn from_str(s: &str) -> Result<Self, HalError> {
+        let s = s.trim();
+        SimDevice::ALL.into_iter().find(|d| d.name().eq_ignore_ascii_case(s)).ok_or_else(|| {
+            HalError::InvalidTopology(format!(
+                "unknown simulated device {s:?}: use one of {}",
+                SimDevice::ALL.map(SimDevice::name).join(", ")
+            ))
+        })
+    }
+}
+
+impl std::fmt::Display for SimDevice {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
     }
 }
 
@@ -393,6 +465,25 @@ impl PhysicalPartition for SimPartition {
             if !busy {
                 return Ok(());
             }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn presets_by_name() {
+        assert_eq!("mi300x".parse::<SimDevice>(), Ok(SimDevice::Mi300x));
+        assert_eq!(" H200 ".parse::<SimDevice>(), Ok(SimDevice::H200));
+        let err = "mi250".parse::<SimDevice>().unwrap_err().to_string();
+        assert!(err.contains("h200, mi300x"), "{err}");
+        let m = SimDevice::Mi300x.backend();
+        assert_eq!((m.topology().unit_count(), m.topology().leaves().len()), (304, 19));
+        assert_eq!(SimDevice::default().backend().topology().unit_count(), 132);
+        for d in SimDevice::ALL {
+            assert_eq!(d.config().unit_count, d.backend().topology().unit_count());
         }
     }
 }

@@ -1,0 +1,344 @@
+//! The thin `Result` layer over `libamdhip64` (the only module with HIP runtime FFI).
+//!
+//! The library is opened at run time with `libloading`, once per path: the path given to
+//! `HipBackend::with_library`, else `VITAMIN_HIP_LIBRARY` (a path) if set, else `libamdhip64.so`,
+//! `.so.7`, `.so.6`, `.so.5`. Every symbol in [`REQUIRED_SYMBOLS`]
+//! is resolved before the first call, into one table (`Api`) of plain function pointers; a
+//! missing library or symbol is `HalError::Unsupported` with the reason, never a panic. Symbols
+//! only newer runtimes export ([`OPTIONAL_SYMBOLS`]) are `Option`s: the capability probe records
+//! which exist, and callers choose a path once.
+//!
+//! Types and constants follow Debian's HIP 5.2.3 headers (`/usr/include/hip`); the test
+//! `abi_matches_the_real_headers` compiles a C program against those headers and compares every
+//! constant and the `hipDeviceProp_t` offsets used here.
+
+use std::collections::HashMap;
+use std::ffi::{c_char, c_int, c_uint, c_void, CStr};
+use std::sync::{Arc, OnceLock};
+
+use parking_lot::Mutex;
+
+use libloading::Library;
+use vitamin_hal::HalError;
+
+/// Backend name in errors.
+pub(crate) const BACKEND: &str = "hip";
+
+/// Environment variable naming the HIP runtime library to load (a path), instead of the default
+/// names. The tests point it at the test double.
+pub const LIBRARY_ENV: &str = "VITAMIN_HIP_LIBRARY";
+
+/// Library names tried in order when [`LIBRARY_ENV`] is unset.
+pub const DEFAULT_LIBRARIES: &[&str] = &["libamdhip64.so", "libamdhip64.so.7", "libamdhip64.so.6", "libamdhip64.so.5"];
+
+/// `hipError_t`.
+pub type HipError = c_int;
+/// `hipStream_t`.
+pub type HipStream = *mut c_void;
+/// `hipEvent_t`.
+pub type HipEvent = *mut c_void;
+/// `hipModule_t`.
+pub type HipModule = *mut c_void;
+/// `hipFunction_t`.
+pub type HipFunction = *mut c_void;
+/// `hipStreamCallback_t`.
+pub type HipStreamCallback = unsafe extern "C" fn(HipStream, HipError, *mut c_void);
+/// `hipHostFn_t`.
+pub type HipHostFn = unsafe extern "C" fn(*mut c_void);
+
+/// `hipSuccess`.
+pub const SUCCESS: HipError = 0;
+/// `hipErrorInvalidValue`.
+pub const ERROR_INVALID_VALUE: HipError = 1;
+/// `hipErrorOutOfMemory`.
+pub const ERROR_OUT_OF_MEMORY: HipError = 2;
+/// `hipErrorNoDevice`.
+pub const ERROR_NO_DEVICE: HipError = 100;
+/// `hipErrorInvalidDevice`.
+pub const ERROR_INVALID_DEVICE: HipError = 101;
+/// `hipErrorNotReady`.
+pub const ERROR_NOT_READY: HipError = 600;
+/// `hipErrorLaunchFailure`.
+pub const ERROR_LAUNCH_FAILURE: HipError = 719;
+
+/// `hipDeviceAttributeCooperativeLaunch`.
+pub const ATTR_COOPERATIVE_LAUNCH: c_int = 10;
+/// `hipDeviceAttributeComputeCapabilityMajor`.
+pub const ATTR_COMPUTE_CAPABILITY_MAJOR: c_int = 23;
+/// `hipDeviceAttributeMaxThreadsPerBlock`.
+pub const ATTR_MAX_THREADS_PER_BLOCK: c_int = 56;
+/// `hipDeviceAttributeMultiprocessorCount`.
+pub const ATTR_MULTIPROCESSOR_COUNT: c_int = 63;
+
+/// `hipMemcpyDefault`.
+pub const MEMCPY_DEFAULT: c_int = 4;
+/// `hipEventDisableTiming`.
+pub const EVENT_DISABLE_TIMING: c_uint = 2;
+/// `hipHostMallocMapped`.
+pub const HOST_MALLOC_MAPPED: c_uint = 2;
+/// `hipHostMallocPortable`.
+pub const HOST_MALLOC_PORTABLE: c_uint = 1;
+
+/// `sizeof(hipDeviceProp_t)` in HIP 5.2 (the layout behind the unversioned
+/// `hipGetDeviceProperties` symbol, which ROCm 6 keeps next to `hipGetDevicePropertiesR0600`).
+pub const DEVICE_PROP_SIZE: usize = 792;
+/// `offsetof(hipDeviceProp_t, gcnArchName)` (a `char[256]`) in that layout.
+pub const DEVICE_PROP_GCN_ARCH_NAME: usize = 396;
+/// `offsetof(hipDeviceProp_t, name)` (a `char[256]`).
+pub const DEVICE_PROP_NAME: usize = 0;
+
+macro_rules! hip_api {
+    (
+        required { $( $name:ident : fn($($arg:ty),*) $(-> $ret:ty)? ; )* }
+        optional { $( $oname:ident : fn($($oarg:ty),*) $(-> $oret:ty)? ; )* }
+        presence { $( $pname:ident ; )* }
+    ) => {
+        /// The resolved function table. Fields are named after the HIP functions.
+        #[allow(non_snake_case)]
+        pub(crate) struct Api {
+            /// Which file was loaded.
+            pub(crate) path: String,
+            $( pub(crate) $name: unsafe extern "C" fn($($arg),*) $(-> $ret)?, )*
+            $( pub(crate) $oname: Option<unsafe extern "C" fn($($oarg),*) $(-> $oret)?>, )*
+            /// Presence-only symbols that were found (HIP green contexts).
+            pub(crate) present: Vec<&'static str>,
+            _lib: Library,
+        }
+
+        /// Every symbol the loader requires.
+        pub const REQUIRED_SYMBOLS: &[&str] = &[$(stringify!($name)),*];
+        /// Symbols used when present (newer runtimes).
+        pub const OPTIONAL_SYMBOLS: &[&str] = &[$(stringify!($oname)),*];
+        /// Symbols only probed for (HIP green contexts, ROCm 7.14+).
+        pub const GREEN_CONTEXT_SYMBOLS: &[&str] = &[$(stringify!($pname)),*];
+
+        impl Api {
+            #[allow(non_snake_case)]
+            fn resolve(lib: Library, path: String) -> Result<Api, Vec<&'static str>> {
+                let mut missing = Vec::new();
+                $(
+                    // SAFETY: the type is the function's prototype in the HIP headers; the
+                    // pointer is copied out and used only while `_lib` (kept in the table) lives.
+                    let $name = match unsafe { lib.get::<unsafe extern "C" fn($($arg),*) $(-> $ret)?>(concat!(stringify!($name), "\0").as_bytes()) } {
+                        Ok(s) => Some(*s),
+                        Err(_) => { missing.push(stringify!($name)); None }
+                    };
+                )*
+                $(
+                    // SAFETY: as above.
+                    let $oname = unsafe { lib.get::<unsafe extern "C" fn($($oarg),*) $(-> $oret)?>(concat!(stringify!($oname), "\0").as_bytes()) }.ok().map(|s| *s);
+                )*
+                let mut present = Vec::new();
+                $(
+                    // SAFETY: a look-up only; the symbol is never called.
+                    if unsafe { lib.get::<*const c_void>(concat!(stringify!($pname), "\0").as_bytes()) }.is_ok() {
+                        present.push(stringify!($pname));
+                    }
+                )*
+                if !missing.is_empty() {
+                    return Err(missing);
+                }
+                Ok(Api {
+                    path,
+                    $( $name: $name.expect("checked above: no symbol is missing"), )*
+                    $( $oname, )*
+                    present,
+                    _lib: lib,
+                })
+            }
+        }
+    };
+}
+
+hip_api! {
+    required {
+        hipGetErrorName: fn(HipError) -> *const c_char;
+        hipGetErrorString: fn(HipError) -> *const c_char;
+        hipRuntimeGetVersion: fn(*mut c_int) -> HipError;
+        hipGetDeviceCount: fn(*mut c_int) -> HipError;
+        hipSetDevice: fn(c_int) -> HipError;
+        hipDeviceGetAttribute: fn(*mut c_int, c_int, c_int) -> HipError;
+        hipGetDeviceProperties: fn(*mut c_void, c_int) -> HipError;
+        hipDeviceGetName: fn(*mut c_char, c_int, c_int) -> HipError;
+        hipDeviceTotalMem: fn(*mut usize, c_int) -> HipError;
+        hipMemGetInfo: fn(*mut usize, *mut usize) -> HipError;
+        hipMalloc: fn(*mut *mut c_void, usize) -> HipError;
+        hipFree: fn(*mut c_void) -> HipError;
+        hipMemcpy: fn(*mut c_void, *const c_void, usize, c_int) -> HipError;
+        hipMemcpyAsync: fn(*mut c_void, *const c_void, usize, c_int, HipStream) -> HipError;
+        hipMemsetD8Async: fn(*mut c_void, u8, usize, HipStream) -> HipError;
+        hipMemsetD16Async: fn(*mut c_void, u16, usize, HipStream) -> HipError;
+        hipMemsetD32Async: fn(*mut c_void, c_int, usize, HipStream) -> HipError;
+        hipExtStreamCreateWithCUMask: fn(*mut HipStream, u32, *const u32) -> HipError;
+        hipExtStreamGetCUMask: fn(HipStream, u32, *mut u32) -> HipError;
+        hipStreamDestroy: fn(HipStream) -> HipError;
+        hipStreamSynchronize: fn(HipStream) -> HipError;
+        hipStreamQuery: fn(HipStream) -> HipError;
+        hipStreamAddCallback: fn(HipStream, HipStreamCallback, *mut c_void, c_uint) -> HipError;
+        hipEventCreateWithFlags: fn(*mut HipEvent, c_uint) -> HipError;
+        hipEventRecord: fn(HipEvent, HipStream) -> HipError;
+        hipEventQuery: fn(HipEvent) -> HipError;
+        hipEventDestroy: fn(HipEvent) -> HipError;
+        hipModuleLoadData: fn(*mut HipModule, *const c_void) -> HipError;
+        hipModuleUnload: fn(HipModule) -> HipError;
+        hipModuleGetFunction: fn(*mut HipFunction, HipModule, *const c_char) -> HipError;
+        hipModuleLaunchKernel: fn(HipFunction, c_uint, c_uint, c_uint, c_uint, c_uint, c_uint, c_uint, HipStream, *mut *mut c_void, *mut *mut c_void) -> HipError;
+        hipModuleOccupancyMaxActiveBlocksPerMultiprocessor: fn(*mut c_int, HipFunction, c_int, usize) -> HipError;
+        hipGraphLaunch: fn(*mut c_void, HipStream) -> HipError;
+    }
+    optional {
+        hipLaunchHostFunc: fn(HipStream, HipHostFn, *mut c_void) -> HipError;
+        hipModuleLaunchCooperativeKernel: fn(HipFunction, c_uint, c_uint, c_uint, c_uint, c_uint, c_uint, c_uint, HipStream, *mut *mut c_void) -> HipError;
+        hipStreamWriteValue64: fn(HipStream, *mut c_void, u64, c_uint) -> HipError;
+        hipHostMalloc: fn(*mut *mut c_void, usize, c_uint) -> HipError;
+        hipHostFree: fn(*mut c_void) -> HipError;
+        hipHostGetDevicePointer: fn(*mut *mut c_void, *mut c_void, c_uint) -> HipError;
+    }
+    presence {
+        hipDevSmResourceSplitByCount;
+        hipGreenCtxCreate;
+        hipExecutionCtxStreamCreate;
+    }
+}
+
+impl Api {
+    /// The runtime's name for an error code (`hipErrorOutOfMemory`).
+    pub(crate) fn error_name(&self, e: HipError) -> String {
+        // SAFETY: the function returns a static NUL-terminated string (or null) for any code.
+        let p = unsafe { (self.hipGetErrorName)(e) };
+        if p.is_null() {
+            return format!("hipError_t {e}");
+        }
+        // SAFETY: non-null, static and NUL-terminated (the function's contract).
+        unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned()
+    }
+
+    /// The runtime's description of an error code.
+    pub(crate) fn error_string(&self, e: HipError) -> String {
+        // SAFETY: as in `error_name`.
+        let p = unsafe { (self.hipGetErrorString)(e) };
+        if p.is_null() {
+            return String::new();
+        }
+        // SAFETY: as in `error_name`.
+        unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned()
+    }
+
+    /// Maps a status to `Ok` or the matching [`HalError`] (out of memory is its own variant).
+    pub(crate) fn check(&self, call: &'static str, e: HipError) -> Result<(), HalError> {
+        match e {
+            SUCCESS => Ok(()),
+            ERROR_OUT_OF_MEMORY => {
+                Err(HalError::OutOfMemory(format!("{call}: {} ({e}): {}", self.error_name(e), self.error_string(e))))
+            }
+            _ => Err(HalError::Driver { call, code: e, name: self.error_name(e) }),
+        }
+    }
+
+    /// An asynchronous failure as the runtime reported it, with its native code.
+    pub(crate) fn async_error(&self, what: &str, e: HipError) -> HalError {
+        HalError::Async(format!("{what}: {} ({e}): {}", self.error_name(e), self.error_string(e)))
+    }
+
+    /// Whether the symbols of HIP green contexts were found.
+    pub(crate) fn has_green_contexts(&self) -> bool {
+        self.present.len() == GREEN_CONTEXT_SYMBOLS.len()
+    }
+}
+
+pub(crate) fn unsupported(reason: impl Into<String>) -> HalError {
+    HalError::Unsupported { backend: BACKEND, reason: reason.into() }
+}
+
+/// The library names [`open`] tries: `explicit`, else [`LIBRARY_ENV`], else [`DEFAULT_LIBRARIES`].
+pub(crate) fn candidates(explicit: Option<&str>) -> Vec<String> {
+    if let Some(p) = explicit {
+        return vec![p.to_owned()];
+    }
+    match std::env::var(LIBRARY_ENV) {
+        Ok(p) if !p.trim().is_empty() => vec![p.trim().to_owned()],
+        _ => DEFAULT_LIBRARIES.iter().map(|s| s.to_string()).collect(),
+    }
+}
+
+/// Opens the runtime library and resolves the table (not cached: [`load_from`] caches).
+fn open(explicit: Option<&str>) -> Result<Api, HalError> {
+    let mut errors = Vec::new();
+    for path in candidates(explicit) {
+        // SAFETY: loading runs the library's initializers; libamdhip64's register its runtime and
+        // start no device work (checked with Debian's 5.2.3 on a machine without a GPU).
+        match unsafe { Library::new(&path) } {
+            Ok(lib) => {
+                return Api::resolve(lib, path.clone()).map_err(|missing| {
+                    unsupported(format!(
+                        "{path} lacks {}: vitamin needs a HIP runtime of ROCm 5.2 or newer",
+                        missing.join(", ")
+                    ))
+                });
+            }
+            Err(e) => errors.push(e.to_string()),
+        }
+    }
+    Err(unsupported(format!(
+        "the HIP runtime library (libamdhip64) was not found ({}): install ROCm's HIP runtime (Debian: apt-get install \
+         libamdhip64-5) or set {LIBRARY_ENV} to its path",
+        errors.join("; ")
+    )))
+}
+
+type Loaded = Result<Arc<Api>, HalError>;
+
+/// The loaded table for `explicit` (a path) or the default search, once per process and key
+/// (every later call returns the same outcome).
+pub(crate) fn load_from(explicit: Option<&str>) -> Loaded {
+    static LOADED: OnceLock<Mutex<HashMap<Option<String>, Loaded>>> = OnceLock::new();
+    let mut map = LOADED.get_or_init(|| Mutex::new(HashMap::new())).lock();
+    map.entry(explicit.map(str::to_owned)).or_insert_with(|| open(explicit).map(Arc::new)).clone()
+}
+
+/// Reads a NUL-terminated string out of a fixed-size C buffer.
+pub(crate) fn c_string(buf: &[u8]) -> String {
+    let end = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
+    String::from_utf8_lossy(&buf[..end]).into_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every `api.hip*` call in this crate goes through a symbol in the table (so `load`
+    /// rules out a missing-symbol failure), and every required symbol is used somewhere.
+    #[test]
+    fn every_call_is_in_the_table() {
+        let sources = [include_str!("device.rs"), include_str!("partition.rs"), include_str!("probe.rs")];
+        let mut called = std::collections::BTreeSet::new();
+        for src in sources {
+            for (i, _) in src.match_indices(".hip") {
+                let name: String =
+                    src[i + 1..].chars().take_while(|c| c.is_ascii_alphanumeric() || *c == '_').collect();
+                if name.len() > 3 && name[3..].starts_with(|c: char| c.is_ascii_uppercase()) {
+                    called.insert(name);
+                }
+            }
+        }
+        assert!(called.len() > 20, "parsed too few calls: {called:?}");
+        for name in &called {
+            assert!(
+                REQUIRED_SYMBOLS.contains(&name.as_str()) || OPTIONAL_SYMBOLS.contains(&name.as_str()),
+                "{name} is called but not in the table"
+            );
+        }
+        let this = include_str!("driver.rs");
+        for name in REQUIRED_SYMBOLS {
+            let used = sources.iter().chain([&this]).any(|s| s.contains(&format!("(api.{name})")))
+                || sources.iter().any(|s| s.contains(&format!(".{name})")));
+            assert!(used || this.contains(&format!("(self.{name})")), "{name} is required but never called");
+        }
+    }
+
+    #[test]
+    fn c_strings_stop_at_nul() {
+        assert_eq!(c_string(b"gfx942:sramecc+\0junk"), "gfx942:sramecc+");
+        assert_eq!(c_string(b"no-nul"), "no-nul");
+    }
+}

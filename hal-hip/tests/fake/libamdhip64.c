@@ -1,0 +1,1014 @@
+/*
+ * A test double of libamdhip64.so for vitamin's CI (no AMD GPU anywhere).
+ *
+ * Compiled against Debian's real HIP headers (libamdhip64-dev 5.2.3), so every function here has
+ * the real prototype, and hipDeviceProp_t / the enums have the real layout and values. Exported
+ * symbols carry the real library's version nodes (libamdhip64.map, checked against Debian's
+ * libamdhip64.so.5 by hal-hip's symbol test).
+ *
+ * What it simulates:
+ * - One device (FAKE_HIP_DEVICE): "mi300x" (default: AMD Instinct MI300X, gfx942, 304 CUs),
+ *   "wgp" (AMD Radeon RX 7900 XTX, gfx1100, 96 CUs, WGP mode: a CU mask must hold whole CU pairs,
+ *   2k and 2k+1, or stream creation fails), or "none" (hipGetDeviceCount: hipErrorNoDevice).
+ * - "Device" memory is host memory. FAKE_HIP_MEM_BYTES caps hipMalloc (hipErrorOutOfMemory).
+ * - Streams: hipExtStreamCreateWithCUMask remembers its mask (hipExtStreamGetCUMask reads it
+ *   back); plain streams get the full mask. Each stream is a FIFO executed by its own worker
+ *   thread (started at its first operation), so streams run concurrently and each in order.
+ *   FAKE_HIP_DELAY_US: every kernel takes at least that long.
+ * - Kernels run on the CPU: reduce_partial, reduce_final, busy, axpy, empty_kernel, with the block
+ *   structure of vitamin's simulated device (hal::sim), so results are bitwise those of the sim.
+ *   Modules come from the fake hipRTC (a "code object" is the source text behind a header).
+ * - Events and hipStreamWriteValue64 complete when their stream reaches them.
+ * - Log (FAKE_HIP_LOG, one global order): "call ..." lines for stream creation/destruction and
+ *   launches, "exec begin/end ..." lines as the workers run operations, with the stream and its
+ *   CU mask, so a test sees which kernel ran on which stream with which mask, and in what order.
+ * - Failure injection:
+ *     FAKE_HIP_FAIL_KERNEL=<name>   kernels of that name fail asynchronously: hipErrorLaunchFailure
+ *                                   (sticky) from every later query or synchronize call
+ *     FAKE_HIP_FAIL_STREAM_CREATE=n the n-th stream creation (1-based) fails (hipErrorInvalidValue)
+ *     FAKE_HIP_MAX_STREAMS=n        more than n live streams: hipErrorOutOfMemory (queue memory)
+ *
+ * Build: cc -shared -fPIC -pthread -I/usr/include -Wl,--version-script=libamdhip64.map
+ *           -Wl,-soname,libamdhip64.so.5 -o libamdhip64.so.5 libamdhip64.c
+ */
+#define __HIP_PLATFORM_AMD__ 1
+#include <hip/hip_runtime_api.h>
+#include <hip/hiprtc.h>
+
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#define MAX_MASK_WORDS 16
+
+/* ------------------------------------------------------------------ configuration */
+typedef struct {
+    const char *name, *arch;
+    int cus, gcn_arch, major, minor, warp;
+    int wgp;
+} device_t;
+
+static const device_t MI300X = {"AMD Instinct MI300X", "gfx942:sramecc+:xnack-", 304, 942, 9, 4, 64, 0};
+static const device_t RX7900 = {"AMD Radeon RX 7900 XTX", "gfx1100", 96, 1100, 11, 0, 32, 1};
+
+static const device_t *device(void) {
+    const char *d = getenv("FAKE_HIP_DEVICE");
+    if (d && strcmp(d, "none") == 0) return NULL;
+    if (d && strcmp(d, "wgp") == 0) return &RX7900;
+    return &MI300X;
+}
+
+static long env_long(const char *name, long dflt) {
+    const char *v = getenv(name);
+    return v && *v ? atol(v) : dflt;
+}
+
+/* ------------------------------------------------------------------ log */
+static pthread_mutex_t LOG_LOCK = PTHREAD_MUTEX_INITIALIZER;
+
+static void logf_(const char *fmt, ...) {
+    const char *path = getenv("FAKE_HIP_LOG");
+    if (!path) return;
+    va_list ap;
+    va_start(ap, fmt);
+    pthread_mutex_lock(&LOG_LOCK);
+    FILE *f = fopen(path, "a");
+    if (f) {
+        vfprintf(f, fmt, ap);
+        fputc('\n', f);
+        fclose(f);
+    }
+    pthread_mutex_unlock(&LOG_LOCK);
+    va_end(ap);
+}
+
+/* ------------------------------------------------------------------ sticky error */
+static pthread_mutex_t STATE_LOCK = PTHREAD_MUTEX_INITIALIZER;
+static hipError_t STICKY = hipSuccess;
+static __thread hipError_t LAST = hipSuccess;
+
+static hipError_t ret(hipError_t e) {
+    if (e != hipSuccess) LAST = e;
+    return e;
+}
+
+static hipError_t sticky(void) {
+    pthread_mutex_lock(&STATE_LOCK);
+    hipError_t e = STICKY;
+    pthread_mutex_unlock(&STATE_LOCK);
+    return e;
+}
+
+static void set_sticky(hipError_t e) {
+    pthread_mutex_lock(&STATE_LOCK);
+    if (STICKY == hipSuccess) STICKY = e;
+    pthread_mutex_unlock(&STATE_LOCK);
+}
+
+/* ------------------------------------------------------------------ memory */
+typedef struct alloc {
+    char *base;
+    size_t size;
+    struct alloc *next;
+} alloc_t;
+static alloc_t *ALLOCS;
+static size_t ALLOCATED;
+
+static const size_t TOTAL_MEM = (size_t)192 << 30;
+
+static size_t mem_limit(void) { return (size_t)env_long("FAKE_HIP_MEM_BYTES", (long)(64L << 30)); }
+
+/* ------------------------------------------------------------------ kernels */
+typedef struct {
+    const char *name;
+    int nparams;
+    int sizes[4];
+} kernel_sig_t;
+
+static const kernel_sig_t KERNELS[] = {
+    {"reduce_partial", 3, {8, 4, 8}},
+    {"reduce_final", 3, {8, 4, 8}},
+    {"busy", 1, {4}},
+    {"axpy", 4, {4, 8, 8, 4}},
+    {"empty_kernel", 0, {0}},
+};
+#define NKERNELS (int)(sizeof(KERNELS) / sizeof(KERNELS[0]))
+
+struct ihipModule_t {
+    char *image;
+};
+struct ihipModuleSymbol_t {
+    const kernel_sig_t *sig;
+    struct ihipModule_t *module;
+};
+
+typedef struct {
+    unsigned gx, gy, gz, bx, by, bz;
+    unsigned char args[64];
+    int offsets[4];
+} launch_t;
+
+static uint64_t arg_u64(const launch_t *l, int i) {
+    uint64_t v;
+    memcpy(&v, l->args + l->offsets[i], 8);
+    return v;
+}
+static uint32_t arg_u32(const launch_t *l, int i) {
+    uint32_t v;
+    memcpy(&v, l->args + l->offsets[i], 4);
+    return v;
+}
+static float arg_f32(const launch_t *l, int i) {
+    float v;
+    memcpy(&v, l->args + l->offsets[i], 4);
+    return v;
+}
+
+/* The CPU reference of each kernel, block by block, exactly as hal::sim computes it. */
+static void run_kernel(const kernel_sig_t *k, const launch_t *l) {
+    uint64_t blocks = (uint64_t)l->gx * l->gy * l->gz;
+    uint64_t t = (uint64_t)l->bx * l->by * l->bz;
+    if (strcmp(k->name, "reduce_partial") == 0) {
+        const float *x = (const float *)(uintptr_t)arg_u64(l, 0);
+        uint64_t n = arg_u32(l, 1);
+        float *partial = (float *)(uintptr_t)arg_u64(l, 2);
+        float *s = calloc(t, sizeof(float));
+        for (uint64_t b = 0; b < blocks; b++) {
+            for (uint64_t ti = 0; ti < t; ti++) {
+                float acc = 0.0f;
+                for (uint64_t i = b * t + ti; i < n; i += blocks * t) acc += x[i];
+                s[ti] = acc;
+            }
+            for (uint64_t half = t / 2; half > 0; half /= 2)
+                for (uint64_t ti = 0; ti < half; ti++) s[ti] += s[ti + half];
+            partial[b] = s[0];
+        }
+        free(s);
+    } else if (strcmp(k->name, "reduce_final") == 0) {
+        const float *p = (const float *)(uintptr_t)arg_u64(l, 0);
+        uint32_t m = arg_u32(l, 1);
+        float *out = (float *)(uintptr_t)arg_u64(l, 2);
+        float sum = 0.0f;
+        for (uint32_t i = 0; i < m; i++) sum += p[i];
+        *out = sum;
+    } else if (strcmp(k->name, "axpy") == 0) {
+        float a = arg_f32(l, 0);
+        const float *x = (const float *)(uintptr_t)arg_u64(l, 1);
+        float *y = (float *)(uintptr_t)arg_u64(l, 2);
+        uint64_t n = arg_u32(l, 3);
+        for (uint64_t i = 0; i < n; i++) y[i] = a * x[i] + y[i];
+    }
+    /* busy and empty_kernel compute nothing. */
+}
+
+/* ------------------------------------------------------------------ streams and workers */
+enum op_kind { OP_KERNEL, OP_COPY, OP_FILL, OP_CALLBACK, OP_EVENT, OP_WRITE64, OP_GRAPH };
+
+struct ihipEvent_t;
+
+typedef struct op {
+    enum op_kind kind;
+    struct op *next;
+    /* kernel */
+    const kernel_sig_t *sig;
+    launch_t launch;
+    /* copy / fill / write */
+    void *dst;
+    const void *src;
+    size_t bytes;
+    uint32_t value;
+    int element_size;
+    uint64_t value64;
+    /* callback */
+    hipStreamCallback_t callback;
+    void *user;
+    /* event */
+    struct ihipEvent_t *event;
+    uint64_t generation;
+} op_t;
+
+struct ihipStream_t {
+    int id;
+    uint32_t mask[MAX_MASK_WORDS];
+    int mask_words;
+    int cus;
+    pthread_mutex_t lock;
+    pthread_cond_t cond;
+    op_t *head, *tail;
+    int running; /* an op is executing */
+    int worker_started, quit;
+    pthread_t worker;
+};
+
+struct ihipEvent_t {
+    uint64_t recorded, reached;
+};
+
+static int NEXT_STREAM_ID = 1, LIVE_STREAMS, STREAM_CREATIONS;
+static uint64_t EXEC_SEQ;
+static pthread_cond_t EVENT_COND = PTHREAD_COND_INITIALIZER;
+
+/* All streams, for device-wide synchronization. */
+#define MAX_STREAMS 4096
+static struct ihipStream_t *STREAMS[MAX_STREAMS];
+
+static void mask_hex(const struct ihipStream_t *s, char *out, size_t cap) {
+    size_t n = 0;
+    out[0] = 0;
+    for (int w = s->mask_words - 1; w >= 0 && n + 10 < cap; w--)
+        n += (size_t)snprintf(out + n, cap - n, "%08x", s->mask[w]);
+}
+
+static void describe(const op_t *o, char *out, size_t cap) {
+    switch (o->kind) {
+    case OP_KERNEL:
+        snprintf(out, cap, "kernel %s grid=%ux%ux%u block=%ux%ux%u", o->sig->name, o->launch.gx, o->launch.gy,
+                 o->launch.gz, o->launch.bx, o->launch.by, o->launch.bz);
+        break;
+    case OP_COPY: snprintf(out, cap, "copy %zu", o->bytes); break;
+    case OP_FILL: snprintf(out, cap, "fill %zu x %d", o->bytes, o->element_size); break;
+    case OP_CALLBACK: snprintf(out, cap, "callback"); break;
+    case OP_EVENT: snprintf(out, cap, "event"); break;
+    case OP_WRITE64: snprintf(out, cap, "write64 %llu", (unsigned long long)o->value64); break;
+    case OP_GRAPH: snprintf(out, cap, "graph"); break;
+    }
+}
+
+static void execute(struct ihipStream_t *s, op_t *o) {
+    char what[160], mask[MAX_MASK_WORDS * 8 + 1];
+    describe(o, what, sizeof what);
+    mask_hex(s, mask, sizeof mask);
+    pthread_mutex_lock(&STATE_LOCK);
+    uint64_t seq = ++EXEC_SEQ;
+    pthread_mutex_unlock(&STATE_LOCK);
+    if (o->kind != OP_EVENT && o->kind != OP_WRITE64)
+        logf_("exec begin %llu s%d cus=%d mask=%s %s", (unsigned long long)seq, s->id, s->cus, mask, what);
+    int failed = 0;
+    switch (o->kind) {
+    case OP_KERNEL: {
+        const char *fail = getenv("FAKE_HIP_FAIL_KERNEL");
+        long delay = env_long("FAKE_HIP_DELAY_US", 0);
+        if (delay > 0) usleep((useconds_t)delay);
+        if (fail && strcmp(fail, o->sig->name) == 0) {
+            failed = 1;
+            set_sticky(hipErrorLaunchFailure);
+        } else if (sticky() == hipSuccess) {
+            run_kernel(o->sig, &o->launch);
+        }
+        break;
+    }
+    case OP_COPY: memmove(o->dst, o->src, o->bytes); break;
+    case OP_FILL:
+        for (size_t i = 0; i < o->bytes; i++) {
+            if (o->element_size == 1) ((uint8_t *)o->dst)[i] = (uint8_t)o->value;
+            else if (o->element_size == 2) ((uint16_t *)o->dst)[i] = (uint16_t)o->value;
+            else ((uint32_t *)o->dst)[i] = o->value;
+        }
+        break;
+    case OP_CALLBACK: o->callback(s, sticky(), o->user); break;
+    case OP_EVENT:
+        pthread_mutex_lock(&STATE_LOCK);
+        if (o->event->reached < o->generation) o->event->reached = o->generation;
+        pthread_cond_broadcast(&EVENT_COND);
+        pthread_mutex_unlock(&STATE_LOCK);
+        break;
+    case OP_WRITE64: __atomic_store_n((uint64_t *)o->dst, o->value64, __ATOMIC_RELEASE); break;
+    case OP_GRAPH: break;
+    }
+    if (o->kind != OP_EVENT && o->kind != OP_WRITE64)
+        logf_("exec end %llu s%d %s%s", (unsigned long long)seq, s->id, what, failed ? " FAILED" : "");
+}
+
+static void *worker(void *arg) {
+    struct ihipStream_t *s = arg;
+    pthread_mutex_lock(&s->lock);
+    for (;;) {
+        while (!s->head && !s->quit) pthread_cond_wait(&s->cond, &s->lock);
+        if (!s->head && s->quit) break;
+        op_t *o = s->head;
+        s->running = 1;
+        pthread_mutex_unlock(&s->lock);
+        execute(s, o);
+        pthread_mutex_lock(&s->lock);
+        s->head = o->next;
+        if (!s->head) s->tail = NULL;
+        s->running = 0;
+        free(o);
+        pthread_cond_broadcast(&s->cond);
+    }
+    pthread_mutex_unlock(&s->lock);
+    return NULL;
+}
+
+static hipError_t enqueue(struct ihipStream_t *s, op_t *o) {
+    if (!s) {
+        free(o);
+        return ret(hipErrorInvalidResourceHandle); /* vitamin never uses the null stream */
+    }
+    o->next = NULL;
+    pthread_mutex_lock(&s->lock);
+    if (!s->worker_started) {
+        pthread_attr_t a;
+        pthread_attr_init(&a);
+        pthread_attr_setstacksize(&a, 256 * 1024);
+        if (pthread_create(&s->worker, &a, worker, s) != 0) {
+            pthread_attr_destroy(&a);
+            pthread_mutex_unlock(&s->lock);
+            free(o);
+            return ret(hipErrorOutOfMemory);
+        }
+        pthread_attr_destroy(&a);
+        s->worker_started = 1;
+    }
+    if (s->tail) s->tail->next = o;
+    else s->head = o;
+    s->tail = o;
+    pthread_cond_broadcast(&s->cond);
+    pthread_mutex_unlock(&s->lock);
+    return hipSuccess;
+}
+
+static op_t *new_op(enum op_kind k) {
+    op_t *o = calloc(1, sizeof *o);
+    o->kind = k;
+    return o;
+}
+
+static void drain(struct ihipStream_t *s) {
+    pthread_mutex_lock(&s->lock);
+    while (s->head || s->running) pthread_cond_wait(&s->cond, &s->lock);
+    pthread_mutex_unlock(&s->lock);
+}
+
+static void drain_all(void) {
+    for (int i = 0; i < MAX_STREAMS; i++) {
+        pthread_mutex_lock(&STATE_LOCK);
+        struct ihipStream_t *s = STREAMS[i];
+        pthread_mutex_unlock(&STATE_LOCK);
+        if (s) drain(s);
+    }
+}
+
+static int popcount_mask(const uint32_t *m, int words, int cus) {
+    int n = 0;
+    for (int i = 0; i < cus && i / 32 < words; i++) n += (m[i / 32] >> (i % 32)) & 1;
+    return n;
+}
+
+static hipError_t create_stream(hipStream_t *out, uint32_t words, const uint32_t *mask) {
+    const device_t *d = device();
+    if (!d) return ret(hipErrorNoDevice);
+    if (!out) return ret(hipErrorInvalidValue);
+    pthread_mutex_lock(&STATE_LOCK);
+    int n = ++STREAM_CREATIONS;
+    long fail_at = env_long("FAKE_HIP_FAIL_STREAM_CREATE", 0);
+    long max_live = env_long("FAKE_HIP_MAX_STREAMS", 100000);
+    hipError_t e = hipSuccess;
+    if (fail_at > 0 && n == fail_at) e = hipErrorInvalidValue;
+    else if (LIVE_STREAMS >= max_live) e = hipErrorOutOfMemory;
+    int id = NEXT_STREAM_ID;
+    if (e == hipSuccess && id >= MAX_STREAMS) e = hipErrorOutOfMemory;
+    if (e == hipSuccess) {
+        NEXT_STREAM_ID++;
+        LIVE_STREAMS++;
+    }
+    pthread_mutex_unlock(&STATE_LOCK);
+    if (e != hipSuccess) {
+        logf_("call stream-create-failed %d code=%d", n, (int)e);
+        return ret(e);
+    }
+    struct ihipStream_t *s = calloc(1, sizeof *s);
+    s->id = id;
+    pthread_mutex_init(&s->lock, NULL);
+    pthread_cond_init(&s->cond, NULL);
+    s->mask_words = (d->cus + 31) / 32;
+    for (int i = 0; i < d->cus; i++)
+        if (!mask || ((uint32_t)(i / 32) < words && ((mask[i / 32] >> (i % 32)) & 1)))
+            s->mask[i / 32] |= 1u << (i % 32);
+    s->cus = popcount_mask(s->mask, s->mask_words, d->cus);
+    pthread_mutex_lock(&STATE_LOCK);
+    STREAMS[id] = s;
+    pthread_mutex_unlock(&STATE_LOCK);
+    *out = s;
+    char hex[MAX_MASK_WORDS * 8 + 1];
+    mask_hex(s, hex, sizeof hex);
+    logf_("call stream-create s%d cus=%d mask=%s%s", id, s->cus, hex, mask ? "" : " (unmasked)");
+    return hipSuccess;
+}
+
+hipError_t hipExtStreamCreateWithCUMask(hipStream_t *stream, uint32_t cuMaskSize, const uint32_t *cuMask) {
+    const device_t *d = device();
+    if (!d) return ret(hipErrorNoDevice);
+    if (!cuMask || cuMaskSize == 0 || cuMaskSize > MAX_MASK_WORDS) return ret(hipErrorInvalidValue);
+    int bits = popcount_mask(cuMask, (int)cuMaskSize, d->cus);
+    if (bits == 0) return ret(hipErrorInvalidValue);
+    if (d->wgp) {
+        for (int i = 0; i + 1 < d->cus; i += 2) {
+            int a = ((uint32_t)(i / 32) < cuMaskSize) && ((cuMask[i / 32] >> (i % 32)) & 1);
+            int b = ((uint32_t)((i + 1) / 32) < cuMaskSize) && ((cuMask[(i + 1) / 32] >> ((i + 1) % 32)) & 1);
+            if (a != b) {
+                logf_("call stream-create-refused split WGP at CU %d", i);
+                return ret(hipErrorInvalidValue);
+            }
+        }
+    }
+    return create_stream(stream, cuMaskSize, cuMask);
+}
+
+hipError_t hipExtStreamGetCUMask(hipStream_t stream, uint32_t cuMaskSize, uint32_t *cuMask) {
+    if (!stream || !cuMask) return ret(hipErrorInvalidValue);
+    for (uint32_t w = 0; w < cuMaskSize; w++) cuMask[w] = w < MAX_MASK_WORDS ? stream->mask[w] : 0;
+    return hipSuccess;
+}
+
+hipError_t hipStreamCreateWithFlags(hipStream_t *stream, unsigned int flags) {
+    (void)flags;
+    return create_stream(stream, 0, NULL);
+}
+
+hipError_t hipStreamCreate(hipStream_t *stream) { return create_stream(stream, 0, NULL); }
+
+hipError_t hipStreamDestroy(hipStream_t s) {
+    if (!s) return ret(hipErrorInvalidResourceHandle);
+    drain(s);
+    pthread_mutex_lock(&s->lock);
+    s->quit = 1;
+    pthread_cond_broadcast(&s->cond);
+    int started = s->worker_started;
+    pthread_mutex_unlock(&s->lock);
+    if (started) pthread_join(s->worker, NULL);
+    pthread_mutex_lock(&STATE_LOCK);
+    STREAMS[s->id] = NULL;
+    LIVE_STREAMS--;
+    pthread_mutex_unlock(&STATE_LOCK);
+    logf_("call stream-destroy s%d", s->id);
+    free(s);
+    return hipSuccess;
+}
+
+hipError_t hipStreamSynchronize(hipStream_t s) {
+    if (s) drain(s);
+    else drain_all();
+    return ret(sticky());
+}
+
+hipError_t hipStreamQuery(hipStream_t s) {
+    if (!s) return ret(hipErrorInvalidResourceHandle);
+    hipError_t e = sticky();
+    if (e != hipSuccess) return ret(e);
+    pthread_mutex_lock(&s->lock);
+    int busy = s->head || s->running;
+    pthread_mutex_unlock(&s->lock);
+    return busy ? hipErrorNotReady : hipSuccess;
+}
+
+hipError_t hipStreamAddCallback(hipStream_t stream, hipStreamCallback_t callback, void *userData,
+                                unsigned int flags) {
+    if (!callback || flags != 0) return ret(hipErrorInvalidValue);
+    op_t *o = new_op(OP_CALLBACK);
+    o->callback = callback;
+    o->user = userData;
+    return enqueue(stream, o);
+}
+
+hipError_t hipStreamWriteValue64(hipStream_t stream, void *ptr, uint64_t value, unsigned int flags) {
+    (void)flags;
+    if (!ptr || ((uintptr_t)ptr & 7)) return ret(hipErrorInvalidValue);
+    op_t *o = new_op(OP_WRITE64);
+    o->dst = ptr;
+    o->value64 = value;
+    if (stream) logf_("call write64 s%d %llu", stream->id, (unsigned long long)value);
+    return enqueue(stream, o);
+}
+
+hipError_t hipDeviceSynchronize(void) {
+    drain_all();
+    return ret(sticky());
+}
+
+/* ------------------------------------------------------------------ events */
+hipError_t hipEventCreateWithFlags(hipEvent_t *event, unsigned flags) {
+    (void)flags;
+    if (!event) return ret(hipErrorInvalidValue);
+    *event = calloc(1, sizeof(struct ihipEvent_t));
+    return hipSuccess;
+}
+
+hipError_t hipEventCreate(hipEvent_t *event) { return hipEventCreateWithFlags(event, 0); }
+
+hipError_t hipEventRecord(hipEvent_t event, hipStream_t stream) {
+    if (!event) return ret(hipErrorInvalidResourceHandle);
+    pthread_mutex_lock(&STATE_LOCK);
+    uint64_t gen = ++event->recorded;
+    pthread_mutex_unlock(&STATE_LOCK);
+    op_t *o = new_op(OP_EVENT);
+    o->event = event;
+    o->generation = gen;
+    return enqueue(stream, o);
+}
+
+hipError_t hipEventQuery(hipEvent_t event) {
+    if (!event) return ret(hipErrorInvalidResourceHandle);
+    hipError_t e = sticky();
+    if (e != hipSuccess) return ret(e);
+    pthread_mutex_lock(&STATE_LOCK);
+    int done = event->reached >= event->recorded;
+    pthread_mutex_unlock(&STATE_LOCK);
+    return done ? hipSuccess : hipErrorNotReady;
+}
+
+hipError_t hipEventSynchronize(hipEvent_t event) {
+    if (!event) return ret(hipErrorInvalidResourceHandle);
+    pthread_mutex_lock(&STATE_LOCK);
+    while (event->reached < event->recorded && STICKY == hipSuccess) pthread_cond_wait(&EVENT_COND, &STATE_LOCK);
+    pthread_mutex_unlock(&STATE_LOCK);
+    return ret(sticky());
+}
+
+hipError_t hipEventDestroy(hipEvent_t event) {
+    if (!event) return ret(hipErrorInvalidResourceHandle);
+    free(event);
+    return hipSuccess;
+}
+
+/* ------------------------------------------------------------------ device */
+hipError_t hipInit(unsigned int flags) {
+    (void)flags;
+    return device() ? hipSuccess : ret(hipErrorInvalidDevice);
+}
+
+hipError_t hipGetDeviceCount(int *count) {
+    if (!count) return ret(hipErrorInvalidValue);
+    *count = device() ? 1 : 0;
+    return device() ? hipSuccess : ret(hipErrorNoDevice);
+}
+
+static __thread int CURRENT;
+
+hipError_t hipSetDevice(int id) {
+    if (!device()) return ret(hipErrorNoDevice);
+    if (id != 0) return ret(hipErrorInvalidDevice);
+    CURRENT = id;
+    return hipSuccess;
+}
+
+hipError_t hipGetDevice(int *id) {
+    if (!id) return ret(hipErrorInvalidValue);
+    *id = CURRENT;
+    return hipSuccess;
+}
+
+hipError_t hipRuntimeGetVersion(int *v) {
+    if (!v) return ret(hipErrorInvalidValue);
+    *v = 50221153;
+    return hipSuccess;
+}
+
+hipError_t hipDriverGetVersion(int *v) { return hipRuntimeGetVersion(v); }
+
+hipError_t hipDeviceGetAttribute(int *pi, hipDeviceAttribute_t attr, int dev) {
+    const device_t *d = device();
+    if (!d) return ret(hipErrorNoDevice);
+    if (!pi) return ret(hipErrorInvalidValue);
+    if (dev != 0) return ret(hipErrorInvalidDevice);
+    switch (attr) {
+    case hipDeviceAttributeMultiprocessorCount: *pi = d->cus; break;
+    case hipDeviceAttributeCooperativeLaunch: *pi = 1; break;
+    case hipDeviceAttributeMaxThreadsPerBlock: *pi = 1024; break;
+    case hipDeviceAttributeComputeCapabilityMajor: *pi = d->major; break;
+    case hipDeviceAttributeComputeCapabilityMinor: *pi = d->minor; break;
+    case hipDeviceAttributeWarpSize: *pi = d->warp; break;
+    default: return ret(hipErrorInvalidValue);
+    }
+    return hipSuccess;
+}
+
+hipError_t hipGetDeviceProperties(hipDeviceProp_t *p, int dev) {
+    const device_t *d = device();
+    if (!d) return ret(hipErrorNoDevice);
+    if (!p) return ret(hipErrorInvalidValue);
+    if (dev != 0) return ret(hipErrorInvalidDevice);
+    memset(p, 0, sizeof *p);
+    snprintf(p->name, sizeof p->name, "%s", d->name);
+    snprintf(p->gcnArchName, sizeof p->gcnArchName, "%s", d->arch);
+    p->totalGlobalMem = TOTAL_MEM;
+    p->multiProcessorCount = d->cus;
+    p->gcnArch = d->gcn_arch;
+    p->major = d->major;
+    p->minor = d->minor;
+    p->warpSize = d->warp;
+    p->maxThreadsPerBlock = 1024;
+    p->cooperativeLaunch = 1;
+    return hipSuccess;
+}
+
+hipError_t hipDeviceGetName(char *name, int len, hipDevice_t dev) {
+    const device_t *d = device();
+    if (!d) return ret(hipErrorNoDevice);
+    if (!name || len <= 0) return ret(hipErrorInvalidValue);
+    if (dev != 0) return ret(hipErrorInvalidDevice);
+    snprintf(name, (size_t)len, "%s", d->name);
+    return hipSuccess;
+}
+
+hipError_t hipDeviceTotalMem(size_t *bytes, hipDevice_t dev) {
+    if (!device()) return ret(hipErrorNoDevice);
+    if (!bytes || dev != 0) return ret(hipErrorInvalidValue);
+    *bytes = TOTAL_MEM;
+    return hipSuccess;
+}
+
+hipError_t hipMemGetInfo(size_t *free_, size_t *total) {
+    if (!free_ || !total) return ret(hipErrorInvalidValue);
+    pthread_mutex_lock(&STATE_LOCK);
+    size_t lim = mem_limit();
+    *free_ = ALLOCATED < lim ? lim - ALLOCATED : 0;
+    *total = lim;
+    pthread_mutex_unlock(&STATE_LOCK);
+    return hipSuccess;
+}
+
+const char *hipGetErrorName(hipError_t e) {
+    switch (e) {
+    case hipSuccess: return "hipSuccess";
+    case hipErrorInvalidValue: return "hipErrorInvalidValue";
+    case hipErrorOutOfMemory: return "hipErrorOutOfMemory";
+    case hipErrorNoDevice: return "hipErrorNoDevice";
+    case hipErrorInvalidDevice: return "hipErrorInvalidDevice";
+    case hipErrorInvalidImage: return "hipErrorInvalidImage";
+    case hipErrorInvalidResourceHandle: return "hipErrorInvalidResourceHandle";
+    case hipErrorNotFound: return "hipErrorNotFound";
+    case hipErrorNotReady: return "hipErrorNotReady";
+    case hipErrorLaunchFailure: return "hipErrorLaunchFailure";
+    case hipErrorCooperativeLaunchTooLarge: return "hipErrorCooperativeLaunchTooLarge";
+    default: return "hipErrorUnknown";
+    }
+}
+
+const char *hipGetErrorString(hipError_t e) {
+    switch (e) {
+    case hipErrorLaunchFailure: return "unspecified launch failure (injected by FAKE_HIP_FAIL_KERNEL)";
+    case hipErrorOutOfMemory: return "out of memory";
+    case hipErrorNoDevice: return "no ROCm-capable device is detected";
+    default: return hipGetErrorName(e);
+    }
+}
+
+hipError_t hipGetLastError(void) {
+    hipError_t e = LAST;
+    LAST = hipSuccess;
+    return e;
+}
+
+/* ------------------------------------------------------------------ memory API */
+hipError_t hipMalloc(void **ptr, size_t size) {
+    if (!device()) return ret(hipErrorNoDevice);
+    if (!ptr) return ret(hipErrorInvalidValue);
+    size_t rounded = (size + 255) & ~(size_t)255;
+    if (rounded == 0) rounded = 256;
+    pthread_mutex_lock(&STATE_LOCK);
+    if (ALLOCATED + rounded > mem_limit()) {
+        pthread_mutex_unlock(&STATE_LOCK);
+        return ret(hipErrorOutOfMemory);
+    }
+    char *p = aligned_alloc(256, rounded);
+    if (!p) {
+        pthread_mutex_unlock(&STATE_LOCK);
+        return ret(hipErrorOutOfMemory);
+    }
+    memset(p, 0, rounded);
+    alloc_t *a = malloc(sizeof *a);
+    a->base = p;
+    a->size = rounded;
+    a->next = ALLOCS;
+    ALLOCS = a;
+    ALLOCATED += rounded;
+    pthread_mutex_unlock(&STATE_LOCK);
+    *ptr = p;
+    return hipSuccess;
+}
+
+hipError_t hipFree(void *ptr) {
+    if (!ptr) return hipSuccess;
+    pthread_mutex_lock(&STATE_LOCK);
+    for (alloc_t **a = &ALLOCS; *a; a = &(*a)->next) {
+        if ((*a)->base == ptr) {
+            alloc_t *dead = *a;
+            *a = dead->next;
+            ALLOCATED -= dead->size;
+            pthread_mutex_unlock(&STATE_LOCK);
+            free(dead->base);
+            free(dead);
+            return hipSuccess;
+        }
+    }
+    pthread_mutex_unlock(&STATE_LOCK);
+    return ret(hipErrorInvalidValue);
+}
+
+hipError_t hipHostMalloc(void **ptr, size_t size, unsigned int flags) {
+    (void)flags;
+    if (!ptr) return ret(hipErrorInvalidValue);
+    *ptr = aligned_alloc(4096, (size + 4095) & ~(size_t)4095);
+    if (!*ptr) return ret(hipErrorOutOfMemory);
+    memset(*ptr, 0, size);
+    return hipSuccess;
+}
+
+hipError_t hipHostFree(void *ptr) {
+    free(ptr);
+    return hipSuccess;
+}
+
+hipError_t hipHostGetDevicePointer(void **devPtr, void *hstPtr, unsigned int flags) {
+    (void)flags;
+    if (!devPtr || !hstPtr) return ret(hipErrorInvalidValue);
+    *devPtr = hstPtr;
+    return hipSuccess;
+}
+
+/* Synchronous copies wait for the device first, like copies on the legacy null stream. */
+hipError_t hipMemcpy(void *dst, const void *src, size_t sizeBytes, hipMemcpyKind kind) {
+    (void)kind;
+    if ((!dst || !src) && sizeBytes) return ret(hipErrorInvalidValue);
+    drain_all();
+    if (sizeBytes) memmove(dst, src, sizeBytes);
+    return hipSuccess;
+}
+
+hipError_t hipMemcpyAsync(void *dst, const void *src, size_t sizeBytes, hipMemcpyKind kind, hipStream_t stream) {
+    (void)kind;
+    if ((!dst || !src) && sizeBytes) return ret(hipErrorInvalidValue);
+    op_t *o = new_op(OP_COPY);
+    o->dst = dst;
+    o->src = src;
+    o->bytes = sizeBytes;
+    return enqueue(stream, o);
+}
+
+static hipError_t fill(hipDeviceptr_t dest, uint32_t value, int size, size_t count, hipStream_t stream) {
+    if (!dest && count) return ret(hipErrorInvalidValue);
+    op_t *o = new_op(OP_FILL);
+    o->dst = dest;
+    o->value = value;
+    o->element_size = size;
+    o->bytes = count;
+    return enqueue(stream, o);
+}
+
+hipError_t hipMemsetD8Async(hipDeviceptr_t dest, unsigned char value, size_t count, hipStream_t stream) {
+    return fill(dest, value, 1, count, stream);
+}
+hipError_t hipMemsetD16Async(hipDeviceptr_t dest, unsigned short value, size_t count, hipStream_t stream) {
+    return fill(dest, value, 2, count, stream);
+}
+hipError_t hipMemsetD32Async(hipDeviceptr_t dest, int value, size_t count, hipStream_t stream) {
+    return fill(dest, (uint32_t)value, 4, count, stream);
+}
+
+/* ------------------------------------------------------------------ modules and launches */
+static const char CODE_MAGIC[] = "FAKEHIPCO1\n";
+
+hipError_t hipModuleLoadData(hipModule_t *module, const void *image) {
+    if (!module || !image) return ret(hipErrorInvalidValue);
+    if (strncmp(image, CODE_MAGIC, strlen(CODE_MAGIC)) != 0) return ret(hipErrorInvalidImage);
+    struct ihipModule_t *m = calloc(1, sizeof *m);
+    m->image = strdup(image);
+    *module = m;
+    logf_("call module-load");
+    return hipSuccess;
+}
+
+hipError_t hipModuleUnload(hipModule_t module) {
+    if (!module) return ret(hipErrorInvalidResourceHandle);
+    free(module->image);
+    free(module);
+    return hipSuccess;
+}
+
+hipError_t hipModuleGetFunction(hipFunction_t *function, hipModule_t module, const char *kname) {
+    if (!function || !module || !kname) return ret(hipErrorInvalidValue);
+    for (int i = 0; i < NKERNELS; i++) {
+        if (strcmp(KERNELS[i].name, kname) == 0 && strstr(module->image, kname)) {
+            struct ihipModuleSymbol_t *f = calloc(1, sizeof *f);
+            f->sig = &KERNELS[i];
+            f->module = module;
+            *function = f;
+            return hipSuccess;
+        }
+    }
+    return ret(hipErrorNotFound);
+}
+
+hipError_t hipModuleOccupancyMaxActiveBlocksPerMultiprocessor(int *numBlocks, hipFunction_t f, int blockSize,
+                                                              size_t dynSharedMemPerBlk) {
+    (void)dynSharedMemPerBlk;
+    if (!numBlocks || !f || blockSize <= 0) return ret(hipErrorInvalidValue);
+    int n = blockSize > 1024 ? 0 : 2048 / blockSize;
+    *numBlocks = n > 8 ? 8 : n;
+    return hipSuccess;
+}
+
+static hipError_t launch(const char *how, hipFunction_t f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
+                         unsigned by, unsigned bz, hipStream_t stream, void **params, void **extra) {
+    if (!f) return ret(hipErrorInvalidResourceHandle);
+    uint64_t threads = (uint64_t)bx * by * bz;
+    if (gx == 0 || gy == 0 || gz == 0 || threads == 0 || threads > 1024) return ret(hipErrorInvalidValue);
+    if (extra) return ret(hipErrorNotSupported);
+    if (f->sig->nparams > 0 && !params) return ret(hipErrorInvalidValue);
+    if (!stream) return ret(hipErrorInvalidResourceHandle);
+    op_t *o = new_op(OP_KERNEL);
+    o->sig = f->sig;
+    launch_t *l = &o->launch;
+    l->gx = gx, l->gy = gy, l->gz = gz, l->bx = bx, l->by = by, l->bz = bz;
+    int off = 0;
+    for (int i = 0; i < f->sig->nparams; i++) {
+        int size = f->sig->sizes[i];
+        off = (off + size - 1) / size * size;
+        memcpy(l->args + off, params[i], (size_t)size);
+        l->offsets[i] = off;
+        off += size;
+    }
+    logf_("call %s s%d %s grid=%ux%ux%u block=%ux%ux%u", how, stream->id, f->sig->name, gx, gy, gz, bx, by, bz);
+    return enqueue(stream, o);
+}
+
+hipError_t hipModuleLaunchKernel(hipFunction_t f, unsigned int gridDimX, unsigned int gridDimY,
+                                 unsigned int gridDimZ, unsigned int blockDimX, unsigned int blockDimY,
+                                 unsigned int blockDimZ, unsigned int sharedMemBytes, hipStream_t stream,
+                                 void **kernelParams, void **extra) {
+    (void)sharedMemBytes;
+    return launch("launch", f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ, stream, kernelParams,
+                  extra);
+}
+
+/* Not in HIP 5.2 (ROCm 6 added it); exported under the node the version script names for it. A
+ * cooperative launch ignores the stream's CU mask, so the log says "cooperative". */
+hipError_t hipModuleLaunchCooperativeKernel(hipFunction_t f, unsigned int gridDimX, unsigned int gridDimY,
+                                            unsigned int gridDimZ, unsigned int blockDimX, unsigned int blockDimY,
+                                            unsigned int blockDimZ, unsigned int sharedMemBytes, hipStream_t stream,
+                                            void **kernelParams);
+hipError_t hipModuleLaunchCooperativeKernel(hipFunction_t f, unsigned int gridDimX, unsigned int gridDimY,
+                                            unsigned int gridDimZ, unsigned int blockDimX, unsigned int blockDimY,
+                                            unsigned int blockDimZ, unsigned int sharedMemBytes, hipStream_t stream,
+                                            void **kernelParams) {
+    (void)sharedMemBytes;
+    const device_t *d = device();
+    if (!d) return ret(hipErrorNoDevice);
+    uint64_t blocks = (uint64_t)gridDimX * gridDimY * gridDimZ;
+    uint64_t threads = (uint64_t)blockDimX * blockDimY * blockDimZ;
+    int per_cu = threads == 0 || threads > 1024 ? 0 : (int)(2048 / threads);
+    if (per_cu > 8) per_cu = 8;
+    if (blocks > (uint64_t)per_cu * (uint64_t)d->cus) return ret(hipErrorCooperativeLaunchTooLarge);
+    return launch("launch-cooperative", f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ, stream,
+                  kernelParams, NULL);
+}
+
+hipError_t hipGraphLaunch(hipGraphExec_t graphExec, hipStream_t stream) {
+    if (!graphExec) return ret(hipErrorInvalidValue);
+    return enqueue(stream, new_op(OP_GRAPH));
+}
+
+/* ------------------------------------------------------------------ hipRTC */
+struct _hiprtcProgram {
+    char *src, *name, *code, *log;
+};
+
+const char *hiprtcGetErrorString(hiprtcResult r) {
+    switch (r) {
+    case HIPRTC_SUCCESS: return "HIPRTC_SUCCESS";
+    case HIPRTC_ERROR_INVALID_INPUT: return "HIPRTC_ERROR_INVALID_INPUT";
+    case HIPRTC_ERROR_INVALID_PROGRAM: return "HIPRTC_ERROR_INVALID_PROGRAM";
+    case HIPRTC_ERROR_COMPILATION: return "HIPRTC_ERROR_COMPILATION";
+    default: return "HIPRTC_ERROR_INTERNAL_ERROR";
+    }
+}
+
+hiprtcResult hiprtcVersion(int *major, int *minor) {
+    if (!major || !minor) return HIPRTC_ERROR_INVALID_INPUT;
+    *major = 5;
+    *minor = 2;
+    return HIPRTC_SUCCESS;
+}
+
+hiprtcResult hiprtcCreateProgram(hiprtcProgram *prog, const char *src, const char *name, int numHeaders,
+                                 const char **headers, const char **includeNames) {
+    (void)headers, (void)includeNames;
+    if (!prog || !src || numHeaders < 0) return HIPRTC_ERROR_INVALID_INPUT;
+    struct _hiprtcProgram *p = calloc(1, sizeof *p);
+    p->src = strdup(src);
+    p->name = strdup(name ? name : "program.hip");
+    *prog = p;
+    return HIPRTC_SUCCESS;
+}
+
+/* "Compiles" by wrapping the source in the fake code-object header; a source with "#error"
+ * fails with a log naming the line, like a compiler would. */
+hiprtcResult hiprtcCompileProgram(hiprtcProgram prog, int numOptions, const char **options) {
+    if (!prog || numOptions < 0) return HIPRTC_ERROR_INVALID_INPUT;
+    size_t cap = 64;
+    for (int i = 0; i < numOptions; i++) cap += strlen(options[i]) + 1;
+    free(prog->log);
+    free(prog->code);
+    prog->code = NULL;
+    const char *err = strstr(prog->src, "#error");
+    if (err) {
+        const char *end = strchr(err, '\n');
+        int len = end ? (int)(end - err) : (int)strlen(err);
+        prog->log = malloc(strlen(prog->name) + (size_t)len + 32);
+        sprintf(prog->log, "%s: error: %.*s", prog->name, len, err);
+        return HIPRTC_ERROR_COMPILATION;
+    }
+    prog->log = malloc(cap);
+    prog->log[0] = 0;
+    for (int i = 0; i < numOptions; i++) {
+        strcat(prog->log, options[i]);
+        strcat(prog->log, " ");
+    }
+    prog->code = malloc(strlen(CODE_MAGIC) + strlen(prog->src) + 1);
+    strcpy(prog->code, CODE_MAGIC);
+    strcat(prog->code, prog->src);
+    return HIPRTC_SUCCESS;
+}
+
+hiprtcResult hiprtcGetProgramLogSize(hiprtcProgram prog, size_t *size) {
+    if (!prog || !size) return HIPRTC_ERROR_INVALID_INPUT;
+    *size = prog->log ? strlen(prog->log) + 1 : 1;
+    return HIPRTC_SUCCESS;
+}
+
+hiprtcResult hiprtcGetProgramLog(hiprtcProgram prog, char *log) {
+    if (!prog || !log) return HIPRTC_ERROR_INVALID_INPUT;
+    strcpy(log, prog->log ? prog->log : "");
+    return HIPRTC_SUCCESS;
+}
+
+hiprtcResult hiprtcGetCodeSize(hiprtcProgram prog, size_t *size) {
+    if (!prog || !size) return HIPRTC_ERROR_INVALID_INPUT;
+    if (!prog->code) return HIPRTC_ERROR_INVALID_PROGRAM;
+    *size = strlen(prog->code) + 1;
+    return HIPRTC_SUCCESS;
+}
+
+hiprtcResult hiprtcGetCode(hiprtcProgram prog, char *code) {
+    if (!prog || !code) return HIPRTC_ERROR_INVALID_INPUT;
+    if (!prog->code) return HIPRTC_ERROR_INVALID_PROGRAM;
+    strcpy(code, prog->code);
+    return HIPRTC_SUCCESS;
+}
+
+hiprtcResult hiprtcDestroyProgram(hiprtcProgram *prog) {
+    if (!prog || !*prog) return HIPRTC_ERROR_INVALID_INPUT;
+    free((*prog)->src);
+    free((*prog)->name);
+    free((*prog)->code);
+    free((*prog)->log);
+    free(*prog);
+    *prog = NULL;
+    return HIPRTC_SUCCESS;
+}
