@@ -1,0 +1,64 @@
+"""Unit test of summary.py on a synthetic suite run (no GPU): stable and unstable digests, an
+identical and a differing bind run, a failed exit status, a census without kernels on nodes."""
+import json
+import os
+import tempfile
+import unittest
+
+import summary
+
+
+def write(path, obj):
+    with open(path, "w") as f:
+        f.write(obj if isinstance(obj, str) else json.dumps(obj))
+
+
+def census(nodes_used, kernels=10, failed=0):
+    per_node = [0] * 4
+    for n in nodes_used:
+        per_node[n] = kernels
+    return {"totals": {"kernel_launches": kernels * len(nodes_used), "graph_launches": 0},
+            "bind": {"active": True, "nodes": ["SM 0-131", "SM 0-7", "SM 8-15", "SM 16-23"],
+                     "dispatcher": {"per_node": per_node, "failed": failed, "submit_failures": 0}}}
+
+
+class SummaryTest(unittest.TestCase):
+    def test_summary(self):
+        with tempfile.TemporaryDirectory() as out:
+            runs = os.path.join(out, "runs")
+            os.makedirs(runs)
+            write(os.path.join(out, "programs.txt"), "good\nbad\n")
+            for p in ("good", "bad"):
+                for i in (1, 2):
+                    write(os.path.join(runs, f"{p}.native.{i}.json"),
+                          {"digests": {"a": "1", "b": "2", "r": f"random{i}"}})
+                    write(os.path.join(runs, f"{p}.native.{i}.rc"), "0")
+            write(os.path.join(runs, "good.chaos.1.json"), {"digests": {"a": "1", "b": "2", "r": "x"}})
+            write(os.path.join(runs, "good.chaos.1.rc"), "0")
+            write(os.path.join(runs, "good.chaos.1.census.json"), census([1, 2]))
+            write(os.path.join(runs, "bad.chaos.1.json"), {"digests": {"a": "1", "b": "9"}})
+            write(os.path.join(runs, "bad.chaos.1.rc"), "0")
+            write(os.path.join(runs, "bad.chaos.1.census.json"), census([3]))
+            write(os.path.join(runs, "bad.chaos.2.rc"), "1")
+            write(os.path.join(runs, "bad.chaos.2.census.json"), census([]))
+            s = summary.summarize(out)
+            good, bad = s["programs"]
+            self.assertEqual(s["kinds"], ["chaos"])
+            self.assertEqual(good["stable_keys"], 2)
+            self.assertEqual(good["unstable_keys"], ["r"])
+            self.assertEqual(good["problems"], [])
+            self.assertEqual(good["nodes_union"], ["SM 0-7", "SM 8-15"])
+            self.assertTrue(good["runs"]["chaos"][0]["identical"])
+            self.assertEqual([r["identical"] for r in bad["runs"]["chaos"]], [False, False])
+            probs = " ".join(bad["problems"])
+            self.assertIn("1 of 2 digests differ: b", probs)
+            self.assertIn("exit status 1", probs)
+            self.assertIn("no kernel ran on a pool node", probs)
+            self.assertFalse(summary.all_identical(s))
+            md = summary.markdown(s)
+            self.assertIn("| good | yes (2, 1 not) | 20 | 0 | 2 | 1/1 |", md)
+            self.assertIn("| bad |", md)
+
+
+if __name__ == "__main__":
+    unittest.main()
