@@ -106,7 +106,7 @@ pub fn compile_cubin(source: &str, name: &str, arch: (i32, i32), extra_options: 
     if r != nvrtcResult::NVRTC_SUCCESS {
         return Err(fail("nvrtcCreateProgram", r, ""));
     }
-    let mut options = vec![format!("--gpu-architecture=sm_{}{}", arch.0, arch.1), "--std=c++17".to_owned()];
+    let mut options = base_options(arch);
     options.extend(extra_options.iter().map(|s| (*s).to_owned()));
     let options: Vec<CString> = options.into_iter().map(|o| CString::new(o).expect("options have no NUL")).collect();
     let option_ptrs: Vec<*const c_char> = options.iter().map(|o| o.as_ptr()).collect();
@@ -128,6 +128,18 @@ pub fn compile_cubin(source: &str, name: &str, arch: (i32, i32), extra_options: 
         return Err(fail("nvrtcGetCUBIN", r, ""));
     }
     Ok(cubin)
+}
+
+/// The options every compilation passes before the caller's: the architecture and the language.
+pub fn base_options(arch: (i32, i32)) -> Vec<String> {
+    vec![format!("--gpu-architecture=sm_{}{}", arch.0, arch.1), "--std=c++17".to_owned()]
+}
+
+/// Every option the determinism suite is compiled with for `variant` (what a record states).
+pub fn suite_options(arch: (i32, i32), variant: vitamin_kernels_cuda::source::Variant) -> Vec<String> {
+    let mut o = base_options(arch);
+    o.extend(variant.nvrtc_options().iter().map(|s| (*s).to_owned()));
+    o
 }
 
 fn program_log(prog: &Program) -> String {
@@ -162,6 +174,28 @@ mod tests {
             let needle = name.as_bytes();
             assert!(cubin.windows(needle.len()).any(|w| w == needle), "{name} missing from the cubin");
         }
+    }
+
+    /// The shared suite source compiles with every variant's options (no GPU needed); the
+    /// variants differ in code where contraction matters (the GEMM's `acc += a * b`).
+    #[test]
+    fn the_suite_compiles_with_every_variant() {
+        use vitamin_kernels_cuda::source::{cuda_suite_source, suite_kernel_names, Variant};
+        if let Err(e) = load() {
+            eprintln!("SKIPPED: NVRTC not available ({e})");
+            return;
+        }
+        let mut images = Vec::new();
+        for v in Variant::ALL {
+            let cubin = compile_cubin(&cuda_suite_source(), "vitamin_suite.cu", (9, 0), v.nvrtc_options())
+                .unwrap_or_else(|e| panic!("variant {v}: {e}"));
+            for name in suite_kernel_names() {
+                assert!(cubin.windows(name.len()).any(|w| w == name.as_bytes()), "{v}: {name} missing");
+            }
+            images.push(cubin);
+        }
+        assert_ne!(images[0], images[1], "--fmad=false must change the code of contractible kernels");
+        assert_eq!(suite_options((9, 0), Variant::NoContract), ["--gpu-architecture=sm_90", "--std=c++17", "--fmad=false"]);
     }
 
     #[test]
