@@ -195,7 +195,10 @@ mod tests {
             images.push(cubin);
         }
         assert_ne!(images[0], images[1], "--fmad=false must change the code of contractible kernels");
-        assert_eq!(suite_options((9, 0), Variant::NoContract), ["--gpu-architecture=sm_90", "--std=c++17", "--fmad=false"]);
+        assert_eq!(
+            suite_options((9, 0), Variant::NoContract),
+            ["--gpu-architecture=sm_90", "--std=c++17", "--fmad=false"]
+        );
     }
 
     #[test]

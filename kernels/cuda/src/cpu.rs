@@ -55,7 +55,10 @@ impl BlockLaunch<'_> {
     fn tree_threads(&self) -> Result<usize, String> {
         let t = self.threads();
         if t == 0 || !t.is_power_of_two() || t > 1024 || self.block[1] != 1 || self.block[2] != 1 {
-            return Err(format!("{} needs a 1-D power-of-two block of at most 1024 threads, got {:?}", self.kernel, self.block));
+            return Err(format!(
+                "{} needs a 1-D power-of-two block of at most 1024 threads, got {:?}",
+                self.kernel, self.block
+            ));
         }
         Ok(t)
     }
@@ -167,13 +170,13 @@ fn gemm_splitk_partial(l: &BlockLaunch<'_>, d: DType, b: u64, mem: &mut dyn Memo
         (0..rows).map(|r| read_vals(mem, d, a, ((row0 + r) * k + k0) as u64, k1 - k0)).collect::<Result<_, _>>()?;
     let b_rows: Vec<Vec<f32>> =
         (k0..k1).map(|kk| read_vals(mem, d, bm, (kk * n + col0) as u64, cols)).collect::<Result<_, _>>()?;
-    for r in 0..rows {
+    for (r, a_row) in a_rows.iter().enumerate() {
         let mut out = vec![0f32; cols];
         for (c, o) in out.iter_mut().enumerate() {
             let mut acc = 0f32;
             for t in t0 as usize..t1 as usize {
                 for kk in t * tile..(t + 1) * tile {
-                    let (av, bv) = if kk < k { (a_rows[r][kk - k0], b_rows[kk - k0][c]) } else { (0.0, 0.0) };
+                    let (av, bv) = if kk < k { (a_row[kk - k0], b_rows[kk - k0][c]) } else { (0.0, 0.0) };
                     acc += av * bv;
                 }
             }

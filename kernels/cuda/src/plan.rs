@@ -237,9 +237,9 @@ impl Problem {
         match kernel {
             SuiteKernel::Reduction => Problem::Reduction { n: 1 << 18 },
             SuiteKernel::SplitKGemm => Problem::Gemm { m: 64, n: 64, k: 1024 },
-            SuiteKernel::LayerNorm => Problem::LayerNorm { rows: 8, cols: 1024 },
+            SuiteKernel::LayerNorm => Problem::LayerNorm { rows: 4, cols: 1024 },
             SuiteKernel::Gemv => Problem::Gemv { m: 1024, k: 1024 },
-            SuiteKernel::Softmax => Problem::Softmax { rows: 8, cols: 1024 },
+            SuiteKernel::Softmax => Problem::Softmax { rows: 4, cols: 1024 },
             SuiteKernel::Attention => Problem::Attention { len: 64, dim: 64 },
         }
     }
@@ -736,7 +736,9 @@ mod tests {
                 for v in a.iter().flatten() {
                     assert_eq!(d.round(*v), *v);
                 }
-                assert!(a.iter().flatten().filter(|v| **v == 0.0).count() * 1000 < p.input_elems().iter().sum::<usize>());
+                assert!(
+                    a.iter().flatten().filter(|v| **v == 0.0).count() * 1000 < p.input_elems().iter().sum::<usize>()
+                );
             }
         }
     }

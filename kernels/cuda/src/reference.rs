@@ -51,7 +51,11 @@ pub fn compute(problem: &Problem, inputs: &[Vec<f32>]) -> Vec<f64> {
         }
         Problem::Softmax { rows, cols } => {
             let cols = cols as usize;
-            inputs[0].chunks(cols).take(rows as usize).flat_map(|row| softmax(row.iter().map(|&v| f64::from(v)))).collect()
+            inputs[0]
+                .chunks(cols)
+                .take(rows as usize)
+                .flat_map(|row| softmax(row.iter().map(|&v| f64::from(v))))
+                .collect()
         }
         Problem::Attention { len, dim } => {
             let (n, d) = (len as usize, dim as usize);

@@ -111,7 +111,18 @@ mod tests {
     #[test]
     fn the_shared_source_stays_in_the_common_subset() {
         // Inline PTX, warp-level primitives and vendor headers would tie the source to one vendor.
-        for needle in ["asm(", "asm volatile", "#include", "__shfl", "warpSize", "atomicAdd", "__ballot", "%smid", "__half", "__nv_"] {
+        for needle in [
+            "asm(",
+            "asm volatile",
+            "#include",
+            "__shfl",
+            "warpSize",
+            "atomicAdd",
+            "__ballot",
+            "%smid",
+            "__half",
+            "__nv_",
+        ] {
             assert!(!SUITE.contains(needle), "kernels/common/suite.cu uses {needle:?}");
         }
     }

@@ -63,6 +63,9 @@ fn the_suite_compiles_with_hipcc_for_amd_targets() {
             assert_has_every_kernel(&image, "gfx942");
             eprintln!("gfx942: compiled");
         }
-        Err(log) => eprintln!("NOTE: this hipcc does not know gfx942 (MI300X), gfx940 stands in: {}", log.lines().next().unwrap_or("")),
+        Err(log) => eprintln!(
+            "NOTE: this hipcc does not know gfx942 (MI300X), gfx940 stands in: {}",
+            log.lines().next().unwrap_or("")
+        ),
     }
 }
