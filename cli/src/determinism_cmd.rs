@@ -38,12 +38,13 @@ use crate::backends::{self, AnyBackend, BackendChoice};
 use crate::record_run::{self, CudaSuite, RecordConfig, SimSuite};
 
 /// Options of `vitamin determinism`.
-#[derive(Debug, Clone, clap::Args)]
+#[derive(Debug, clap::Args)]
 pub struct Args {
-    /// Trials per kernel, dtype and treatment (table: default 1000; --record: per case, default 20).
+    /// Trials per kernel, dtype and treatment (table: default 1000; --record: per case, default 20,
+    /// 0 records the outputs without invariance trials).
     #[arg(long)]
     trials: Option<usize>,
-    /// Seed of the inputs and of the random bindings.
+    /// Seed of the random bindings (table mode: also of the inputs; --record uses --seeds for those).
     #[arg(long, default_value_t = 0x5eed)]
     seed: u64,
     /// Kernels (comma-separated): reduction, splitk_gemm, layernorm, gemv, softmax, attention. Default: all.
@@ -86,7 +87,8 @@ fn kernel_list(names: &[String]) -> Result<Vec<SuiteKernel>> {
     names.iter().map(|k| SuiteKernel::from_name(k).with_context(|| format!("unknown kernel {k:?}"))).collect()
 }
 
-fn config(args: &Args) -> Result<Config> {
+/// The kernels and dtypes asked for (all when none are named).
+fn selection(args: &Args) -> Result<(Vec<SuiteKernel>, Vec<DType>)> {
     let kernels = if args.kernels.is_empty() { SuiteKernel::ALL.to_vec() } else { kernel_list(&args.kernels)? };
     let dtypes = if args.dtypes.is_empty() {
         DType::ALL.to_vec()
@@ -96,6 +98,11 @@ fn config(args: &Args) -> Result<Config> {
             .map(|d| DType::from_name(d).with_context(|| format!("unknown dtype {d:?} (f32, bf16 or f16)")))
             .collect::<Result<_>>()?
     };
+    Ok((kernels, dtypes))
+}
+
+fn config(args: &Args) -> Result<Config> {
+    let (kernels, dtypes) = selection(args)?;
     let trials = args.trials.unwrap_or(1000);
     if trials == 0 {
         bail!("--trials must be at least 1");
@@ -114,7 +121,7 @@ fn config(args: &Args) -> Result<Config> {
 
 /// `--record FILE`: a determinism record on the chosen backend.
 fn run_record(choice: BackendChoice, args: &Args, path: &Path) -> Result<()> {
-    let table = config(&Args { trials: Some(1), ..args.clone() })?;
+    let (kernels, dtypes) = selection(args)?;
     let variants = args
         .variants
         .iter()
@@ -123,14 +130,14 @@ fn run_record(choice: BackendChoice, args: &Args, path: &Path) -> Result<()> {
         })
         .collect::<Result<Vec<_>>>()?;
     let cfg = RecordConfig {
-        kernels: table.kernels,
-        dtypes: table.dtypes,
+        kernels,
+        dtypes,
         seeds: args.seeds.clone(),
         variants,
         trials: args.trials.unwrap_or(20),
         binding_seed: args.seed,
         corunner: !args.no_corunner,
-        corunner_block_ns: table.corunner_block_ns,
+        corunner_block_ns: Config::default().corunner_block_ns,
         keep_outputs: !args.no_outputs,
         perturb: kernel_list(&args.perturb)?,
     };
