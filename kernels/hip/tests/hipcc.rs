@@ -69,3 +69,62 @@ fn the_suite_compiles_with_hipcc_for_amd_targets() {
         ),
     }
 }
+
+/// FMA instructions (`v_fma*_f32`, `v_fmac_f32`, `v_pk_fma_f32`, `v_mac_f32`) in each kernel's body of
+/// a gfx90a assembly listing.
+fn fma_counts(asm: &str) -> std::collections::HashMap<String, usize> {
+    let mut counts = std::collections::HashMap::new();
+    let mut current: Option<String> = None;
+    for line in asm.lines() {
+        let t = line.split(';').next().unwrap_or("").trim();
+        if let Some(name) = t.strip_suffix(':').filter(|n| suite_kernel_names().contains(n)) {
+            current = Some(name.to_owned());
+        } else if t.starts_with(".Lfunc_end") {
+            current = None;
+        } else if let Some(k) = &current {
+            let op = t.split_whitespace().next().unwrap_or("");
+            let op = op.trim_end_matches("_e32").trim_end_matches("_e64");
+            if matches!(op, "v_fma_f32" | "v_fmac_f32" | "v_pk_fma_f32" | "v_mac_f32") {
+                *counts.entry(k.clone()).or_insert(0) += 1;
+            }
+        }
+    }
+    counts
+}
+
+/// `-ffp-contract=off` really removes the contractions of `acc += a * b`: the GEMM and GEMV kernels
+/// have fewer FMA instructions than with `-ffp-contract=fast`, and the reduction (nothing to
+/// contract) has none either way.
+#[test]
+fn contraction_off_removes_the_fmas_of_the_contractible_kernels() {
+    let Some(hipcc) = hipcc() else {
+        eprintln!("SKIPPED: hipcc not found (CI installs Debian's hipcc; set HIPCC to use another)");
+        return;
+    };
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("hipcc_asm");
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let src = dir.join("vitamin_suite.hip");
+    std::fs::write(&src, source()).expect("write source");
+    let asm = |v: Variant| {
+        let out = dir.join(format!("suite_{}.s", v.name()));
+        let o = Command::new(&hipcc)
+            .args(["-x", "hip", "--cuda-device-only", "--offload-arch=gfx90a", "-O3", "-S"])
+            .args(v.hip_options())
+            .arg(&src)
+            .arg("-o")
+            .arg(&out)
+            .output()
+            .expect("hipcc runs");
+        assert!(o.status.success(), "hipcc -S failed for {v}: {}", String::from_utf8_lossy(&o.stderr));
+        fma_counts(&std::fs::read_to_string(&out).expect("assembly"))
+    };
+    let (fast, off) = (asm(Variant::Default), asm(Variant::NoContract));
+    eprintln!("FMA instructions per kernel, contraction on: {fast:?}\ncontraction off: {off:?}");
+    for k in ["gemm_splitk_partial_f32", "gemv_f32", "gemm_splitk_partial_bf16", "gemv_f16"] {
+        let (a, b) = (fast.get(k).copied().unwrap_or(0), off.get(k).copied().unwrap_or(0));
+        assert!(a > b, "{k}: {a} FMAs with contraction, {b} without");
+    }
+    for k in ["reduce_partial_f32", "splitk_reduce_f32", "reduce_final"] {
+        assert_eq!(fast.get(k).copied().unwrap_or(0) + off.get(k).copied().unwrap_or(0), 0, "{k} has nothing to fuse");
+    }
+}
