@@ -93,8 +93,9 @@ fn fma_counts(asm: &str) -> std::collections::HashMap<String, usize> {
 }
 
 /// `-ffp-contract=off` really removes the contractions of `acc += a * b`: the GEMM and GEMV kernels
-/// have fewer FMA instructions than with `-ffp-contract=fast`, and the reduction (nothing to
-/// contract) has none either way.
+/// have fewer FMA instructions than with `-ffp-contract=fast`, and the reductions (nothing to
+/// contract) have none either way. (The GEMM keeps a few `v_mac_f32` in both: the integer-division
+/// expansion of its split-K chunk bounds; see docs/determinism.md.)
 #[test]
 fn contraction_off_removes_the_fmas_of_the_contractible_kernels() {
     let Some(hipcc) = hipcc() else {
