@@ -15,6 +15,9 @@
 //! largest absolute and relative deviation. Inputs are seeded and identical for both treatments.
 //! Everything goes through [`PhysicalPartition::submit`], i.e. the backend's unchanged-descriptor
 //! path, never a side channel.
+//!
+//! [`compile_suite`] compiles the suite alone with one compile variant's NVRTC options
+//! (`vitamin_kernels_cuda::source::Variant`) for `vitamin determinism --record`.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::hash::{Hash, Hasher};
