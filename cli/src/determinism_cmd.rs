@@ -1,6 +1,16 @@
 //! `vitamin determinism`: the parallel-structure invariant on hardware, next to a reshaping
-//! baseline (the suite itself is `vitamin_hal_cuda::determinism`).
+//! baseline (the suite itself is `vitamin_hal_cuda::determinism`), and with `--record FILE` a
+//! determinism record on any backend (see [`crate::record_run`] and docs/determinism.md).
 //!
+//! ## `--record FILE`
+//! On CUDA, on the simulated device (`--sim`, or no GPU: the CPU reference) and, once its backend
+//! implements `record_run::SuiteDevice`, on HIP: for each compile variant (`--variants`, default
+//! `default,nocontract`; the CPU reference has one, `cpu`), kernel, dtype and input seed
+//! (`--seeds`, default `1,2`) the fixed-structure output on the whole device (digest and a
+//! compressed copy) and `--trials` (default 20) trials on random pool nodes with a co-runner.
+//! Writes the record (gzip-compressed when FILE ends in `.gz`) and prints one line per case.
+//!
+//! ## Table mode (no `--record`, NVIDIA GPU)
 //! Realizes every node of the device's pool ([`Hierarchy::build`]) as a green context, runs the
 //! `%smid` census, then for each kernel and dtype `--trials` trials of the fixed-structure launch
 //! bound to a random node (a co-runner busy on a disjoint node) and as many of the reshaped
@@ -14,7 +24,7 @@
 //! unwritten_trials, distinct_outputs, decompositions, nodes_used, mean_trial_us}],
 //! fixed_all_bitwise_equal, reshaped_deviating } }`.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
 use indicatif::{ProgressBar, ProgressStyle};
@@ -22,21 +32,25 @@ use vitamin_hal_cuda::determinism::{self, Config, Progress};
 use vitamin_kernels_cuda::plan::{DType, SuiteKernel};
 use vitamin_runtime::pool::Hierarchy;
 
+use vitamin_kernels_cuda::source::Variant;
+
 use crate::backends::{self, AnyBackend, BackendChoice};
+use crate::record_run::{self, CudaSuite, RecordConfig, SimSuite};
 
 /// Options of `vitamin determinism`.
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// Trials per kernel, dtype and treatment.
-    #[arg(long, default_value_t = 1000)]
-    trials: usize,
-    /// Seed of the inputs and of the random bindings.
+    /// Trials per kernel, dtype and treatment (table: default 1000; --record: per case, default 20,
+    /// 0 records the outputs without invariance trials).
+    #[arg(long)]
+    trials: Option<usize>,
+    /// Seed of the random bindings (table mode: also of the inputs; --record uses --seeds for those).
     #[arg(long, default_value_t = 0x5eed)]
     seed: u64,
-    /// Kernels (comma-separated): reduction, splitk_gemm, layernorm, gemv. Default: all.
+    /// Kernels (comma-separated): reduction, splitk_gemm, layernorm, gemv, softmax, attention. Default: all.
     #[arg(long, value_delimiter = ',')]
     kernels: Vec<String>,
-    /// Dtypes (comma-separated): f32, bf16. Default: both.
+    /// Dtypes (comma-separated): f32, bf16, f16. Default: all.
     #[arg(long, value_delimiter = ',')]
     dtypes: Vec<String>,
     /// Lanes (streams) per realized node.
@@ -51,30 +65,50 @@ pub struct Args {
     /// Write the JSON report to this file (`-` for stdout, then the table goes to stderr).
     #[arg(long)]
     json: Option<PathBuf>,
+    /// Write a determinism record (any backend) instead of the table.
+    #[arg(long, value_name = "FILE")]
+    record: Option<PathBuf>,
+    /// --record: input seeds (comma-separated).
+    #[arg(long, value_delimiter = ',', default_values_t = [1u64, 2])]
+    seeds: Vec<u64>,
+    /// --record: compile variants (comma-separated): default, nocontract, fastmath.
+    #[arg(long, value_delimiter = ',', default_values_t = ["default".to_owned(), "nocontract".to_owned()])]
+    variants: Vec<String>,
+    /// --record: leave the compressed output copies out (digests only).
+    #[arg(long)]
+    no_outputs: bool,
+    /// --record, test aid: record these kernels with a reshaped (1-unit) decomposition instead
+    /// of the fixed one, so a comparison has a known mismatch.
+    #[arg(long, value_delimiter = ',', hide = true)]
+    perturb: Vec<String>,
 }
 
-fn config(args: &Args) -> Result<Config> {
-    let kernels = if args.kernels.is_empty() {
-        SuiteKernel::ALL.to_vec()
-    } else {
-        args.kernels
-            .iter()
-            .map(|k| SuiteKernel::from_name(k).with_context(|| format!("unknown kernel {k:?}")))
-            .collect::<Result<_>>()?
-    };
+fn kernel_list(names: &[String]) -> Result<Vec<SuiteKernel>> {
+    names.iter().map(|k| SuiteKernel::from_name(k).with_context(|| format!("unknown kernel {k:?}"))).collect()
+}
+
+/// The kernels and dtypes asked for (all when none are named).
+fn selection(args: &Args) -> Result<(Vec<SuiteKernel>, Vec<DType>)> {
+    let kernels = if args.kernels.is_empty() { SuiteKernel::ALL.to_vec() } else { kernel_list(&args.kernels)? };
     let dtypes = if args.dtypes.is_empty() {
         DType::ALL.to_vec()
     } else {
         args.dtypes
             .iter()
-            .map(|d| DType::from_name(d).with_context(|| format!("unknown dtype {d:?} (f32 or bf16)")))
+            .map(|d| DType::from_name(d).with_context(|| format!("unknown dtype {d:?} (f32, bf16 or f16)")))
             .collect::<Result<_>>()?
     };
-    if args.trials == 0 {
+    Ok((kernels, dtypes))
+}
+
+fn config(args: &Args) -> Result<Config> {
+    let (kernels, dtypes) = selection(args)?;
+    let trials = args.trials.unwrap_or(1000);
+    if trials == 0 {
         bail!("--trials must be at least 1");
     }
     Ok(Config {
-        trials: args.trials,
+        trials,
         seed: args.seed,
         kernels,
         dtypes,
@@ -85,13 +119,86 @@ fn config(args: &Args) -> Result<Config> {
     })
 }
 
+/// `--record FILE`: a determinism record on the chosen backend.
+fn run_record(choice: BackendChoice, sim: vitamin_hal::sim::SimDevice, args: &Args, path: &Path) -> Result<()> {
+    let (kernels, dtypes) = selection(args)?;
+    let variants = args
+        .variants
+        .iter()
+        .map(|v| {
+            Variant::from_name(v).with_context(|| format!("unknown variant {v:?} (default, nocontract, fastmath)"))
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let cfg = RecordConfig {
+        kernels,
+        dtypes,
+        seeds: args.seeds.clone(),
+        variants,
+        trials: args.trials.unwrap_or(20),
+        binding_seed: args.seed,
+        corunner: !args.no_corunner,
+        corunner_block_ns: Config::default().corunner_block_ns,
+        keep_outputs: !args.no_outputs,
+        perturb: kernel_list(&args.perturb)?,
+    };
+    let (backend, _) = backends::select(choice, sim)?;
+    let nodes: Vec<_> = Hierarchy::build(backend.topology()).nodes().iter().map(|n| n.units).collect();
+    let bar = ProgressBar::new(1);
+    bar.set_style(ProgressStyle::with_template("{msg:<44} [{bar:30}] {pos}/{len} {elapsed}").expect("valid template"));
+    let mut progress = |done: usize, total: usize, label: &str| {
+        bar.set_length(total as u64);
+        bar.set_position(done as u64);
+        bar.set_message(label.to_owned());
+    };
+    let record = match backend {
+        AnyBackend::Sim(sim) => record_run::record(&SimSuite::new(sim), &nodes, &cfg, &mut progress)?,
+        AnyBackend::Cuda(cuda) => {
+            record_run::record(&CudaSuite::new(&cuda, cfg.corunner_block_ns), &nodes, &cfg, &mut progress)?
+        }
+        AnyBackend::Hip(_) => bail!(
+            "determinism records on the HIP backend are not implemented yet (the suite's hipRTC path has no \
+             SuiteDevice); use --backend sim or cuda"
+        ),
+    };
+    bar.finish_and_clear();
+    record.save(path)?;
+    println!(
+        "{} ({}, {}), {} cases, {} trials each on {} pool nodes{}",
+        record.host.device,
+        record.host.backend,
+        record.host.compiler,
+        record.cases.len(),
+        cfg.trials,
+        nodes.len(),
+        if cfg.corunner { " with a co-runner" } else { "" }
+    );
+    for c in &record.cases {
+        let inv =
+            c.invariance.as_ref().map_or(String::new(), |i| format!("{}/{} bitwise equal", i.bitwise_equal, i.runs));
+        println!(
+            "  {:<11} {:<28} {:<22} {} {}",
+            c.variant,
+            c.key(),
+            c.launch.as_ref().map_or("", |l| l.decomposition.as_str()),
+            &c.output.sha256[..16],
+            inv
+        );
+    }
+    println!("record written to {}", path.display());
+    Ok(())
+}
+
 /// Runs `vitamin determinism`.
 pub fn run(choice: BackendChoice, sim: vitamin_hal::sim::SimDevice, args: &Args) -> Result<()> {
+    if let Some(path) = &args.record {
+        return run_record(choice, sim, args, path);
+    }
     let cfg = config(args)?;
     let (backend, _) = backends::select(choice, sim)?;
     let AnyBackend::Cuda(cuda) = backend else {
         bail!(
-            "vitamin determinism runs on an NVIDIA GPU (--backend cuda); no usable CUDA backend here. The simulated \
+            "vitamin determinism's table runs on an NVIDIA GPU (--backend cuda); no usable CUDA backend here (--record \
+             FILE works on every backend, the simulated device included). The simulated \
              device checks the same invariant in the conformance suite (cargo test -p vitamin-tests)"
         );
     };

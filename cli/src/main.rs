@@ -2,12 +2,16 @@
 #![forbid(unsafe_code)]
 
 mod backends;
+mod compare_cmd;
 mod demo_cmd;
 mod determinism_cmd;
 mod pool_cmd;
 mod profile_cmd;
+mod record;
+mod record_run;
 mod run_cmd;
 mod sim_device;
+mod ulp;
 
 use anyhow::Result;
 use clap::{Parser, Subcommand};
@@ -50,8 +54,12 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// Fixed-structure launches on random pool nodes vs reshaped launches (NVIDIA GPU).
+    /// Fixed-structure launches on random pool nodes vs reshaped launches (NVIDIA GPU); with
+    /// --record FILE, a determinism record on any backend.
     Determinism(determinism_cmd::Args),
+    /// Compare determinism records: vitamin compare A B [...] [--out DIR] [--json FILE]; exit 0 if
+    /// everything matched bitwise, 1 if not, 2 on usage or input errors.
+    Compare(compare_cmd::Args),
     /// Run a CUDA application under the interposer, in bind mode (default) or --observe:
     /// vitamin run [--policy P | --observe] [--census FILE] -- <command>.
     Run(run_cmd::RunArgs),
@@ -71,6 +79,13 @@ fn main() -> Result<()> {
         Command::Profile(args) => profile_cmd::run(args),
         Command::Determinism(args) => determinism_cmd::run(choice, cli.sim_device, &args),
         Command::Run(args) => run_cmd::run(args),
+        Command::Compare(args) => match compare_cmd::run(&args) {
+            Ok(all_match) => std::process::exit(if all_match { 0 } else { 1 }),
+            Err(e) => {
+                eprintln!("Error: {e:#}");
+                std::process::exit(2)
+            }
+        },
     }
 }
 

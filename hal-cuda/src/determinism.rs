@@ -15,6 +15,9 @@
 //! largest absolute and relative deviation. Inputs are seeded and identical for both treatments.
 //! Everything goes through [`PhysicalPartition::submit`], i.e. the backend's unchanged-descriptor
 //! path, never a side channel.
+//!
+//! [`compile_suite`] compiles the suite alone with one compile variant's NVRTC options
+//! (`vitamin_kernels_cuda::source::Variant`) for `vitamin determinism --record`.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::hash::{Hash, Hasher};
@@ -29,6 +32,7 @@ use vitamin_hal::{
 };
 use vitamin_kernels_cuda::plan::{self, Arg, Buf, DType, Plan, Problem, SuiteKernel};
 use vitamin_kernels_cuda::reference;
+use vitamin_kernels_cuda::source::{self, Variant};
 
 use crate::census::{self, CensusReport};
 use crate::{CudaBackend, CudaPartition, RealizationStats};
@@ -474,4 +478,19 @@ pub fn table(report: &Report) -> String {
         if report.reshaped_deviating.is_empty() { "none".into() } else { report.reshaped_deviating.join(", ") }
     );
     s
+}
+
+/// The determinism suite compiled by NVRTC with `variant`'s options and loaded into `backend`:
+/// every suite kernel by name, and the full option list passed to NVRTC (for records).
+pub fn compile_suite(
+    backend: &CudaBackend,
+    variant: Variant,
+) -> Result<(HashMap<&'static str, vitamin_hal::FunctionRef>, Vec<String>), HalError> {
+    let arch = backend.capabilities().compute_capability;
+    let options = crate::nvrtc::suite_options(arch, variant);
+    let extra: Vec<&str> = variant.nvrtc_options().to_vec();
+    let cubin = crate::nvrtc::compile_cubin(&source::cuda_suite_source(), "vitamin_suite.cu", arch, &extra)?;
+    let names = source::suite_kernel_names();
+    let refs = backend.load_kernels(&cubin, &names)?;
+    Ok((names.into_iter().zip(refs).collect(), options))
 }

@@ -1,13 +1,17 @@
 //! # vitamin-kernels-cuda: fixed-structure test kernels
 //!
-//! The CUDA C++ source ([`SOURCE`]) of every kernel vitamin runs itself on NVIDIA GPUs, compiled at
-//! run time with NVRTC by `vitamin-hal-cuda` (no CUDA toolkit needed at build time):
+//! The kernels vitamin runs itself, compiled at run time (no toolkit needed at build time):
 //!
-//! - the conformance suite's reference kernels with exactly the simulator's semantics
-//!   (`reduce_partial`, `reduce_final`, `busy`; see `hal/src/sim/kernels.rs`), a `%smid` census
-//!   kernel and an empty kernel for launch-overhead benchmarks;
-//! - the determinism suite ([`plan::SuiteKernel`]): a block-partitioned reduction, a split-K GEMM,
-//!   a LayerNorm and a GEMV, each in FP32 and BF16 ([`plan::DType`]).
+//! - the **determinism suite** ([`plan::SuiteKernel`]): a block-partitioned reduction, a split-K
+//!   GEMM, a LayerNorm, a GEMV, a softmax and a small attention block, each in FP32, BF16 and
+//!   FP16 ([`plan::DType`]). Their source is **one** file shared with `vitamin-kernels-hip`
+//!   ([`source::SUITE`], `kernels/common/suite.cu`), in the common subset of CUDA and HIP C++,
+//!   behind a small per-vendor prelude; [`source::Variant`] names the compile options that matter
+//!   for bits (FMA contraction, fast math);
+//! - NVIDIA-only utility kernels ([`UTILITY_KERNELS`]): the conformance suite's reference kernels
+//!   with exactly the simulator's semantics (`reduce_partial`, `reduce_final`, `busy`; see
+//!   `hal/src/sim/kernels.rs`), a `%smid` census kernel and empty kernels for launch-overhead
+//!   benchmarks. [`SOURCE`] is prelude + suite + utility, what `vitamin-hal-cuda` compiles.
 //!
 //! ## Contract
 //! Every kernel's result depends only on its launch (binary, grid, block, arguments): blocks own
@@ -16,20 +20,33 @@
 //! kernel, the **fixed** launch structure (tuned once for the whole H200 and then never changed) and
 //! the **reshaped** structure a kernel-reshaping system would pick for an allocation of `units` SMs
 //! (another grid, split factor or threads per row): the same function computed with another
-//! decomposition, whose floating-point rounding generally differs. [`reference`] holds FP64 CPU
-//! references used to check that the kernels compute the right function.
+//! decomposition, whose floating-point rounding generally differs.
 //!
-//! This crate is plain Rust (no FFI); [`bf16`] has the host-side BF16 conversions that match the
-//! device code bit for bit.
+//! [`cpu`] is the bitwise-structured CPU reference (same trees, strides and split order, FP32,
+//! no contraction) and [`sim`] registers it with the simulated device, the stand-in for a second
+//! vendor; [`reference`] holds FP64 references that check the kernels compute the right function.
+//! [`bf16`] and [`f16`] are the host-side conversions that match the device code bit for bit.
+//! This crate is plain Rust (no FFI).
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
 pub mod bf16;
+pub mod cpu;
+pub mod f16;
 pub mod plan;
 pub mod reference;
+pub mod sim;
+pub mod source;
 
-/// CUDA C++ source of every kernel (extern "C" names, no includes: NVRTC compiles it as is).
-pub const SOURCE: &str = include_str!("../cuda/vitamin_kernels.cu");
+/// The CUDA C++ source NVRTC compiles: the NVRTC prelude, the shared suite and the utility kernels
+/// (extern "C" names, no includes).
+pub const SOURCE: &str = concat!(
+    include_str!("../cuda/prelude.cuh"),
+    "\n",
+    include_str!("../../common/suite.cu"),
+    "\n",
+    include_str!("../cuda/vitamin_kernels.cu")
+);
 
 /// Names of the conformance-suite and utility kernels in [`SOURCE`].
 pub const UTILITY_KERNELS: &[&str] =
@@ -38,11 +55,7 @@ pub const UTILITY_KERNELS: &[&str] =
 /// Every `extern "C"` kernel name in [`SOURCE`] (utility and suite kernels).
 pub fn all_kernel_names() -> Vec<&'static str> {
     let mut v: Vec<&'static str> = UTILITY_KERNELS.to_vec();
-    for k in plan::SuiteKernel::ALL {
-        for d in plan::DType::ALL {
-            v.extend(plan::kernel_names(k, d));
-        }
-    }
+    v.extend(source::suite_kernel_names());
     v.sort_unstable();
     v.dedup();
     v
@@ -55,13 +68,14 @@ mod tests {
     #[test]
     fn every_named_kernel_is_defined_in_the_source() {
         for name in all_kernel_names() {
-            let decl = format!("__global__ void {name}(");
-            assert!(SOURCE.contains(&decl), "kernel {name} missing from vitamin_kernels.cu");
+            let decl = format!("VT_KERNEL void {name}(");
+            assert!(SOURCE.contains(&decl), "kernel {name} missing from the CUDA source");
         }
     }
 
     #[test]
     fn the_source_needs_no_headers() {
         assert!(!SOURCE.contains("#include"), "NVRTC compiles the source without an include path");
+        assert!(SOURCE.starts_with(source::CUDA_PRELUDE));
     }
 }

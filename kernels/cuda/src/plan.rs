@@ -15,7 +15,7 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
-use crate::bf16;
+use crate::{bf16, f16};
 
 /// SM count the fixed structures are tuned for (the whole H200).
 pub const REFERENCE_UNITS: usize = 132;
@@ -28,6 +28,12 @@ const GEMM_BLOCKS_PER_SM: usize = 4;
 const LAYERNORM_THREADS_PER_SM: usize = 2048;
 /// Threads per SM GEMV aims to keep busy (memory-bound: more loads in flight).
 const GEMV_THREADS_PER_SM: usize = 8192;
+/// Threads per SM softmax aims to keep busy (like LayerNorm: few long rows).
+const SOFTMAX_THREADS_PER_SM: usize = 2048;
+/// Threads per SM the attention block aims to keep busy (one block per query row).
+const ATTENTION_THREADS_PER_SM: usize = 4096;
+/// Longest sequence the attention kernel holds in shared memory (the source's `ATTN_MAX_L`).
+pub const ATTENTION_MAX_LEN: u32 = 1024;
 /// Side of a GEMM output tile (the CUDA kernel's `GEMM_TILE`).
 pub const GEMM_TILE: u32 = 16;
 
@@ -47,12 +53,24 @@ pub enum SuiteKernel {
     /// Matrix-vector product.
     #[serde(rename = "gemv")]
     Gemv,
+    /// Row softmax (max, sum of exponentials, division).
+    #[serde(rename = "softmax")]
+    Softmax,
+    /// One attention head: softmax(Q K^T * scale) V.
+    #[serde(rename = "attention")]
+    Attention,
 }
 
 impl SuiteKernel {
     /// All suite kernels, in report order.
-    pub const ALL: [SuiteKernel; 4] =
-        [SuiteKernel::Reduction, SuiteKernel::SplitKGemm, SuiteKernel::LayerNorm, SuiteKernel::Gemv];
+    pub const ALL: [SuiteKernel; 6] = [
+        SuiteKernel::Reduction,
+        SuiteKernel::SplitKGemm,
+        SuiteKernel::LayerNorm,
+        SuiteKernel::Gemv,
+        SuiteKernel::Softmax,
+        SuiteKernel::Attention,
+    ];
 
     /// Stable short name (JSON, CLI).
     pub fn name(self) -> &'static str {
@@ -61,6 +79,8 @@ impl SuiteKernel {
             SuiteKernel::SplitKGemm => "splitk_gemm",
             SuiteKernel::LayerNorm => "layernorm",
             SuiteKernel::Gemv => "gemv",
+            SuiteKernel::Softmax => "softmax",
+            SuiteKernel::Attention => "attention",
         }
     }
 
@@ -84,17 +104,19 @@ pub enum DType {
     F32,
     /// bfloat16 (stored as 16 bits, widened to FP32 for arithmetic).
     Bf16,
+    /// IEEE half precision (stored as 16 bits, widened to FP32 for arithmetic).
+    F16,
 }
 
 impl DType {
-    /// Both types, in report order.
-    pub const ALL: [DType; 2] = [DType::F32, DType::Bf16];
+    /// Every type, in report order.
+    pub const ALL: [DType; 3] = [DType::F32, DType::Bf16, DType::F16];
 
     /// Bytes per element.
     pub fn size(self) -> usize {
         match self {
             DType::F32 => 4,
-            DType::Bf16 => 2,
+            DType::Bf16 | DType::F16 => 2,
         }
     }
 
@@ -103,6 +125,7 @@ impl DType {
         match self {
             DType::F32 => "f32",
             DType::Bf16 => "bf16",
+            DType::F16 => "f16",
         }
     }
 
@@ -116,6 +139,7 @@ impl DType {
         match self {
             DType::F32 => v,
             DType::Bf16 => bf16::to_f32(bf16::from_f32(v)),
+            DType::F16 => f16::to_f32(f16::from_f32(v)),
         }
     }
 
@@ -124,6 +148,7 @@ impl DType {
         match self {
             DType::F32 => values.iter().flat_map(|v| v.to_le_bytes()).collect(),
             DType::Bf16 => values.iter().flat_map(|&v| bf16::from_f32(v).to_le_bytes()).collect(),
+            DType::F16 => values.iter().flat_map(|&v| f16::from_f32(v).to_le_bytes()).collect(),
         }
     }
 
@@ -132,6 +157,7 @@ impl DType {
         match self {
             DType::F32 => bytes.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect(),
             DType::Bf16 => bytes.chunks_exact(2).map(|c| bf16::to_f32(u16::from_le_bytes([c[0], c[1]]))).collect(),
+            DType::F16 => bytes.chunks_exact(2).map(|c| f16::to_f32(u16::from_le_bytes([c[0], c[1]]))).collect(),
         }
     }
 }
@@ -174,6 +200,20 @@ pub enum Problem {
         /// Columns.
         k: u32,
     },
+    /// Softmax of `rows` rows of `cols` elements.
+    Softmax {
+        /// Rows.
+        rows: u32,
+        /// Row length.
+        cols: u32,
+    },
+    /// `O = softmax(Q K^T / sqrt(dim)) V`, `Q`, `K`, `V`, `O` of `[len, dim]`.
+    Attention {
+        /// Sequence length (at most [`ATTENTION_MAX_LEN`]).
+        len: u32,
+        /// Head dimension.
+        dim: u32,
+    },
 }
 
 impl Problem {
@@ -185,6 +225,22 @@ impl Problem {
             SuiteKernel::SplitKGemm => Problem::Gemm { m: 128, n: 128, k: 4096 },
             SuiteKernel::LayerNorm => Problem::LayerNorm { rows: 512, cols: 2048 },
             SuiteKernel::Gemv => Problem::Gemv { m: 4096, k: 4096 },
+            SuiteKernel::Softmax => Problem::Softmax { rows: 512, cols: 2048 },
+            SuiteKernel::Attention => Problem::Attention { len: 256, dim: 64 },
+        }
+    }
+
+    /// The size `vitamin determinism --record` uses for `kernel`: the same structure at a size
+    /// whose outputs stay small in a record (tens of KiB compressed) and that the simulated
+    /// device's CPU reference runs in milliseconds.
+    pub fn record_for(kernel: SuiteKernel) -> Problem {
+        match kernel {
+            SuiteKernel::Reduction => Problem::Reduction { n: 1 << 18 },
+            SuiteKernel::SplitKGemm => Problem::Gemm { m: 64, n: 64, k: 1024 },
+            SuiteKernel::LayerNorm => Problem::LayerNorm { rows: 4, cols: 1024 },
+            SuiteKernel::Gemv => Problem::Gemv { m: 1024, k: 1024 },
+            SuiteKernel::Softmax => Problem::Softmax { rows: 4, cols: 1024 },
+            SuiteKernel::Attention => Problem::Attention { len: 64, dim: 64 },
         }
     }
 
@@ -195,6 +251,8 @@ impl Problem {
             Problem::Gemm { .. } => SuiteKernel::SplitKGemm,
             Problem::LayerNorm { .. } => SuiteKernel::LayerNorm,
             Problem::Gemv { .. } => SuiteKernel::Gemv,
+            Problem::Softmax { .. } => SuiteKernel::Softmax,
+            Problem::Attention { .. } => SuiteKernel::Attention,
         }
     }
 
@@ -205,6 +263,8 @@ impl Problem {
             Problem::Gemm { m, n, k } => vec![m as usize * k as usize, k as usize * n as usize],
             Problem::LayerNorm { rows, cols } => vec![rows as usize * cols as usize, cols as usize, cols as usize],
             Problem::Gemv { m, k } => vec![m as usize * k as usize, k as usize],
+            Problem::Softmax { rows, cols } => vec![rows as usize * cols as usize],
+            Problem::Attention { len, dim } => vec![len as usize * dim as usize; 3],
         }
     }
 
@@ -215,6 +275,8 @@ impl Problem {
             Problem::Gemm { m, n, .. } => m as usize * n as usize,
             Problem::LayerNorm { rows, cols } => rows as usize * cols as usize,
             Problem::Gemv { m, .. } => m as usize,
+            Problem::Softmax { rows, cols } => rows as usize * cols as usize,
+            Problem::Attention { len, dim } => len as usize * dim as usize,
         }
     }
 
@@ -233,9 +295,16 @@ impl Problem {
             Problem::Gemm { m, n, k } => vec![m, n, k],
             Problem::LayerNorm { rows, cols } => vec![rows, cols],
             Problem::Gemv { m, k } => vec![m, k],
+            Problem::Softmax { rows, cols } => vec![rows, cols],
+            Problem::Attention { len, dim } => vec![len, dim],
         };
         if dims.contains(&0) {
             return Err(format!("{self:?}: every dimension must be positive"));
+        }
+        if let Problem::Attention { len, .. } = *self {
+            if len > ATTENTION_MAX_LEN {
+                return Err(format!("{self:?}: the attention kernel holds at most {ATTENTION_MAX_LEN} keys"));
+            }
         }
         if self.output_elems() > u32::MAX as usize {
             return Err(format!("{self:?}: output exceeds 2^32 elements"));
@@ -303,15 +372,27 @@ pub struct Plan {
 
 /// The kernels a suite kernel uses for `dtype`.
 pub fn kernel_names(kernel: SuiteKernel, dtype: DType) -> Vec<&'static str> {
+    use DType::{Bf16, F16, F32};
+    use SuiteKernel::*;
     match (kernel, dtype) {
-        (SuiteKernel::Reduction, DType::F32) => vec!["reduce_partial_f32", "reduce_final"],
-        (SuiteKernel::Reduction, DType::Bf16) => vec!["reduce_partial_bf16", "reduce_final"],
-        (SuiteKernel::SplitKGemm, DType::F32) => vec!["gemm_splitk_partial_f32", "splitk_reduce_f32"],
-        (SuiteKernel::SplitKGemm, DType::Bf16) => vec!["gemm_splitk_partial_bf16", "splitk_reduce_bf16"],
-        (SuiteKernel::LayerNorm, DType::F32) => vec!["layernorm_f32"],
-        (SuiteKernel::LayerNorm, DType::Bf16) => vec!["layernorm_bf16"],
-        (SuiteKernel::Gemv, DType::F32) => vec!["gemv_f32"],
-        (SuiteKernel::Gemv, DType::Bf16) => vec!["gemv_bf16"],
+        (Reduction, F32) => vec!["reduce_partial_f32", "reduce_final"],
+        (Reduction, Bf16) => vec!["reduce_partial_bf16", "reduce_final"],
+        (Reduction, F16) => vec!["reduce_partial_f16", "reduce_final"],
+        (SplitKGemm, F32) => vec!["gemm_splitk_partial_f32", "splitk_reduce_f32"],
+        (SplitKGemm, Bf16) => vec!["gemm_splitk_partial_bf16", "splitk_reduce_bf16"],
+        (SplitKGemm, F16) => vec!["gemm_splitk_partial_f16", "splitk_reduce_f16"],
+        (LayerNorm, F32) => vec!["layernorm_f32"],
+        (LayerNorm, Bf16) => vec!["layernorm_bf16"],
+        (LayerNorm, F16) => vec!["layernorm_f16"],
+        (Gemv, F32) => vec!["gemv_f32"],
+        (Gemv, Bf16) => vec!["gemv_bf16"],
+        (Gemv, F16) => vec!["gemv_f16"],
+        (Softmax, F32) => vec!["softmax_f32"],
+        (Softmax, Bf16) => vec!["softmax_bf16"],
+        (Softmax, F16) => vec!["softmax_f16"],
+        (Attention, F32) => vec!["attention_f32"],
+        (Attention, Bf16) => vec!["attention_bf16"],
+        (Attention, F16) => vec!["attention_f16"],
     }
 }
 
@@ -445,7 +526,46 @@ pub fn plan(problem: &Problem, dtype: DType, units: usize) -> Plan {
                 decomposition: format!("{t} threads/row"),
             }
         }
+        Problem::Softmax { rows, cols } => {
+            let t = threads_per_row(rows, units, SOFTMAX_THREADS_PER_SM);
+            Plan {
+                launches: vec![Launch {
+                    kernel: first,
+                    grid: [rows, 1, 1],
+                    block: [t, 1, 1],
+                    args: vec![Arg::Ptr(Buf::Input(0)), Arg::Ptr(Buf::Output), Arg::U32(rows), Arg::U32(cols)],
+                }],
+                workspace_bytes: 0,
+                decomposition: format!("{t} threads/row"),
+            }
+        }
+        Problem::Attention { len, dim } => {
+            let t = threads_per_row(len, units, ATTENTION_THREADS_PER_SM);
+            Plan {
+                launches: vec![Launch {
+                    kernel: first,
+                    grid: [len, 1, 1],
+                    block: [t, 1, 1],
+                    args: vec![
+                        Arg::Ptr(Buf::Input(0)),
+                        Arg::Ptr(Buf::Input(1)),
+                        Arg::Ptr(Buf::Input(2)),
+                        Arg::Ptr(Buf::Output),
+                        Arg::U32(len),
+                        Arg::U32(dim),
+                        Arg::F32(attention_scale(dim)),
+                    ],
+                }],
+                workspace_bytes: 0,
+                decomposition: format!("{t} threads/row"),
+            }
+        }
     }
+}
+
+/// The attention kernel's score scale, `1 / sqrt(dim)` rounded to FP32 on the host.
+pub fn attention_scale(dim: u32) -> f32 {
+    (1.0 / f64::from(dim.max(1)).sqrt()) as f32
 }
 
 /// LayerNorm's epsilon.
@@ -458,7 +578,8 @@ pub fn fixed(problem: &Problem, dtype: DType) -> Plan {
 
 /// Deterministic inputs (already representable in `dtype`), in kernel-argument order.
 ///
-/// Wide dynamic range where additions dominate (the reduction), unit scale elsewhere; never zeros.
+/// Wide dynamic range where additions dominate (the reduction), unit scale elsewhere; zeros only
+/// where FP16 rounds a tiny value away.
 pub fn inputs(problem: &Problem, dtype: DType, seed: u64) -> Vec<Vec<f32>> {
     let mut rng = XorShift(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1);
     problem
@@ -474,6 +595,7 @@ pub fn inputs(problem: &Problem, dtype: DType, seed: u64) -> Vec<Vec<f32>> {
                         (Problem::LayerNorm { .. }, 0) => 4.0 * u + 1.0,
                         (Problem::LayerNorm { .. }, 1) => 1.0 + 0.2 * u,
                         (Problem::LayerNorm { .. }, _) => 0.2 * u,
+                        (Problem::Softmax { .. }, _) => 8.0 * u,
                         _ => 2.0 * u,
                     };
                     dtype.round(v)
@@ -507,6 +629,8 @@ mod tests {
             (1u32..600, 1u32..600, 1u32..9000).prop_map(|(m, n, k)| Problem::Gemm { m, n, k }),
             (1u32..5000, 1u32..9000).prop_map(|(rows, cols)| Problem::LayerNorm { rows, cols }),
             (1u32..9000, 1u32..9000).prop_map(|(m, k)| Problem::Gemv { m, k }),
+            (1u32..5000, 1u32..9000).prop_map(|(rows, cols)| Problem::Softmax { rows, cols }),
+            (1u32..=ATTENTION_MAX_LEN, 1u32..300).prop_map(|(len, dim)| Problem::Attention { len, dim }),
         ]
     }
 
@@ -596,19 +720,25 @@ mod tests {
         assert_eq!(d(SuiteKernel::SplitKGemm), "split-K 9");
         assert_eq!(d(SuiteKernel::LayerNorm), "512 threads/row");
         assert_eq!(d(SuiteKernel::Gemv), "256 threads/row");
+        assert_eq!(d(SuiteKernel::Softmax), "512 threads/row");
+        assert_eq!(d(SuiteKernel::Attention), "1024 threads/row");
     }
 
     #[test]
     fn inputs_are_seeded_nonzero_and_representable() {
         for k in SuiteKernel::ALL {
             let p = Problem::default_for(k);
-            let a = inputs(&p, DType::Bf16, 7);
-            assert_eq!(a, inputs(&p, DType::Bf16, 7));
-            assert_ne!(a, inputs(&p, DType::Bf16, 8));
-            assert_eq!(a.iter().map(Vec::len).collect::<Vec<_>>(), p.input_elems());
-            for v in a.iter().flatten() {
-                assert_ne!(*v, 0.0);
-                assert_eq!(DType::Bf16.round(*v), *v);
+            for d in [DType::Bf16, DType::F16] {
+                let a = inputs(&p, d, 7);
+                assert_eq!(a, inputs(&p, d, 7));
+                assert_ne!(a, inputs(&p, d, 8));
+                assert_eq!(a.iter().map(Vec::len).collect::<Vec<_>>(), p.input_elems());
+                for v in a.iter().flatten() {
+                    assert_eq!(d.round(*v), *v);
+                }
+                assert!(
+                    a.iter().flatten().filter(|v| **v == 0.0).count() * 1000 < p.input_elems().iter().sum::<usize>()
+                );
             }
         }
     }

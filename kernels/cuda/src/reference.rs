@@ -49,7 +49,35 @@ pub fn compute(problem: &Problem, inputs: &[Vec<f32>]) -> Vec<f64> {
             let (m, k) = (m as usize, k as usize);
             (0..m).map(|r| (0..k).map(|c| f(&inputs[0], r * k + c) * f(&inputs[1], c)).sum()).collect()
         }
+        Problem::Softmax { rows, cols } => {
+            let cols = cols as usize;
+            inputs[0]
+                .chunks(cols)
+                .take(rows as usize)
+                .flat_map(|row| softmax(row.iter().map(|&v| f64::from(v))))
+                .collect()
+        }
+        Problem::Attention { len, dim } => {
+            let (n, d) = (len as usize, dim as usize);
+            let (q, k, v) = (&inputs[0], &inputs[1], &inputs[2]);
+            let scale = f64::from(crate::plan::attention_scale(dim));
+            let mut o = Vec::with_capacity(n * d);
+            for i in 0..n {
+                let scores = (0..n).map(|j| (0..d).map(|c| f(q, i * d + c) * f(k, j * d + c)).sum::<f64>() * scale);
+                let p = softmax(scores);
+                o.extend((0..d).map(|c| (0..n).map(|j| p[j] * f(v, j * d + c)).sum::<f64>()));
+            }
+            o
+        }
     }
+}
+
+fn softmax(row: impl Iterator<Item = f64>) -> Vec<f64> {
+    let row: Vec<f64> = row.collect();
+    let m = row.iter().fold(f64::NEG_INFINITY, |a, &b| a.max(b));
+    let e: Vec<f64> = row.iter().map(|&v| (v - m).exp()).collect();
+    let s: f64 = e.iter().sum();
+    e.into_iter().map(|v| v / s).collect()
 }
 
 /// `max |out - ref| / max |ref|` (infinite when `out` has a NaN or the lengths differ).
@@ -85,6 +113,13 @@ mod tests {
         let p = Problem::LayerNorm { rows: 1, cols: 2 };
         let y = compute(&p, &[vec![1.0, 3.0], vec![1.0, 1.0], vec![0.0, 0.5]]);
         assert!((y[0] + 1.0).abs() < 1e-4 && (y[1] - 1.5).abs() < 1e-4, "{y:?}");
+        let p = Problem::Softmax { rows: 1, cols: 2 };
+        let y = compute(&p, &[vec![0.0, 2f32.ln()]]);
+        assert!((y[0] - 1.0 / 3.0).abs() < 1e-7 && (y[1] - 2.0 / 3.0).abs() < 1e-7, "{y:?}");
+        // Two keys with equal scores: the output is the mean of the values.
+        let p = Problem::Attention { len: 2, dim: 1 };
+        let y = compute(&p, &[vec![1.0, 1.0], vec![1.0, 1.0], vec![2.0, 4.0]]);
+        assert!(y.iter().all(|v| (v - 3.0).abs() < 1e-12), "{y:?}");
     }
 
     #[test]
