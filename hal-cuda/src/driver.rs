@@ -428,7 +428,10 @@ pub(crate) mod stream {
         match unsafe { sys::cuStreamQuery(s) } {
             CUresult::CUDA_SUCCESS => Ok(true),
             CUresult::CUDA_ERROR_NOT_READY => Ok(false),
-            r => Err(HalError::Async(format!("work on a lane failed: {} ({})", error_name(r), error_string(r)))),
+            r => Err(HalError::AsyncDriver {
+                code: r as i32,
+                message: format!("work on a lane failed: {} ({})", error_name(r), error_string(r)),
+            }),
         }
     }
 
@@ -489,7 +492,10 @@ pub(crate) mod event {
         match unsafe { sys::cuEventQuery(e) } {
             CUresult::CUDA_SUCCESS => Ok(true),
             CUresult::CUDA_ERROR_NOT_READY => Ok(false),
-            r => Err(HalError::Async(format!("work before a fence failed: {} ({})", error_name(r), error_string(r)))),
+            r => Err(HalError::AsyncDriver {
+                code: r as i32,
+                message: format!("work before a fence failed: {} ({})", error_name(r), error_string(r)),
+            }),
         }
     }
 

@@ -115,7 +115,7 @@ type ClusterKey = (u64, [u32; 3], u32, u32);
 /// What a host-function callback receives.
 struct HostCall {
     function: HostFunction,
-    errors: Arc<Mutex<Option<String>>>,
+    errors: Errors,
 }
 
 unsafe extern "C" fn host_trampoline(user: *mut c_void) {
@@ -123,7 +123,9 @@ unsafe extern "C" fn host_trampoline(user: *mut c_void) {
     let call = unsafe { Box::from_raw(user.cast::<HostCall>()) };
     let f = call.function.clone();
     if std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f.invoke())).is_err() {
-        call.errors.lock().get_or_insert_with(|| format!("host function {} panicked", call.function.name()));
+        call.errors
+            .lock()
+            .get_or_insert_with(|| HalError::Async(format!("host function {} panicked", call.function.name())));
     }
 }
 
@@ -431,7 +433,7 @@ impl CudaPartition {
     /// already recorded).
     fn poll_lanes(&self, completed: &mut Vec<Fence>, fence: bool, waiter: bool) -> Result<usize, HalError> {
         if let Some(e) = self.errors.lock().take() {
-            return Err(HalError::Async(e));
+            return Err(e);
         }
         let mut n = 0u64;
         for (i, l) in self.lanes.iter().enumerate() {
@@ -927,10 +929,13 @@ impl PhysicalPartition for CudaPartition {
         for l in self.lanes.iter() {
             let s = l.lock().stream;
             // SAFETY: the stream lives as long as the partition.
-            unsafe { stream::synchronize(s) }.map_err(|e| HalError::Async(e.to_string()))?;
+            unsafe { stream::synchronize(s) }.map_err(|e| match e.native_code() {
+                Some(code) => HalError::AsyncDriver { code, message: e.to_string() },
+                None => HalError::Async(e.to_string()),
+            })?;
         }
         match self.errors.lock().take() {
-            Some(e) => Err(HalError::Async(e)),
+            Some(e) => Err(e),
             None => Ok(()),
         }
     }

@@ -43,7 +43,7 @@ pub const SPIN: Duration = Duration::from_micros(200);
 const WAKE_AFTER: u64 = 16;
 
 /// Error slot of a partition.
-pub(crate) type Errors = Arc<Mutex<Option<String>>>;
+pub(crate) type Errors = Arc<Mutex<Option<HalError>>>;
 
 /// One driver call to issue. `slot` names the partition's error slot ([`Submitter::slot`]): a
 /// command carries a number rather than a clone of the slot's `Arc`, whose reference count would
@@ -381,7 +381,13 @@ fn execute(inner: &Inner, cmd: Command) {
     if let Err(e) = result {
         match inner.slot(slot) {
             Some(errors) => {
-                errors.lock().get_or_insert_with(|| format!("asynchronous submission failed: {e}"));
+                errors.lock().get_or_insert_with(|| {
+                    let message = format!("asynchronous submission failed: {e}");
+                    match e.native_code() {
+                        Some(code) => HalError::AsyncDriver { code, message },
+                        None => HalError::Async(message),
+                    }
+                });
             }
             None => tracing::error!(error = %e, "asynchronous submission failed for an unknown partition"),
         }

@@ -97,6 +97,15 @@ pub enum HalError {
     /// An executed op failed asynchronously (reported at the next poll/sync).
     #[error("asynchronous failure: {0}")]
     Async(String),
+    /// An executed op failed asynchronously with the vendor's error code (what the native API
+    /// reports at the next synchronization or query, e.g. an illegal address).
+    #[error("asynchronous failure: {message}")]
+    AsyncDriver {
+        /// The vendor's error code.
+        code: i32,
+        /// What failed, with the code's name.
+        message: String,
+    },
     /// The backend cannot take the request now; nothing was done (take another path or retry).
     #[error("busy: {0}")]
     Busy(String),
@@ -107,7 +116,7 @@ impl HalError {
     /// to the application for this failure), else `None`.
     pub fn native_code(&self) -> Option<i32> {
         match self {
-            HalError::Driver { code, .. } => Some(*code),
+            HalError::Driver { code, .. } | HalError::AsyncDriver { code, .. } => Some(*code),
             _ => None,
         }
     }

@@ -531,3 +531,55 @@ fn an_asynchronous_failure_is_logged_once_with_its_op_and_reported_with_the_driv
     let failed_line = out.lines().find(|l| l.starts_with("FAILED")).unwrap_or_default();
     assert!(failed_line.ends_with("= 719"), "the driver's code: {failed_line:?}\n{out}");
 }
+
+#[test]
+fn an_asynchronous_kernel_fault_reports_the_driver_s_code_at_the_next_sync() {
+    // The fake driver faults when kernel k5 finishes (a sticky CUDA_ERROR_ILLEGAL_ADDRESS, 700, as
+    // a kernel's illegal access leaves the context). Natively the program's next synchronization
+    // (or a launch after the fault) returns 700; under bind mode too, never a generic code.
+    let fault = [("FAKE_CUDA_FAULT_KERNEL", "k5")];
+    let n = run("fault-native", None, &fault);
+    let native_failed = stdout(&n).lines().find(|l| l.starts_with("FAILED")).unwrap_or_default().to_string();
+    assert!(native_failed.ends_with("= 700"), "natively: {native_failed:?}\n{}", stdout(&n));
+    for (name, policy) in [("fault-chaos", "chaos"), ("fault-throughput", "throughput")] {
+        let r = run(name, Some(&[("VITAMIN_POLICY", policy), ("VITAMIN_LOG", "error")]), &fault);
+        assert!(!r.out.status.success(), "{name}: the program must see the fault");
+        let out = stdout(&r);
+        let failed = out.lines().find(|l| l.starts_with("FAILED")).unwrap_or_default();
+        assert!(failed.ends_with("= 700"), "{name}: the driver's code: {failed:?}\n{out}");
+        // Where vitamin observed the fault itself (a synchronize or query of a logical stream), it
+        // logged the failed op with the driver's code; a launch made by the application's thread
+        // after the fault (launch-first, Throughput) returns the driver's own result, as natively.
+        if failed.contains("Synchronize") || failed.contains("Query") {
+            let stderr = String::from_utf8_lossy(&r.out.stderr);
+            assert!(
+                stderr.contains("op failed") && stderr.contains("code=Some(700)"),
+                "{name}: logged with its op: {failed} {stderr}"
+            );
+        }
+    }
+}
+
+#[test]
+fn a_pool_that_cannot_be_created_leaves_the_program_running_in_observe_mode() {
+    // Out of memory at the first green context (nothing realized) and at the tenth (a pool that
+    // realizes only partly): bind mode cannot start, so the program runs natively (observe mode),
+    // with its native output, and the census and one warning say why.
+    let n = native();
+    for (name, at) in [("oom-first", "1"), ("oom-partial", "10")] {
+        let r =
+            run(name, Some(&[("VITAMIN_POLICY", "chaos"), ("VITAMIN_LOG", "warn")]), &[("FAKE_CUDA_GREEN_OOM_AT", at)]);
+        assert!(r.out.status.success(), "{name}: {}", stdout(&r));
+        assert_eq!(stdout(&r), stdout(n), "{name}: native output");
+        let (valid, ctx, _) = launches(&r.calls);
+        assert_eq!(valid, launches(&n.calls).0, "{name}: every launch forwarded unchanged");
+        assert!(ctx.iter().all(|c| c == "p"), "{name}: on the application's own streams");
+        let b = bind_census(&r);
+        assert_eq!(b["active"], false, "{name}: {b:#}");
+        let reason = b["reason"].as_str().unwrap_or_default().to_lowercase();
+        assert!(reason.contains("memory") || reason.contains("out_of_memory"), "{name}: {reason}");
+        let stderr = String::from_utf8_lossy(&r.out.stderr);
+        let warnings = stderr.lines().filter(|l| l.contains("running in observe mode")).count();
+        assert_eq!(warnings, 1, "{name}: one message that bind mode fell back: {stderr}");
+    }
+}

@@ -1242,7 +1242,7 @@ impl<B: Backend, P: Policy> Dispatcher<B, P> {
                 if *attempts >= MAX_SUBMIT_ATTEMPTS {
                     // Persistent refusal (e.g. an invalid copy): fail the op so the application sees it.
                     self.submit_attempts.remove(&(client, op));
-                    log_failure(client, op, &desc, node, &e.to_string());
+                    log_failure(client, op, &desc, node, e.native_code(), &e.to_string());
                     self.clients[client].vctx.fail_with_code(
                         op,
                         e.native_code(),
@@ -1396,7 +1396,7 @@ impl<B: Backend, P: Policy> Dispatcher<B, P> {
         let keys: Vec<(Option<NodeId>, Fence)> = self.inflight.keys().filter(|k| k.0 == target).copied().collect();
         for k in keys {
             if let Some(inf) = self.inflight.remove(&k) {
-                log_failure(inf.client, inf.op, &inf.desc, inf.node, &msg);
+                log_failure(inf.client, inf.op, &inf.desc, inf.node, e.native_code(), &msg);
                 self.failed.push((inf.client, inf.op, e.native_code(), msg.clone()));
                 self.stats.failed += 1;
                 self.finish(inf, k.1, None, self.now);
@@ -1408,7 +1408,7 @@ impl<B: Backend, P: Policy> Dispatcher<B, P> {
     /// satisfied by the caller; a failure is queued here for its vCtx (`flush_satisfied`).
     fn finish(&mut self, inf: Inflight, fence: Fence, error: Option<&str>, now: u64) {
         if let Some(e) = error {
-            log_failure(inf.client, inf.op, &inf.desc, inf.node, e);
+            log_failure(inf.client, inf.op, &inf.desc, inf.node, None, e);
             self.failed.push((inf.client, inf.op, None, e.to_owned()));
             self.stats.failed += 1;
         }
@@ -1525,7 +1525,7 @@ fn least_loaded(loads: &[u32]) -> LaneId {
 /// Logs a failed op once, where it fails: what it was (kernel or host-function name), its vCtx op,
 /// the pool node it ran on and the backend's error. The vCtx then reports the failure at the
 /// application's next synchronization or query of the op's stream.
-fn log_failure(client: usize, op: OpId, desc: &OpDesc, node: Option<NodeId>, error: &str) {
+fn log_failure(client: usize, op: OpId, desc: &OpDesc, node: Option<NodeId>, code: Option<i32>, error: &str) {
     let node = node.map_or_else(|| "service".to_string(), |n| n.to_string());
-    tracing::error!(client, %op, what = desc.kind_name(), name = desc.label(), %node, error, "op failed");
+    tracing::error!(client, %op, what = desc.kind_name(), name = desc.label(), %node, ?code, error, "op failed");
 }

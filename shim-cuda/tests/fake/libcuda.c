@@ -50,6 +50,7 @@ typedef void (*CUstreamCallback)(CUstream, CUresult, void *);
 
 #define CUDA_SUCCESS 0
 #define CUDA_ERROR_INVALID_VALUE 1
+#define CUDA_ERROR_OUT_OF_MEMORY 2
 #define CUDA_ERROR_INVALID_HANDLE 400
 #define CUDA_ERROR_NOT_FOUND 500
 #define CUDA_ERROR_NOT_READY 600
@@ -297,6 +298,11 @@ static unsigned sms_of(void *stream) {
     return st->ctx > 0 && st->ctx < 256 ? GREEN_SMS[st->ctx] : 36;
 }
 
+/* Fault injection (FAKE_CUDA_FAULT_KERNEL=LABEL, e.g. k5): when the kernel of that label finishes
+ * executing, the context takes a sticky asynchronous error, CUDA_ERROR_ILLEGAL_ADDRESS (700), as a
+ * faulting kernel leaves it: every later synchronization, query and launch returns it. */
+static int STICKY;
+static int sticky(void) { return __atomic_load_n(&STICKY, __ATOMIC_ACQUIRE); }
 static void execute(fstream *st, cmd *c) {
     char ctx[16], a[48], b[48];
     ctx_name(st, ctx, sizeof ctx);
@@ -309,6 +315,13 @@ static void execute(fstream *st, cmd *c) {
         if (async_mode()) usleep(c->fi == 2 && *(int *)(c->params + 20) >= 90 ? 300000 : (useconds_t)DELAY_US);
         run_kernel(c->fi, c->threads, c->params);
         exec_log("end %s", label);
+        {
+            const char *fault = getenv("FAKE_CUDA_FAULT_KERNEL");
+            if (fault && strcmp(fault, label) == 0) {
+                exec_log("fault %s: ILLEGAL_ADDRESS", label);
+                __atomic_store_n(&STICKY, 700, __ATOMIC_RELEASE);
+            }
+        }
         break;
     }
     case C_COPY:
@@ -575,7 +588,7 @@ static const void *EXPORT_TABLE[4];
 EXPORT CUresult cuGetExportTable(const void **table, const void *uuid) {
     (void)uuid; *table = EXPORT_TABLE; logf_("cuGetExportTable"); return CUDA_SUCCESS;
 }
-EXPORT CUresult cuCtxSynchronize(void) { drain_device(); logf_("cuCtxSynchronize"); return CUDA_SUCCESS; }
+EXPORT CUresult cuCtxSynchronize(void) { drain_device(); logf_("cuCtxSynchronize"); return sticky(); }
 /* Only exported so that a green-context backend's symbol check passes; never called in tests. */
 EXPORT CUresult cuLibraryLoadData(void) { return CUDA_ERROR_NOT_SUPPORTED; }
 EXPORT CUresult cuLibraryUnload(void) { return CUDA_ERROR_NOT_SUPPORTED; }
@@ -650,6 +663,10 @@ EXPORT CUresult cuDevResourceGenerateDesc(fake_desc **desc, CUdevResource *resou
 }
 EXPORT CUresult cuGreenCtxCreate(fake_green **g, fake_desc *desc, int dev, unsigned flags) {
     (void)dev; (void)flags;
+    /* Fault injection (FAKE_CUDA_GREEN_OOM_AT=N): the N-th green context creation (and every later
+     * one) fails with CUDA_ERROR_OUT_OF_MEMORY, as on a device whose memory is taken. */
+    const char *oom = getenv("FAKE_CUDA_GREEN_OOM_AT");
+    if (oom && NGREENS + 1 >= atoi(oom)) return CUDA_ERROR_OUT_OF_MEMORY;
     fake_green *x = calloc(1, sizeof *x);
     x->magic = 0x6c;
     x->index = ++NGREENS;
@@ -813,7 +830,7 @@ static CUresult stream_sync(const char *via, CUstream s) {
     fstream *st = stream_of(s);
     drain_stream(st);
     if (st->ctx == 0) logf_("%s stream=%d", via, st->index); /* green-context lanes: pool internals */
-    return CUDA_SUCCESS;
+    return sticky();
 }
 EXPORT CUresult cuStreamSynchronize(CUstream s) { return stream_sync("cuStreamSynchronize", s); }
 EXPORT CUresult cuStreamSynchronize_ptsz(CUstream s) { return stream_sync("cuStreamSynchronize_ptsz", s); }
@@ -824,7 +841,7 @@ EXPORT CUresult cuStreamQuery(CUstream s) {
     pthread_mutex_lock(&G);
     int busy = st->completed < st->submitted;
     pthread_mutex_unlock(&G);
-    return busy ? CUDA_ERROR_NOT_READY : CUDA_SUCCESS;
+    return sticky() ? sticky() : busy ? CUDA_ERROR_NOT_READY : CUDA_SUCCESS;
 }
 EXPORT CUresult cuStreamBeginCapture_v2(CUstream s, int mode) {
     fstream *st = stream_of(s);
@@ -996,7 +1013,7 @@ EXPORT CUresult cuEventQuery(CUevent e) {
     int pool = ev->st && ev->st->ctx;
     pthread_mutex_unlock(&G);
     if (!pool) logf_("cuEventQuery event=%d", ev->index);
-    return done ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
+    return sticky() ? sticky() : done ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
 }
 EXPORT CUresult cuEventSynchronize(CUevent e) {
     fake_event *ev = e;
@@ -1004,7 +1021,7 @@ EXPORT CUresult cuEventSynchronize(CUevent e) {
     while (!event_done_locked(ev)) pthread_cond_wait(&GC, &G);
     pthread_mutex_unlock(&G);
     logf_("cuEventSynchronize event=%d", ev->index);
-    return CUDA_SUCCESS;
+    return sticky();
 }
 EXPORT CUresult cuStreamWaitEvent(CUstream s, CUevent e, unsigned flags) {
     fake_event *ev = e;
@@ -1033,6 +1050,7 @@ static CUresult launch(const char *via, void *f, unsigned gx, unsigned gy, unsig
                        const CUlaunchAttribute *attrs, unsigned nattrs) {
     int fi = func_index(f);
     spin_ns(env_ns("FAKE_CUDA_LAUNCH_NS", &LAUNCH_NS));
+    if (sticky()) return sticky();
     if (fi < 0) return CUDA_ERROR_INVALID_HANDLE;
     if (bx == 0 || by == 0 || bz == 0 || gx == 0 || gy == 0 || gz == 0 || (unsigned long)bx * by * bz > 1024 ||
         (int)smem > MAX_DYNAMIC_SMEM[fi] || (params && extra)) {
