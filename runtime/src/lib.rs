@@ -1,6 +1,10 @@
 //! # vitamin-runtime: late binding of unchanged launches to physical partitions
 //!
-//! Vendor-neutral (it never names CUDA or HIP). Layers, each a folder:
+//! Vendor-neutral (it never names a vendor). Layers, each a folder:
+//! - `client`: what every interposer needs once (logical handle registry, capture rules, the
+//!   record / launch-first / eager paths, waits, the coordinator thread, census); vendor-specific
+//!   parts reach it through `client::native`'s two small traits.
+//! - `config`: the one configuration, parsed once.
 //! - `vctx`: virtual contexts: logical streams, events with immutable generations, ops with
 //!   predecessor tokens; answers every ordering/completion question an application can ask.
 //! - `pool`: the hierarchical pool of pre-created physical contexts and the lease state machine.
@@ -32,6 +36,8 @@ pub use vctx::{
     VirtualContext, WaitAssist, SYNC_SPIN,
 };
 
+pub mod client;
+pub mod config;
 pub mod dispatch;
 pub mod policy;
 pub mod profile;

@@ -59,6 +59,8 @@ pub fn observing() -> bool {
 #[cold]
 fn init() -> Config {
     let cfg = Config::from_lookup(|k| std::env::var(k).ok());
+    // The client runtime logs through the same sink.
+    vitamin_runtime::client::log::install(emit, cfg.log);
     // SAFETY: getpid has no preconditions.
     PID.store(unsafe { libc::getpid() } as u32, Ordering::Relaxed);
     // SAFETY: registering plain extern "C" handlers with no arguments; they never unwind.

@@ -70,7 +70,7 @@ impl Default for Functions {
 
 thread_local! {
     /// Handles this thread looked up most recently, keyed by the [`Functions`] id and handle.
-    static RECENT_FUNCTIONS: super::recent::Recent<(u64, usize), Arc<FunctionInfo>> = RefCell::new(SmallVec::new());
+    static RECENT_FUNCTIONS: vitamin_runtime::client::recent::Recent<(u64, usize), Arc<FunctionInfo>> = RefCell::new(SmallVec::new());
 }
 
 type ParamInfoFn = unsafe fn(*mut std::ffi::c_void, usize, *mut usize, *mut usize) -> CUresult;
@@ -99,7 +99,7 @@ impl Functions {
     /// The info of handle `f`, discovering it on first use: from this thread's recent handles
     /// when it is one of them, else from the shared cache (then kept among the recent ones).
     pub fn get(&self, f: usize, device: c_int) -> Arc<FunctionInfo> {
-        super::recent::get_or_make(&RECENT_FUNCTIONS, (self.id, f), || self.get_shared(f, device))
+        vitamin_runtime::client::recent::get_or_make(&RECENT_FUNCTIONS, (self.id, f), || self.get_shared(f, device))
     }
 
     fn get_shared(&self, f: usize, device: c_int) -> Arc<FunctionInfo> {

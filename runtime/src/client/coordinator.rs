@@ -1,19 +1,19 @@
 //! The in-process coordinator: the policy runs inside the shim.
 //!
-//! One thread (`vitamin-dispatch`) runs a [`Dispatcher`] over a [`CudaBackend`] on the device of
-//! the application's primary context (behind a lock it holds one round at a time, so that with
+//! One thread (`vitamin-dispatch`) runs a [`Dispatcher`] over the interposer's pool backend
+//! ([`NativeApi::Backend`]) on the device of the application's primary context (behind a lock it holds one round at a time, so that with
 //! [`Tuning::inline`] application threads can submit in between). It is started by the first
-//! bind-mode call that needs it: the thread creates the backend (one SM split) and realizes every pool node as a green context with
-//! its lanes (the H200's 59 nodes: about 100 ms, FACTS.md), reports the outcome to the starting
+//! bind-mode call that needs it: the thread creates the backend (one unit split) and realizes every pool node as a
+//! physical context with its lanes (the H200's 59 nodes: about 100 ms, docs/STATUS.md), reports the outcome to the starting
 //! call, and from then on pumps: intake of ready ops from the application's virtual context,
 //! lane continuation, policy binding, batched completion polling. Later launches never wait for
 //! realization; they only record ops.
 //!
-//! The thread holds the shim's re-entry guard for its whole life: every driver call it makes (the
-//! backend's launches, copies, fences, which go through the shim's exported symbols or through
-//! `dlsym`) is forwarded untouched instead of being taken for an application call.
+//! The thread holds the interposer's re-entry guard ([`NativeApi::enter_runtime_thread`]) for its whole life: every driver call it makes (the
+//! backend's launches, copies, fences, which go through the interposer's exported symbols or its
+//! symbol lookups) is forwarded untouched instead of being taken for an application call.
 //!
-//! A second thread (`vitamin-submit`, hal-cuda's submission thread, [`Tuning::submit_thread`],
+//! A second thread (`vitamin-submit`, the backend's submission thread, [`Tuning::submit_thread`],
 //! on by default) issues the driver calls of bursts of submissions, so that a streamed chain's
 //! launches overlap the dispatcher's bookkeeping; it enters the re-entry guard too. A lone
 //! submission is issued by the dispatcher thread itself.
@@ -46,15 +46,14 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use vitamin_hal::Backend;
-use vitamin_hal_cuda::CudaBackend;
-use vitamin_runtime::dispatch::{DispatchConfig, Dispatcher};
-use vitamin_runtime::policy::{AnyPolicy, ClientClass, Policy, PolicyKind};
-use vitamin_runtime::profile::Profiles;
-use vitamin_runtime::VirtualContext;
 
+use super::log::clog as vlog;
+use super::native::{NativeApi, PoolBackend};
 use crate::config::LogLevel;
-use crate::guard;
-use crate::state::vlog;
+use crate::dispatch::{DispatchConfig, Dispatcher};
+use crate::policy::{AnyPolicy, ClientClass, Policy, PolicyKind};
+use crate::profile::Profiles;
+use crate::VirtualContext;
 
 /// How the coordinator schedules (from `VITAMIN_POLICY`, `VITAMIN_SEED`, `VITAMIN_LANE_CONTINUATION`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -88,7 +87,7 @@ pub struct Tuning {
     /// themselves when the dispatcher is free (on by default; replaces the native wait).
     pub wait_assist: bool,
     /// `VITAMIN_NATIVE_WAIT=1`: threads spinning in a synchronize call wait on the lanes their
-    /// ops were submitted to with `cuStreamSynchronize` ([`Coordinator::native_wait`]; not under
+    /// ops were submitted to with the driver's stream synchronize ([`Coordinator::native_wait`]; not under
     /// blocking synchronization; experimental, off: no gain measured on the H200).
     pub native_wait: bool,
     /// `VITAMIN_IDLE_SPIN_US`: how long the idle dispatcher thread naps before it parks.
@@ -97,20 +96,21 @@ pub struct Tuning {
     /// application's scheduling flags).
     pub sync_spin: Option<Duration>,
     /// `VITAMIN_SYNC_YIELD=0|1`: whether spinning synchronize calls yield the CPU between checks
-    /// (`None`: by the application's scheduling flags, as CUDA does: only under
-    /// `cudaDeviceScheduleYield`).
+    /// (`None`: by the application's scheduling flags, as the driver does: only when the
+    /// application asked for yielding, [`HostWait::Yield`](super::native::HostWait::Yield)).
     pub sync_yield: Option<bool>,
     /// `VITAMIN_DISPATCH_CPU`: the CPU the dispatcher thread pins itself to (placement
     /// experiments; unpinned by default).
     pub dispatch_cpu: Option<usize>,
     /// `VITAMIN_SUBMIT_THREAD`: whether a second thread issues bursts of driver calls while the
-    /// dispatcher thread decides (hal-cuda's submission thread).
+    /// dispatcher thread decides (the backend's submission thread).
     pub submit_thread: bool,
     /// `VITAMIN_SUBMIT_BURST_US`: submissions closer than this to the previous one go to the
     /// submission thread.
     pub submit_burst: Duration,
-    /// `VITAMIN_SUBMIT_SPIN_US`: how long the idle submission thread spins before it parks.
-    pub submit_spin: Duration,
+    /// `VITAMIN_SUBMIT_SPIN_US`: how long the idle submission thread spins before it parks
+    /// (`None`: the backend's default).
+    pub submit_spin: Option<Duration>,
     /// `VITAMIN_TIGHT_POLL`: whether the dispatcher thread polls completions in a tight loop
     /// (no rounds, no yield) while host threads wait and nothing else is to be done (on by
     /// default).
@@ -138,8 +138,8 @@ pub struct Tuning {
     /// ops of long launch streams still go to the dispatcher; 0: none).
     pub eager_continue_ops: u32,
     /// `VITAMIN_BUSY_QUERY_US`: least time between fence queries of a lane the submission thread
-    /// still feeds ([`CudaBackend::set_busy_query`]).
-    pub busy_query: Duration,
+    /// still feeds ([`PoolBackend::set_busy_query`]; `None`: the backend's default).
+    pub busy_query: Option<Duration>,
     /// `VITAMIN_SPIN_YIELD`: whether the dispatcher thread yields the CPU (`sched_yield`) at
     /// each check while it spins ([`relax`]); without, it runs a batch of pause instructions.
     pub spin_yield: bool,
@@ -182,7 +182,7 @@ impl Tuning {
             dispatch_cpu: num("VITAMIN_DISPATCH_CPU").and_then(|c| usize::try_from(c).ok()),
             submit_thread: get("VITAMIN_SUBMIT_THREAD").map_or(SUBMIT_THREAD, |v| v.trim() == "1"),
             submit_burst: num("VITAMIN_SUBMIT_BURST_US").map_or(SUBMIT_BURST, Duration::from_micros),
-            submit_spin: num("VITAMIN_SUBMIT_SPIN_US").map_or(vitamin_hal_cuda::SUBMIT_SPIN, Duration::from_micros),
+            submit_spin: num("VITAMIN_SUBMIT_SPIN_US").map(Duration::from_micros),
             eager: get("VITAMIN_EAGER").map_or(EAGER, |v| v.trim() == "1"),
             launch_first: get("VITAMIN_LAUNCH_FIRST").map_or(LAUNCH_FIRST, |v| v.trim() == "1"),
             nap: match get("VITAMIN_DISPATCH_NAP").as_deref().map(str::trim) {
@@ -195,8 +195,7 @@ impl Tuning {
             eager_continue_ops: num("VITAMIN_EAGER_CONTINUE_OPS")
                 .map_or(EAGER_CONTINUE_OPS, |n| n.min(u64::from(u32::MAX)) as u32),
             tight_poll: get("VITAMIN_TIGHT_POLL").map_or(TIGHT_POLL, |v| v.trim() == "1"),
-            busy_query: num("VITAMIN_BUSY_QUERY_US")
-                .map_or(Duration::from_nanos(vitamin_hal_cuda::BUSY_QUERY_NS), Duration::from_micros),
+            busy_query: num("VITAMIN_BUSY_QUERY_US").map(Duration::from_micros),
             spin_yield: get("VITAMIN_SPIN_YIELD").map_or(SPIN_YIELD, |v| v.trim() == "1"),
             defer_to_waiters: get("VITAMIN_DEFER_TO_WAITERS").map_or(DEFER_TO_WAITERS, |v| v.trim() == "1"),
             fast_wait: get("VITAMIN_FAST_WAIT").map_or(FAST_WAIT, |v| v.trim() == "1"),
@@ -208,7 +207,7 @@ impl Tuning {
 
 /// What the started coordinator reports.
 #[derive(Debug, Clone)]
-pub struct Started {
+pub struct Started<B> {
     /// Device name.
     pub device: String,
     /// Every pool node's units, by node id.
@@ -216,23 +215,25 @@ pub struct Started {
     /// Wall time to create the backend and realize the pool, ms.
     pub realize_ms: f64,
     /// A handle on the backend (shared state), for calls that need no dispatcher lock.
-    pub backend: CudaBackend,
+    pub backend: B,
 }
 
-type Shim = Dispatcher<CudaBackend, AnyPolicy>;
+type Shim<N> = Dispatcher<<N as NativeApi>::Backend, AnyPolicy>;
 
 /// The dispatcher, shared by the dispatcher thread and application threads that submit inline.
 /// `None` until the pool is realized and after shutdown.
-type Slot = Arc<parking_lot::Mutex<Option<Shim>>>;
+type Slot<N> = Arc<parking_lot::Mutex<Option<Shim<N>>>>;
 
 /// The running coordinator.
-pub struct Coordinator {
+pub struct Coordinator<N: NativeApi> {
     /// What start-up built.
-    pub started: Started,
+    pub started: Started<N::Backend>,
+    /// The interposer's side.
+    native: Arc<N>,
     stop: Arc<AtomicBool>,
     stopped: Mutex<Option<mpsc::Receiver<()>>>,
     stats: Arc<Mutex<Option<serde_json::Value>>>,
-    dispatcher: Slot,
+    dispatcher: Slot<N>,
     /// Inline submission from application threads (`VITAMIN_INLINE=1`; off by default).
     inline: bool,
     inline_errors: std::sync::atomic::AtomicU64,
@@ -300,7 +301,7 @@ impl Submits {
 /// waits for, and for each the progress of its lane and its sequence number there.
 #[derive(Default)]
 struct Probe {
-    ops: smallvec::SmallVec<[vitamin_runtime::OpId; 4]>,
+    ops: smallvec::SmallVec<[crate::OpId; 4]>,
     lanes: smallvec::SmallVec<[(vitamin_hal::LaneProgress, u64); 4]>,
     /// When the thread polls completions again the usual way (errors, and anything the words
     /// do not cover).
@@ -316,28 +317,34 @@ thread_local! {
 /// a poll.
 const FAST_WAIT_POLL: Duration = Duration::from_micros(100);
 
-impl std::fmt::Debug for Coordinator {
+impl<N: NativeApi> std::fmt::Debug for Coordinator<N> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Coordinator").field("started", &self.started).field("inline", &self.inline).finish()
     }
 }
 
-impl Coordinator {
+impl<N: NativeApi> Coordinator<N> {
     /// Starts the dispatcher thread for device `ordinal` and waits until the pool is realized.
-    pub fn start(ordinal: i32, vctx: Arc<VirtualContext>, settings: Settings) -> Result<Coordinator, String> {
-        let (ready_tx, ready_rx) = mpsc::channel::<Result<Started, String>>();
+    pub fn start(
+        native: Arc<N>,
+        ordinal: i32,
+        vctx: Arc<VirtualContext>,
+        settings: Settings,
+    ) -> Result<Coordinator<N>, String> {
+        let (ready_tx, ready_rx) = mpsc::channel::<Result<Started<N::Backend>, String>>();
         let (done_tx, done_rx) = mpsc::channel::<()>();
         let stop = Arc::new(AtomicBool::new(false));
         let stats = Arc::new(Mutex::new(None));
-        let dispatcher: Slot = Arc::new(parking_lot::Mutex::new(None));
+        let dispatcher: Slot<N> = Arc::new(parking_lot::Mutex::new(None));
         let submits = Arc::new(Submits::default());
         let (stop2, stats2, slot2, submits2) = (stop.clone(), stats.clone(), dispatcher.clone(), submits.clone());
+        let native2 = native.clone();
         let spawned = std::thread::Builder::new().name("vitamin-dispatch".into()).spawn(move || {
-            let _entered = guard::enter();
+            let _entered = N::enter_runtime_thread();
             let ready_tx2 = ready_tx.clone();
             let run = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
                 let shared = ThreadShared { stop: &stop2, stats: &stats2, slot: &slot2, submits: &submits2 };
-                run(ordinal, vctx, settings, ready_tx, shared);
+                run(&*native2, ordinal, vctx, settings, ready_tx, shared);
             }));
             if run.is_err() {
                 let _ = ready_tx2.send(Err("the dispatcher thread panicked".into()));
@@ -351,6 +358,7 @@ impl Coordinator {
         match ready_rx.recv() {
             Ok(Ok(started)) => Ok(Coordinator {
                 started,
+                native,
                 stop,
                 stopped: Mutex::new(Some(done_rx)),
                 stats,
@@ -422,11 +430,11 @@ impl Coordinator {
     pub fn record_eager(
         &self,
         vctx: &VirtualContext,
-        s: vitamin_runtime::StreamId,
+        s: crate::StreamId,
         desc: Arc<vitamin_hal::OpDesc>,
         continue_too: bool,
         in_pool_context: impl FnOnce() -> bool,
-    ) -> Result<vitamin_runtime::Recorded, vitamin_runtime::VctxError> {
+    ) -> Result<crate::Recorded, crate::VctxError> {
         // The dispatcher lock is released only after the vCtx lock: the dispatcher thread,
         // waiting for it (it only ever tries it), cannot then find the vCtx lock held by this
         // thread, park on it and cost this thread a wake-up system call when it releases it.
@@ -468,11 +476,11 @@ impl Coordinator {
     pub fn launch_first(
         &self,
         vctx: &VirtualContext,
-        s: vitamin_runtime::StreamId,
+        s: crate::StreamId,
         probe: &Arc<vitamin_hal::OpDesc>,
         mut launch: impl FnMut(u64) -> Result<(), vitamin_hal::HalError>,
         capture: impl FnOnce() -> Option<vitamin_hal::OpDesc>,
-    ) -> Option<Result<vitamin_runtime::Recorded, vitamin_hal::HalError>> {
+    ) -> Option<Result<crate::Recorded, vitamin_hal::HalError>> {
         let mut failure = None;
         let mut fresh = false;
         // The dispatcher lock is taken before the vCtx lock (the dispatcher thread's order), so
@@ -535,7 +543,7 @@ impl Coordinator {
     /// time, a few microseconds). `None`: still held (a round with many launches). Spins
     /// rather than parks (`try_lock_for` would park): the holder's unlock would then pay for a
     /// futex wake-up, and this thread for being woken.
-    fn lock_for_launch(&self) -> Option<parking_lot::MutexGuard<'_, Option<Shim>>> {
+    fn lock_for_launch(&self) -> Option<parking_lot::MutexGuard<'_, Option<Shim<N>>>> {
         if let Some(g) = self.dispatcher.try_lock() {
             return Some(g);
         }
@@ -573,7 +581,7 @@ impl Coordinator {
     /// call then returns, the ops (and their ancestors, which completed before them) are
     /// satisfied by the next holder of the vCtx lock, and the pool's bookkeeping by the next
     /// poll. Returns `false` otherwise (a poll satisfies what it observes itself).
-    pub fn assist_wait(&self, ops: &[vitamin_runtime::OpId]) -> bool {
+    pub fn assist_wait(&self, ops: &[crate::OpId]) -> bool {
         if self.fast_wait {
             let probed = PROBE.with(|p| {
                 let p = p.borrow();
@@ -614,7 +622,7 @@ impl Coordinator {
 
     /// After a waiting thread's poll: the lanes' progress for `ops` if every op is covered by a
     /// memory fence, kept for the thread's next checks ([`assist_wait`](Self::assist_wait)).
-    fn learn_probe(&self, d: &Shim, ops: &[vitamin_runtime::OpId]) {
+    fn learn_probe(&self, d: &Shim<N>, ops: &[crate::OpId]) {
         // The shim registers one client: the application's virtual context.
         let lanes: smallvec::SmallVec<[(vitamin_hal::LaneProgress, u64); 4]> =
             ops.iter().map(|&op| d.lane_progress(0, op)).collect::<Option<_>>().unwrap_or_default();
@@ -641,14 +649,14 @@ impl Coordinator {
 
     /// Native wait (experimental wait assist): a thread waiting for `ops` looks up, when the
     /// dispatcher is free, the lanes they were submitted to and waits on those lane streams
-    /// with the driver's own `cuStreamSynchronize`, as a native synchronize call would, instead
+    /// with the driver's own stream synchronize, as a native synchronize call would, instead
     /// of waiting for the dispatcher thread to poll their fence. Returns `true` when every op
     /// was submitted and every lane drained without error: the ops and all their live ancestors
     /// ran (a submitted op's live predecessors sit before it on its lane). Returns `false`
     /// (the caller keeps waiting the usual way) when the dispatcher is busy, an op is not
     /// submitted yet, or a lane reports an error (the dispatcher's poll then fails the ops).
     /// Waiting on a lane may also wait for later work queued on it: never less than natively.
-    pub fn native_wait(&self, ops: &[vitamin_runtime::OpId]) -> bool {
+    pub fn native_wait(&self, ops: &[crate::OpId]) -> bool {
         let mut streams: smallvec::SmallVec<[u64; 2]> = smallvec::SmallVec::new();
         {
             let Some(slot) = self.dispatcher.try_lock() else { return false };
@@ -656,7 +664,7 @@ impl Coordinator {
             for &op in ops {
                 // The shim registers one client: the application's virtual context.
                 let Some((node, lane)) = d.placement(0, op) else { return false };
-                let Some(s) = d.partition(node).and_then(|p| p.raw_stream(lane)) else { return false };
+                let Some(s) = d.partition(node).and_then(|p| N::Backend::raw_stream(p, lane)) else { return false };
                 if !streams.contains(&s) {
                     streams.push(s);
                 }
@@ -665,7 +673,7 @@ impl Coordinator {
             // waited on (an empty stream would report them complete).
             d.backend().flush_submissions();
         }
-        streams.iter().all(|&s| crate::bind::driver::native_stream_synchronize(s as _, false) == 0)
+        streams.iter().all(|&s| self.native.synchronize_raw_stream(s))
     }
 
     /// The dispatcher's statistics as published at stop (`None` before).
@@ -675,19 +683,20 @@ impl Coordinator {
 }
 
 /// What the dispatcher thread shares with the [`Coordinator`].
-struct ThreadShared<'a> {
+struct ThreadShared<'a, N: NativeApi> {
     stop: &'a AtomicBool,
     stats: &'a Mutex<Option<serde_json::Value>>,
-    slot: &'a Slot,
+    slot: &'a Slot<N>,
     submits: &'a Submits,
 }
 
-fn run(
+fn run<N: NativeApi>(
+    native: &N,
     ordinal: i32,
     vctx: Arc<VirtualContext>,
     settings: Settings,
-    ready: mpsc::Sender<Result<Started, String>>,
-    shared: ThreadShared<'_>,
+    ready: mpsc::Sender<Result<Started<N::Backend>, String>>,
+    shared: ThreadShared<'_, N>,
 ) {
     let ThreadShared { stop, stats, slot, submits } = shared;
     let t0 = Instant::now();
@@ -697,21 +706,23 @@ fn run(
             Err(e) => vlog!(LogLevel::Error, "could not pin the dispatcher thread to CPU {cpu}: {e}"),
         }
     }
-    let backend = match CudaBackend::with_ordinal(ordinal) {
+    let backend = match native.create_backend(ordinal) {
         Ok(b) => b,
         Err(e) => {
-            let _ = ready.send(Err(format!("the CUDA backend is unavailable: {e}")));
+            let _ = ready.send(Err(e));
             return;
         }
     };
     if settings.tuning.submit_thread {
         // The thread's driver calls must be forwarded untouched, like this thread's.
         let t = settings.tuning;
-        if let Err(e) = backend.start_submit_thread(t.submit_burst, t.submit_spin, guard::enter) {
+        if let Err(e) = backend.start_submit_thread(t.submit_burst, t.submit_spin, N::enter_runtime_thread) {
             vlog!(LogLevel::Warn, "no submission thread ({e}); the dispatcher thread issues every launch");
         }
     }
-    backend.set_busy_query(settings.tuning.busy_query);
+    if let Some(every) = settings.tuning.busy_query {
+        backend.set_busy_query(every);
+    }
     let spin_yield = settings.tuning.spin_yield;
     let kind = backend.topology().unit_kind();
     let device = backend.topology().device_name().to_owned();
@@ -744,7 +755,7 @@ fn run(
         let inline_seen = submits.inline.load(Ordering::Acquire);
         let eager_seen = submits.eager.load(Ordering::Acquire);
         let (pumped, idle, eager) = {
-            let mut g = lock_for_round(slot, &vctx, submits, wake_grace, stop, spin_yield);
+            let mut g = lock_for_round::<N>(slot, &vctx, submits, wake_grace, stop, spin_yield);
             let d = g.as_mut().expect("the dispatcher lives until this thread ends");
             watch.check(d);
             (d.pump(), d.is_idle(), d.needs_completions())
@@ -842,7 +853,7 @@ fn run(
             // tight loop (no intake, continuation or binding, no yield): a synchronize call then
             // sees its completion within about one event query, as a native spinning wait would.
             // New work, a completion or anything else to do ends it and runs a round.
-            poll_for_waiters(slot, &vctx, stop, &inline_new, submits);
+            poll_for_waiters::<N>(slot, &vctx, stop, &inline_new, submits);
         } else {
             // Progress waits on completions: poll again after a yield.
             std::thread::yield_now();
@@ -855,7 +866,7 @@ fn run(
         published["submit_thread"] =
             serde_json::json!({ "handed_off": c.handed_off, "direct": c.direct, "wakes": c.wakes });
     }
-    published["vctx_lock_contended"] = vitamin_runtime::contended_locks().into();
+    published["vctx_lock_contended"] = crate::contended_locks().into();
     published["launch_first_shim"] = serde_json::json!({
         "not_fresh": submits.lf_not_fresh.load(Ordering::Relaxed),
         "dispatcher_busy": submits.lf_dispatcher_busy.load(Ordering::Relaxed),
@@ -874,12 +885,7 @@ fn run(
     });
     published["fast_waits"] = submits.fast_waits.load(Ordering::Relaxed).into();
     published["policy"] = d.policy().name().into();
-    published["fence"] = match d.backend().fence_mode() {
-        vitamin_hal_cuda::FenceMode::Memory => "memory",
-        vitamin_hal_cuda::FenceMode::Event => "event",
-        vitamin_hal_cuda::FenceMode::Hybrid => "hybrid",
-    }
-    .into();
+    published["fence"] = d.backend().fence_mode().into();
     *stats.lock().unwrap_or_else(|e| e.into_inner()) = Some(published);
     // The process is exiting: leave the green contexts to the driver instead of draining and
     // destroying every pool node here.
@@ -891,14 +897,14 @@ fn run(
 /// application thread spinning for it to launch goes first; a thread polling in a synchronize call
 /// holds the round off (up to `wake_grace`), and once it returned, [`grace`] waits for its next
 /// submission.
-fn lock_for_round<'a>(
-    slot: &'a Slot,
+fn lock_for_round<'a, N: NativeApi>(
+    slot: &'a Slot<N>,
     vctx: &VirtualContext,
     submits: &Submits,
     wake_grace: Duration,
     stop: &AtomicBool,
     spin_yield: bool,
-) -> parking_lot::MutexGuard<'a, Option<Shim>> {
+) -> parking_lot::MutexGuard<'a, Option<Shim<N>>> {
     // Since when a thread polling in a synchronize call holds this round off.
     let mut held_off: Option<Instant> = None;
     loop {
@@ -949,8 +955,8 @@ fn grace(vctx: &VirtualContext, submits: &Submits, grace: Duration, stop: &Atomi
 /// The dispatcher thread's tight completion polling while host threads wait and nothing else
 /// is to be done ([`Dispatcher::waits_only_on_completions`]); returns when a poll completed
 /// something, new work arrived, or there is more to do than polling.
-fn poll_for_waiters(
-    slot: &Slot,
+fn poll_for_waiters<N: NativeApi>(
+    slot: &Slot<N>,
     vctx: &VirtualContext,
     stop: &AtomicBool,
     inline_new: &dyn Fn() -> bool,
@@ -1183,7 +1189,7 @@ mod tests {
 
     #[test]
     fn a_held_off_round_waits_for_the_next_submission_or_new_work_not_the_whole_grace() {
-        let vctx = VirtualContext::new(vitamin_runtime::VctxId(1));
+        let vctx = VirtualContext::new(crate::VctxId(1));
         let stop = AtomicBool::new(false);
         let submits = Submits::default();
         let long = Duration::from_secs(30);
@@ -1213,7 +1219,7 @@ mod tests {
         grace(&vctx, &submits, Duration::from_millis(2), &stop, false);
         assert!(t.elapsed() >= Duration::from_millis(2));
         // New work recorded ends it at once.
-        let s = vctx.create_stream(vitamin_runtime::StreamKind::NonBlocking, 0);
+        let s = vctx.create_stream(crate::StreamKind::NonBlocking, 0);
         let marker = vitamin_hal::Marker::EventRecord { event: 1, generation: 1 };
         vctx.record_op(s, Arc::new(vitamin_hal::OpDesc::Marker(marker))).expect("recorded");
         assert!(vctx.has_work_hint());
@@ -1233,7 +1239,8 @@ mod tests {
         assert_eq!(t.eager_continue_ops, EAGER_CONTINUE_OPS);
         assert!(!t.eager_continue && !t.defer_to_waiters && !t.inline && !t.native_wait);
         assert_eq!(t.nap, Nap::Off);
-        assert_eq!(t.busy_query, Duration::from_nanos(vitamin_hal_cuda::BUSY_QUERY_NS));
+        assert_eq!(t.busy_query, None, "the backend's default");
+        assert_eq!(t.submit_spin, None, "the backend's default");
         assert_eq!(t.continuation_depth, CONTINUATION_DEPTH);
     }
 
@@ -1255,11 +1262,11 @@ mod tests {
         assert!(!t.fast_wait);
         assert!(t.lf_lock_wait.is_zero() && t.wake_grace.is_zero() && t.eager_continue_ops == 0);
         assert!(!t.launch_first && t.eager_continue && t.defer_to_waiters && !t.spin_yield);
-        assert_eq!(t.busy_query, Duration::from_micros(100));
+        assert_eq!(t.busy_query, Some(Duration::from_micros(100)));
         assert_eq!(t.nap, Nap::Busy);
         assert_eq!(t.continuation_depth, 1, "a depth of 0 is clamped to 1");
         let bad = tuning(&[("VITAMIN_BUSY_QUERY_US", "soon"), ("VITAMIN_DISPATCH_NAP", "sometimes")]);
-        assert_eq!(bad.busy_query, Duration::from_nanos(vitamin_hal_cuda::BUSY_QUERY_NS));
+        assert_eq!(bad.busy_query, None);
         assert_eq!(bad.nap, NAP);
     }
 }
