@@ -14,9 +14,6 @@ pub use vitamin_runtime::client::census::*;
 use crate::ffi::{CUresult, CUDA_SUCCESS};
 use crate::table::{HookId, HOOKS, HOOK_COUNT};
 
-/// Schema tag of the census JSON; bump on incompatible changes.
-pub const SCHEMA: &str = "vitamin.shim.census/1";
-
 /// Per-hook call counters (on their own cache lines).
 #[derive(Debug)]
 #[repr(align(128))]
@@ -58,7 +55,7 @@ impl Counters {
 
     /// `{symbol: {"calls": n, "failed": m}}` for every hook called at least once, and the calls
     /// summed per base name and per family.
-    pub fn to_json(&self) -> (Value, Value, Value) {
+    pub fn to_json(&self) -> ApiCalls {
         let mut by_symbol = serde_json::Map::new();
         let mut by_base: std::collections::BTreeMap<&str, u64> = Default::default();
         let mut by_family: std::collections::BTreeMap<&str, u64> = Default::default();
@@ -72,7 +69,12 @@ impl Counters {
             *by_base.entry(s.base).or_default() += calls;
             *by_family.entry(s.family.name()).or_default() += calls;
         }
-        (Value::Object(by_symbol), json!(by_base), json!(by_family))
+        ApiCalls {
+            by_symbol: Value::Object(by_symbol),
+            by_base: json!(by_base),
+            by_family: json!(by_family),
+            total: self.total(),
+        }
     }
 }
 
@@ -138,52 +140,6 @@ impl InterposeStats {
     }
 }
 
-/// Everything a census file holds.
-#[derive(Debug)]
-pub struct Report<'a> {
-    /// Process id.
-    pub pid: u32,
-    /// Mode name.
-    pub mode: &'a str,
-    /// Call counters.
-    pub counters: &'a Counters,
-    /// Interposition statistics.
-    pub stats: &'a InterposeStats,
-    /// Graph launch counts.
-    pub graphs: &'a GraphStats,
-    /// The kernel census.
-    pub kernels: &'a KernelCensus,
-    /// Launches the launch table had no slot for (counted, not attributed to a kernel).
-    pub launch_overflow: LaunchCounts,
-}
-
-impl Report<'_> {
-    /// The census JSON document (schema [`SCHEMA`]).
-    pub fn to_json(&self) -> Value {
-        let (api, by_base, by_family) = self.counters.to_json();
-        let kernels = self.kernels;
-        let totals = kernels.totals();
-        json!({
-            "schema": SCHEMA,
-            "pid": self.pid,
-            "mode": self.mode,
-            "totals": {
-                "kernel_launches": totals.launched + self.launch_overflow.launched,
-                "captured_kernel_launches": totals.captured + self.launch_overflow.captured,
-                "unattributed_kernel_launches": self.launch_overflow.launched + self.launch_overflow.captured,
-                "graph_launches": self.graphs.launched.get(),
-                "captured_graph_launches": self.graphs.captured.get(),
-                "intercepted_calls": self.counters.total(),
-            },
-            "api": api,
-            "api_by_base": by_base,
-            "api_by_family": by_family,
-            "interposition": self.stats.to_json(),
-            "kernels": kernels.to_json(),
-        })
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -196,7 +152,9 @@ mod tests {
         c.record(HookId::cuLaunchKernel_ptsz, CUDA_SUCCESS);
         assert_eq!(c.calls(HookId::cuLaunchKernel), 2);
         assert_eq!(c.total(), 3);
-        let (api, base, family) = c.to_json();
+        let calls = c.to_json();
+        let (api, base, family) = (calls.by_symbol, calls.by_base, calls.by_family);
+        assert_eq!(calls.total, 3);
         assert_eq!(api["cuLaunchKernel"]["calls"], 2);
         assert_eq!(api["cuLaunchKernel"]["failed"], 1);
         assert_eq!(base["cuLaunchKernel"], 3);
@@ -204,17 +162,6 @@ mod tests {
         assert!(api.get("cuStreamQuery").is_none(), "uncalled hooks are omitted");
         c.reset();
         assert_eq!(c.total(), 0);
-    }
-
-    #[test]
-    fn stat_never_underflows() {
-        let s = Stat::new();
-        s.drop_one();
-        assert_eq!(s.get(), 0);
-        s.bump();
-        s.bump();
-        s.drop_one();
-        assert_eq!(s.get(), 1);
     }
 
     #[test]
@@ -230,8 +177,8 @@ mod tests {
         let r = Report {
             pid: 7,
             mode: "observe",
-            counters: &counters,
-            stats: &stats,
+            api: counters.to_json(),
+            interposition: stats.to_json(),
             graphs: &graphs,
             kernels: &k,
             launch_overflow: LaunchCounts::default(),

@@ -28,7 +28,7 @@
 //! Every function returns [`Decline`] when vitamin cannot or should not model the call; the caller
 //! then takes the native path. Nothing here panics on application input.
 
-use vitamin_hal::{Dim3, KernelArgs, ParamLayout};
+use vitamin_hal::{Dim3, KernelArgs, LaunchAttributes, ParamLayout};
 
 /// The device's limits on a launch's shape.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -173,6 +173,57 @@ pub fn args_from_buffer(layout: &[ParamLayout], buffer: &[u8]) -> Result<KernelA
     KernelArgs::from_layout(buffer.to_vec(), layout.to_vec()).map_err(Decline::Invalid)
 }
 
+/// What the device allows for launches with constraints, queried once.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DeviceLimits {
+    /// Units (SMs, CUs) of the whole device.
+    pub units: u32,
+    /// Whether the device supports cooperative launches.
+    pub cooperative_launch: bool,
+}
+
+/// The cooperative and cluster constraints of a launch with `attributes` (and `required_cluster`
+/// compiled into its function), checked against the whole device: `Ok(true)` for a constrained
+/// launch the dispatcher binds only to the nodes that hold it, `Ok(false)` for a plain one.
+/// `blocks_per_unit` (the function's occupancy with this block shape) and `max_active_clusters`
+/// (the device's cluster occupancy for this launch) are asked only when they matter. An
+/// `Err(Decline::Unmodelled)` is a constrained launch vitamin cannot place (unknown occupancy,
+/// cluster dimensions compiled into the function); an `Err(Decline::Invalid)` one the driver
+/// refuses.
+pub fn check_constraints(
+    g: &Geometry,
+    attributes: &LaunchAttributes,
+    required_cluster: Option<Dim3>,
+    device: DeviceLimits,
+    blocks_per_unit: impl FnOnce() -> Option<u32>,
+    max_active_clusters: impl FnOnce(Dim3) -> Result<u32, i32>,
+) -> Result<bool, Decline> {
+    if attributes.cooperative() {
+        if !device.cooperative_launch {
+            return Err(Decline::Invalid("the device does not support cooperative launches".into()));
+        }
+        let Some(per_unit) = blocks_per_unit() else {
+            return Err(Decline::Unmodelled(
+                "the occupancy of this cooperative launch is unknown to the driver".into(),
+            ));
+        };
+        check_cooperative(g.grid, per_unit, device.units)?;
+    }
+    match attributes.cluster() {
+        Some(cluster) => {
+            check_cluster_shape(g.grid, cluster)?;
+            check_cluster_occupancy(cluster, max_active_clusters(cluster))?;
+        }
+        // Compiled-in cluster dimensions the descriptor does not carry: the dispatcher could not
+        // tell which nodes hold its clusters, so it runs natively.
+        None if required_cluster.is_some() => {
+            return Err(Decline::Unmodelled("cluster dimensions compiled into the function".into()));
+        }
+        None => {}
+    }
+    Ok(attributes.cooperative() || attributes.cluster().is_some())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -310,5 +361,36 @@ mod tests {
         let ok = args_from_buffer(&layout, &[7; 16]).unwrap();
         assert_eq!(ok.bytes().len(), 16, "the whole buffer is kept");
         assert_eq!(pack_params(&[], &[]).unwrap().bytes().len(), 0);
+    }
+
+    #[test]
+    fn constraints_ask_the_device_only_when_they_matter() {
+        let device = DeviceLimits { units: 132, cooperative_launch: true };
+        let g = geo([264, 1, 1], [256, 1, 1], 0);
+        let never = || -> Option<u32> { panic!("a plain launch asks for no occupancy") };
+        let plain = LaunchAttributes::default();
+        assert_eq!(check_constraints(&g, &plain, None, device, never, |_| panic!("no clusters")), Ok(false));
+        let coop = LaunchAttributes::new(true, None, None, Vec::new());
+        assert_eq!(check_constraints(&g, &coop, None, device, || Some(2), |_| unreachable!()), Ok(true));
+        assert!(matches!(
+            check_constraints(&g, &coop, None, device, || Some(1), |_| unreachable!()),
+            Err(Decline::Invalid(_))
+        ));
+        assert!(matches!(
+            check_constraints(&g, &coop, None, device, || None, |_| unreachable!()),
+            Err(Decline::Unmodelled(_))
+        ));
+        let no_coop = DeviceLimits { cooperative_launch: false, ..device };
+        assert!(matches!(
+            check_constraints(&g, &coop, None, no_coop, || Some(8), |_| unreachable!()),
+            Err(Decline::Invalid(_))
+        ));
+        let cluster = LaunchAttributes::new(false, Some(Dim3::x(2)), None, Vec::new());
+        assert_eq!(check_constraints(&g, &cluster, None, device, never, |_| Ok(4)), Ok(true));
+        assert!(check_constraints(&g, &cluster, None, device, never, |_| Ok(0)).is_err());
+        assert!(matches!(
+            check_constraints(&g, &plain, Some(Dim3::x(2)), device, never, |_| unreachable!()),
+            Err(Decline::Unmodelled(_))
+        ));
     }
 }

@@ -412,6 +412,92 @@ impl KernelCensus {
     }
 }
 
+/// Schema tag of the census JSON; bump on incompatible changes.
+pub const SCHEMA: &str = "vitamin.shim.census/1";
+
+/// Calls per intercepted entry point: by symbol (`{symbol: {"calls": n, "failed": m}}`), summed
+/// per base name and per family, and the total.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ApiCalls {
+    /// By exported symbol.
+    pub by_symbol: Value,
+    /// By base name (the symbol without its version and per-thread suffixes).
+    pub by_base: Value,
+    /// By API family.
+    pub by_family: Value,
+    /// All calls.
+    pub total: u64,
+}
+
+impl KernelCensus {
+    /// The census of a launch table's snapshot, with the names known for its handles.
+    pub fn from_table<const N: usize>(table: &LaunchTable<N>, names: &HashMap<usize, String>) -> KernelCensus {
+        let mut kernels = KernelCensus::new();
+        for (key, counts) in table.snapshot() {
+            kernels.add(key, counts);
+            if let Some(name) = names.get(&key.func) {
+                kernels.set_name(key.func, name.clone());
+            }
+        }
+        kernels
+    }
+}
+
+/// Everything a census file holds.
+#[derive(Debug)]
+pub struct Report<'a> {
+    /// Process id.
+    pub pid: u32,
+    /// Mode name.
+    pub mode: &'a str,
+    /// Calls per intercepted entry point.
+    pub api: ApiCalls,
+    /// How the interposition itself went (the interposer's own statistics).
+    pub interposition: Value,
+    /// Graph launch counts.
+    pub graphs: &'a GraphStats,
+    /// The kernel census.
+    pub kernels: &'a KernelCensus,
+    /// Launches the launch table had no slot for (counted, not attributed to a kernel).
+    pub launch_overflow: LaunchCounts,
+}
+
+impl Report<'_> {
+    /// The census JSON document (schema [`SCHEMA`]).
+    pub fn to_json(&self) -> Value {
+        let kernels = self.kernels;
+        let totals = kernels.totals();
+        json!({
+            "schema": SCHEMA,
+            "pid": self.pid,
+            "mode": self.mode,
+            "totals": {
+                "kernel_launches": totals.launched + self.launch_overflow.launched,
+                "captured_kernel_launches": totals.captured + self.launch_overflow.captured,
+                "unattributed_kernel_launches": self.launch_overflow.launched + self.launch_overflow.captured,
+                "graph_launches": self.graphs.launched.get(),
+                "captured_graph_launches": self.graphs.captured.get(),
+                "intercepted_calls": self.api.total,
+            },
+            "api": self.api.by_symbol,
+            "api_by_base": self.api.by_base,
+            "api_by_family": self.api.by_family,
+            "interposition": self.interposition,
+            "kernels": kernels.to_json(),
+        })
+    }
+}
+
+/// Writes `doc` to `path` through a temporary file renamed into place (`tag` makes the temporary
+/// name unique per process), so a reader never sees half a census.
+pub fn write_atomically(path: &std::path::Path, doc: &Value, tag: u32) -> std::io::Result<()> {
+    let mut tmp = path.as_os_str().to_owned();
+    tmp.push(format!(".tmp{tag}"));
+    let bytes = serde_json::to_vec_pretty(doc).map_err(std::io::Error::other)?;
+    std::fs::write(&tmp, bytes)?;
+    std::fs::rename(&tmp, path)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -68,6 +68,19 @@ pub struct Settings {
     pub tuning: Tuning,
 }
 
+impl Settings {
+    /// The settings of `config` (policy, seed, lane continuation), with the tuning knobs read
+    /// through `get` (the environment in the interposer).
+    pub fn from_config(config: &crate::config::Config, get: impl Fn(&str) -> Option<String>) -> Settings {
+        Settings {
+            policy: config.policy,
+            seed: config.seed,
+            lane_continuation: config.lane_continuation,
+            tuning: Tuning::from_lookup(get),
+        }
+    }
+}
+
 /// Tuning knobs for measurements, not part of the stable interface (docs/shim.md lists them).
 /// Every field is the default unless its variable is set.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

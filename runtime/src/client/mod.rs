@@ -7,11 +7,12 @@
 //! - [`handles`]: the logical stream / event / executable-graph registry (ids with epochs), the
 //!   copy rules;
 //! - [`capture`]: descriptor capture and validation rules (argument packing, launch shape,
-//!   cooperative and cluster constraints);
+//!   cooperative and cluster constraints); [`functions`]: the per-function cache;
 //! - [`Client`]: the record, launch-first, eager and continuation paths, drains, synchronization
 //!   and queries answered from logical state, graph-launch ordering;
 //! - [`coordinator`]: the dispatcher thread, the wait assist and fast waits;
 //! - [`census`] (launch table, kernel census, counters) and the op timeline ([`crate::trace`]);
+//! - [`lifecycle`]: started once per process, unavailable for good, disabled after fork;
 //! - [`log`]: logging through the interposer's sink.
 //!
 //! What is vendor-specific reaches it through [`native::PoolBackend`] (implemented by the hal
@@ -43,7 +44,9 @@
 pub mod capture;
 pub mod census;
 pub mod coordinator;
+pub mod functions;
 pub mod handles;
+pub mod lifecycle;
 pub mod log;
 pub mod native;
 pub mod recent;

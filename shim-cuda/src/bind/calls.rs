@@ -159,7 +159,7 @@ fn check_launch(b: &Bind, c: &LaunchCall) -> Result<Arc<FunctionInfo>, Decline> 
     if c.f.is_null() {
         return Err(Decline::Invalid("null function".into()));
     }
-    let info = b.functions.get(c.f as usize, b.device);
+    let info = function::get(&b.functions, c.f as usize, b.device);
     trace::step(2);
     if info.layout.is_none() {
         return Err(Decline::Unmodelled(format!("no parameter layout for {}", info.name)));
@@ -243,33 +243,22 @@ fn copy_launch(b: &Bind, c: &LaunchCall, info: &FunctionInfo) -> Result<KernelLa
     // the whole device, so such a launch takes the native path and gets the driver's own error.
     let g = &c.geometry;
     let threads = g.block.volume() as u32;
-    if attributes.cooperative() {
-        if !b.limits.cooperative_launch {
-            return Err(Decline::Invalid("the device does not support cooperative launches".into()));
-        }
-        let Some(per_sm) = b.blocks_per_sm(c.f as usize, threads, g.shared_mem_bytes) else {
+    let constrained = capture::check_constraints(
+        g,
+        &attributes,
+        info.required_cluster,
+        b.limits,
+        || b.blocks_per_sm(c.f as usize, threads, g.shared_mem_bytes),
+        |cluster| b.max_active_clusters(c.f as usize, g, cluster),
+    );
+    match constrained {
+        Ok(true) => b.counters.cooperative_or_cluster.bump(),
+        Ok(false) => {}
+        Err(d @ Decline::Unmodelled(_)) => {
             b.counters.native_constrained.bump();
-            return Err(Decline::Unmodelled(
-                "the occupancy of this cooperative launch is unknown to the driver".into(),
-            ));
-        };
-        capture::check_cooperative(g.grid, per_sm, b.limits.sm_count)?;
-    }
-    match attributes.cluster() {
-        Some(cluster) => {
-            capture::check_cluster_shape(g.grid, cluster)?;
-            capture::check_cluster_occupancy(cluster, b.max_active_clusters(c.f as usize, g, cluster))?;
+            return Err(d);
         }
-        // Compiled-in cluster dimensions the descriptor does not carry: the dispatcher could not
-        // tell which nodes hold its clusters, so it runs natively.
-        None if info.required_cluster.is_some() => {
-            b.counters.native_constrained.bump();
-            return Err(Decline::Unmodelled("cluster dimensions compiled into the function".into()));
-        }
-        None => {}
-    }
-    if attributes.cooperative() || attributes.cluster().is_some() {
-        b.counters.cooperative_or_cluster.bump();
+        Err(d) => return Err(d),
     }
     Ok(KernelLaunch::new(
         FunctionRef::with_static_name(c.f as u64, info.kind, info.name),

@@ -86,14 +86,14 @@ pub mod handles;
 
 use std::collections::HashMap;
 use std::ffi::c_int;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Mutex, OnceLock};
+use std::sync::Mutex;
 
 use serde_json::{json, Value};
 use vitamin_hal::Dim3;
 use vitamin_hal_cuda::CudaBackend;
-use vitamin_runtime::client::coordinator::{Settings, Tuning};
-use vitamin_runtime::client::native::{HostWait, NativeApi};
+use vitamin_runtime::client::coordinator::Settings;
+use vitamin_runtime::client::lifecycle::{Lifecycle, StartError};
+use vitamin_runtime::client::native::NativeApi;
 use vitamin_runtime::client::Client;
 use vitamin_runtime::{StreamId, VctxError};
 
@@ -111,13 +111,8 @@ pub const CUDA_ERROR_LAUNCH_FAILED: CUresult = 719;
 /// (function, grid, block, dynamic shared memory, cluster).
 type ClusterKey = (usize, [u32; 3], [u32; 3], u32, [u32; 3]);
 
-/// Set in a forked child and when bind mode could not start: every call then takes the observe
-/// path.
-static DISABLED: AtomicBool = AtomicBool::new(false);
-/// The started bind state (`Some(None)`: bind mode is unavailable in this process).
-static BIND: OnceLock<Option<Bind>> = OnceLock::new();
-static INIT: Mutex<()> = Mutex::new(());
-static UNAVAILABLE: OnceLock<String> = OnceLock::new();
+/// The bind state of the process.
+static BIND: Lifecycle<Bind> = Lifecycle::new();
 
 /// The client runtime's view of the CUDA driver, through the shim's table of real functions
 /// ([`driver`]) and its re-entry guard: it lives here, not in hal-cuda, because the context
@@ -172,68 +167,28 @@ impl std::ops::Deref for Bind {
     }
 }
 
-enum StartError {
-    /// No current context yet: try again at the next call.
-    NotYet,
-    /// Bind mode cannot run in this process.
-    Unavailable(String),
-}
-
 /// Whether bind mode handles calls now (mode `bind`, not disabled).
 #[inline]
 pub fn active() -> bool {
-    state::config().mode == Mode::Bind && !DISABLED.load(Ordering::Relaxed)
+    state::config().mode == Mode::Bind && BIND.enabled()
 }
 
 /// The started bind state, starting it on first use; `None` means "take the observe path".
 pub(crate) fn get() -> Option<&'static Bind> {
-    match BIND.get() {
-        Some(b) => b.as_ref(),
-        None => start_slow(),
-    }
-}
-
-#[cold]
-fn start_slow() -> Option<&'static Bind> {
-    let _l = INIT.lock().unwrap_or_else(|e| e.into_inner());
-    if let Some(b) = BIND.get() {
-        return b.as_ref();
-    }
-    match Bind::start() {
-        Ok(b) => {
-            vlog!(
-                LogLevel::Info,
-                "bind mode: policy {}, {} pool nodes on {} realized in {:.1} ms, lane continuation {}",
-                b.settings.policy,
-                b.coordinator.started.nodes.len(),
-                b.coordinator.started.device,
-                b.coordinator.started.realize_ms,
-                if b.settings.lane_continuation { "on" } else { "off" }
-            );
-            let _ = BIND.set(Some(b));
-            // Registered after the CUDA runtime's own exit handlers, so it runs before them.
-            // SAFETY: a plain extern "C" handler with no arguments that never unwinds.
-            unsafe { libc::atexit(at_exit) };
-        }
-        Err(StartError::NotYet) => return None,
-        Err(StartError::Unavailable(why)) => {
-            vlog!(LogLevel::Error, "bind mode unavailable, running in observe mode: {why}");
-            let _ = UNAVAILABLE.set(why);
-            DISABLED.store(true, Ordering::Release);
-            let _ = BIND.set(None);
-        }
-    }
-    BIND.get().and_then(Option::as_ref)
-}
-
-fn settings() -> Settings {
-    let c = state::config();
-    Settings {
-        policy: c.policy,
-        seed: c.seed,
-        lane_continuation: c.lane_continuation,
-        tuning: Tuning::from_lookup(|k| std::env::var(k).ok()),
-    }
+    BIND.get(Bind::start, |b| {
+        vlog!(
+            LogLevel::Info,
+            "bind mode: policy {}, {} pool nodes on {} realized in {:.1} ms, lane continuation {}",
+            b.settings.policy,
+            b.coordinator.started.nodes.len(),
+            b.coordinator.started.device,
+            b.coordinator.started.realize_ms,
+            if b.settings.lane_continuation { "on" } else { "off" }
+        );
+        // Registered after the CUDA runtime's own exit handlers, so it runs before them.
+        // SAFETY: a plain extern "C" handler with no arguments that never unwinds.
+        unsafe { libc::atexit(at_exit) };
+    })
 }
 
 impl Bind {
@@ -254,13 +209,10 @@ impl Bind {
         let limits = driver::device_limits(device).map_err(|e| unavailable("cuDeviceGetAttribute", e))?;
         // Synchronize calls wait like the application asked: CUDA spins (polling) unless it chose
         // blocking synchronization (or yielding).
-        let host_wait = match driver::sched_mode(device) {
-            driver::Sched::Spin => HostWait::Spin,
-            driver::Sched::Yield => HostWait::Yield,
-            driver::Sched::BlockingSync => HostWait::BlockingSync,
-        };
-        let client = Client::start(CudaNative { context: ctx }, device, settings(), host_wait)
-            .map_err(StartError::Unavailable)?;
+        let host_wait = driver::sched_mode(device);
+        let settings = Settings::from_config(state::config(), |k| std::env::var(k).ok());
+        let client =
+            Client::start(CudaNative { context: ctx }, device, settings, host_wait).map_err(StartError::Unavailable)?;
         Ok(Bind {
             client,
             functions: Functions::default(),
@@ -413,15 +365,12 @@ pub fn census() -> Option<Value> {
     }
     let c = state::config();
     let common = json!({"policy": c.policy.name(), "seed": c.seed, "lane_continuation": c.lane_continuation});
-    let mut v = match BIND.get() {
-        None => json!({"active": false, "reason": "not started: no bind-mode call was made with a current context"}),
-        Some(None) => json!({"active": false, "reason": UNAVAILABLE.get().cloned().unwrap_or_default()}),
-        Some(Some(b)) => {
-            let mut v = b.census_json();
-            v["active"] = (!DISABLED.load(Ordering::Relaxed)).into();
-            v
-        }
-    };
+    let mut v = BIND.census_reason().unwrap_or_else(|| {
+        let b = BIND.started().expect("started when there is no reason");
+        let mut v = b.census_json();
+        v["active"] = BIND.enabled().into();
+        v
+    });
     if let (Some(o), Some(common)) = (v.as_object_mut(), common.as_object()) {
         for (k, x) in common {
             o.insert(k.clone(), x.clone());
@@ -433,16 +382,13 @@ pub fn census() -> Option<Value> {
 /// In a forked child: no dispatcher thread exists there, so the child runs in observe mode.
 /// Async-signal-safe (one atomic store).
 pub(crate) fn after_fork_in_child() {
-    DISABLED.store(true, Ordering::Relaxed);
+    BIND.disable();
 }
 
 extern "C" fn at_exit() {
     let _ = std::panic::catch_unwind(|| {
         let _entered = crate::guard::enter();
-        if DISABLED.load(Ordering::Relaxed) {
-            return;
-        }
-        if let Some(Some(b)) = BIND.get() {
+        if let Some(b) = BIND.started().filter(|_| BIND.enabled()) {
             b.shutdown();
         }
     });
