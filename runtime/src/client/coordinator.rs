@@ -1,17 +1,19 @@
-//! The in-process coordinator: the policy runs inside the shim.
+//! The in-process coordinator: the policy runs inside the interposer.
 //!
 //! One thread (`vitamin-dispatch`) runs a [`Dispatcher`] over the interposer's pool backend
-//! ([`NativeApi::Backend`]) on the device of the application's primary context (behind a lock it holds one round at a time, so that with
-//! [`Tuning::inline`] application threads can submit in between). It is started by the first
-//! bind-mode call that needs it: the thread creates the backend (one unit split) and realizes every pool node as a
-//! physical context with its lanes (the H200's 59 nodes: about 100 ms, docs/STATUS.md), reports the outcome to the starting
-//! call, and from then on pumps: intake of ready ops from the application's virtual context,
-//! lane continuation, policy binding, batched completion polling. Later launches never wait for
+//! ([`NativeApi::Backend`]) on the device of the application's primary context (behind a lock it
+//! holds one round at a time, so that with [`Tuning::inline`] application threads can submit in
+//! between). It is started by the first bind-mode call that needs it: the thread creates the
+//! backend (one unit split) and realizes every pool node as a physical context with its lanes (the
+//! H200's 59 nodes: about 100 ms, docs/STATUS.md), reports the outcome to the starting call, and
+//! from then on pumps: intake of ready ops from the application's virtual context, lane
+//! continuation, policy binding, batched completion polling. Later launches never wait for
 //! realization; they only record ops.
 //!
-//! The thread holds the interposer's re-entry guard ([`NativeApi::enter_runtime_thread`]) for its whole life: every driver call it makes (the
-//! backend's launches, copies, fences, which go through the interposer's exported symbols or its
-//! symbol lookups) is forwarded untouched instead of being taken for an application call.
+//! The thread holds the interposer's re-entry guard ([`NativeApi::enter_runtime_thread`]) for its
+//! whole life: every driver call it makes (the backend's launches, copies, fences, which go through
+//! the interposer's exported symbols or its symbol lookups) is forwarded untouched instead of being
+//! taken for an application call.
 //!
 //! A second thread (`vitamin-submit`, the backend's submission thread, [`Tuning::submit_thread`],
 //! on by default) issues the driver calls of bursts of submissions, so that a streamed chain's
@@ -38,7 +40,7 @@
 //! instead of spinning (experimental, measured worse).
 //!
 //! Shutdown ([`Coordinator::stop`], at process exit): the thread publishes its statistics and exits
-//! without tearing the pool down (the process is ending; the driver reclaims the green contexts).
+//! without tearing the pool down (the process is ending; the driver reclaims the physical contexts).
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
@@ -900,7 +902,7 @@ fn run<N: NativeApi>(
     published["policy"] = d.policy().name().into();
     published["fence"] = d.backend().fence_mode().into();
     *stats.lock().unwrap_or_else(|e| e.into_inner()) = Some(published);
-    // The process is exiting: leave the green contexts to the driver instead of draining and
+    // The process is exiting: leave the physical contexts to the driver instead of draining and
     // destroying every pool node here.
     std::mem::forget(d);
 }

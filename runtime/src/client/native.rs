@@ -1,8 +1,7 @@
 //! What is vendor-specific reaches the client runtime through two small traits.
 //!
 //! - [`PoolBackend`]: the backend that realizes the pool, beyond [`Backend`]: its submission
-//!   thread, fence-query pacing, the raw stream of a lane. Implemented by each hal backend
-//!   (hal-cuda's `CudaBackend`; hal-hip's later).
+//!   thread, fence-query pacing, the raw stream of a lane. Implemented by each hal backend.
 //! - [`NativeApi`]: what only the interposer can answer, because it goes through its table of the
 //!   driver's real functions and its re-entry guard: which backend to create, whether the calling
 //!   thread's current context is the pool's, a native wait on a raw stream, and the guard every

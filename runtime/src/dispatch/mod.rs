@@ -17,7 +17,7 @@
 //!    and the op is marked submitted. A rejected proposal or failed submission leaves the op ready.
 //!    Then every ready graph launch is offered to [`Policy::select_graph`], among the nodes whose
 //!    partition can run it, and bound the same way (`dispatch/graph.rs`): one graph, one node (on
-//!    CUDA the whole device, since a graph's kernels use every SM).
+//!    the H200 the whole device, since a graph's kernels use every SM).
 //! 5. **Completion** (first in the round): fences are polled in batches on nodes with outstanding
 //!    work, at most every [`DispatchConfig::min_poll_interval_ns`] while work keeps being submitted
 //!    unless progress waits on completions ([`Dispatcher::needs_completions`]); tokens are

@@ -51,7 +51,7 @@ pub struct ReadyOp {
     pub op: OpId,
     /// The logical stream it was recorded on.
     pub stream: StreamId,
-    /// That stream's priority at creation (lower = higher priority, as in CUDA and HIP).
+    /// That stream's priority at creation (lower = higher priority, as in both vendors' drivers).
     pub priority: i32,
     /// The immutable descriptor, exactly as recorded.
     pub desc: Arc<OpDesc>,
