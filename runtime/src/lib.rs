@@ -5,6 +5,8 @@
 //!   record / launch-first / eager paths, waits, the coordinator thread, census); vendor-specific
 //!   parts reach it through `client::native`'s two small traits.
 //! - `config`: the one configuration, parsed once.
+//! - `arbiter`: the decide side of the dispatcher, over plain records (ready records and
+//!   completions up, bindings down, a lease view beside); `InProcess` is the pool and a policy.
 //! - `vctx`: virtual contexts: logical streams, events with immutable generations, ops with
 //!   predecessor tokens; answers every ordering/completion question an application can ask.
 //! - `pool`: the hierarchical pool of pre-created physical contexts and the lease state machine.
@@ -36,6 +38,7 @@ pub use vctx::{
     VirtualContext, WaitAssist, SYNC_SPIN,
 };
 
+pub mod arbiter;
 pub mod client;
 pub mod config;
 pub mod dispatch;
