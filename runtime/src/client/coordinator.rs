@@ -231,6 +231,8 @@ pub struct Started<B> {
     pub realize_ms: f64,
     /// A handle on the backend (shared state), for calls that need no dispatcher lock.
     pub backend: B,
+    /// The application's client id in the dispatcher (its virtual context's registration).
+    pub client: usize,
 }
 
 type Shim<N> = Dispatcher<<N as NativeApi>::Backend, AnyPolicy>;
@@ -245,6 +247,8 @@ pub struct Coordinator<N: NativeApi> {
     pub started: Started<N::Backend>,
     /// The interposer's side.
     native: Arc<N>,
+    /// The application's client id in the dispatcher.
+    client: usize,
     stop: Arc<AtomicBool>,
     stopped: Mutex<Option<mpsc::Receiver<()>>>,
     stats: Arc<Mutex<Option<serde_json::Value>>>,
@@ -372,6 +376,7 @@ impl<N: NativeApi> Coordinator<N> {
         }
         match ready_rx.recv() {
             Ok(Ok(started)) => Ok(Coordinator {
+                client: started.client,
                 started,
                 native,
                 stop,
@@ -427,7 +432,7 @@ impl<N: NativeApi> Coordinator<N> {
     }
 
     /// Eager binding ([`Tuning::eager`], on by default): records `desc` on `s` of `vctx` (the
-    /// application's context, the dispatcher's only client) and, if the op is ready at once and
+    /// application's context, registered as [`Started::client`]) and, if the op is ready at once and
     /// the dispatcher is free, binds and submits it from this thread through the policy
     /// ([`Dispatcher::submit_fresh`]) before returning: the first launch after the application
     /// waited (a launch-sync loop's every launch) reaches the driver without waiting for the
@@ -461,9 +466,9 @@ impl<N: NativeApi> Coordinator<N> {
             let Some(mut slot) = self.dispatcher.try_lock() else { return false };
             let taken = slot.as_mut().is_some_and(|d| {
                 if preds.is_empty() {
-                    d.submit_fresh(0, op, desc)
+                    d.submit_fresh(self.client, op, desc)
                 } else {
-                    d.submit_continued(0, op, desc, preds)
+                    d.submit_continued(self.client, op, desc, preds)
                 }
             });
             held = Some(slot);
@@ -514,7 +519,7 @@ impl<N: NativeApi> Coordinator<N> {
                 fresh = true;
                 let mut slot = slot;
                 vitamin_hal::trace::step(8);
-                match slot.as_mut()?.launch_fresh_native(0, probe, &mut launch)? {
+                match slot.as_mut()?.launch_fresh_native(self.client, probe, &mut launch)? {
                     Ok(launched) => {
                         let desc = capture().map_or_else(|| probe.clone(), Arc::new);
                         Some((desc, (slot, launched)))
@@ -638,9 +643,8 @@ impl<N: NativeApi> Coordinator<N> {
     /// After a waiting thread's poll: the lanes' progress for `ops` if every op is covered by a
     /// memory fence, kept for the thread's next checks ([`assist_wait`](Self::assist_wait)).
     fn learn_probe(&self, d: &Shim<N>, ops: &[crate::OpId]) {
-        // The shim registers one client: the application's virtual context.
         let lanes: smallvec::SmallVec<[(vitamin_hal::LaneProgress, u64); 4]> =
-            ops.iter().map(|&op| d.lane_progress(0, op)).collect::<Option<_>>().unwrap_or_default();
+            ops.iter().map(|&op| d.lane_progress(self.client, op)).collect::<Option<_>>().unwrap_or_default();
         let probing = !lanes.is_empty();
         let now = Instant::now();
         PROBE.with(|p| {
@@ -677,8 +681,7 @@ impl<N: NativeApi> Coordinator<N> {
             let Some(slot) = self.dispatcher.try_lock() else { return false };
             let Some(d) = slot.as_ref() else { return false };
             for &op in ops {
-                // The shim registers one client: the application's virtual context.
-                let Some((node, lane)) = d.placement(0, op) else { return false };
+                let Some((node, lane)) = d.placement(self.client, op) else { return false };
                 let Some(s) = d.partition(node).and_then(|p| N::Backend::raw_stream(p, lane)) else { return false };
                 if !streams.contains(&s) {
                     streams.push(s);
@@ -750,7 +753,7 @@ fn run<N: NativeApi>(
             return;
         }
     };
-    d.register(vctx.clone(), "application", ClientClass::BestEffort);
+    let client = d.register(vctx.clone(), "application", ClientClass::BestEffort).0 as usize;
     let nodes = d.pool().nodes().iter().map(|n| n.units.display(kind).to_string()).collect();
     let realize_ms = t0.elapsed().as_secs_f64() * 1e3;
     let poll_interval = Duration::from_nanos(d.config().min_poll_interval_ns);
@@ -762,7 +765,7 @@ fn run<N: NativeApi>(
     let woken = || vctx.has_work_hint() || (waiters_wake && vctx.has_waiters());
     let handle = d.backend().clone();
     *slot.lock() = Some(d);
-    let _ = ready.send(Ok(Started { device, nodes, realize_ms, backend: handle }));
+    let _ = ready.send(Ok(Started { device, nodes, realize_ms, backend: handle, client }));
     let mut errors = 0u64;
     let mut watch = Stall::default();
     while !stop.load(Ordering::Acquire) {
