@@ -32,7 +32,14 @@
 pub mod pool;
 pub mod vctx;
 
-pub use pool::{HolderId, NodeId, NodeState, Pool, PoolError, Realized, Reservation};
+pub use pool::{HolderId, Lease, NodeId, NodeState, Pool, PoolError, Realized, Reservation};
+
+/// A completion token: the completion of one op, satisfied when its physical execution
+/// completed (an op and its token share one id).
+pub type Token = vctx::OpId;
+/// A physical context (pCtx): one pre-created, replaceable partition of the device, as backend
+/// `B` realizes it (a pool node's partition with its lanes).
+pub type PhysicalContext<B> = <B as vitamin_hal::Backend>::Partition;
 pub use vctx::{
     contended_locks, ContinuableOp, EventId, OpId, ReadyOp, Recorded, StreamId, StreamKind, VctxError, VctxId,
     VirtualContext, WaitAssist, SYNC_SPIN,

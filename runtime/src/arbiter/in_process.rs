@@ -53,6 +53,8 @@ pub struct InProcess<P: Policy> {
     seq: u64,
     /// Proposals the pool refused (counted, never applied).
     pub rejected: u64,
+    /// Ready records no node could run (dropped: the executor must fail such ops).
+    pub unplaceable: u64,
 }
 
 impl<P: Policy> InProcess<P> {
@@ -73,6 +75,7 @@ impl<P: Policy> InProcess<P> {
             bound: HashMap::new(),
             seq: 0,
             rejected: 0,
+            unplaceable: 0,
         }
     }
 
@@ -210,7 +213,14 @@ impl<P: Policy> Arbiter for InProcess<P> {
     }
 
     fn ready(&mut self, records: &[ReadyRecord]) {
+        let largest = self.pool.node(self.pool.root()).size();
         for r in records {
+            // No node runs it unchanged: the executor fails it (as the dispatcher's intake does);
+            // kept, it would count as a waiting client for ever.
+            if r.min_units as usize > largest {
+                self.unplaceable += 1;
+                continue;
+            }
             let graph = r.flags.graph.then(|| GraphLaunch::new(0, format!("graph of client {}", r.client.0)));
             self.seq += 1;
             let ready = Ready { record: *r, kernel: self.probe(r), graph, seq: self.seq };
@@ -324,13 +334,12 @@ impl<P: Policy> Arbiter for InProcess<P> {
     }
 
     fn lease_view(&self, client: ClientId) -> LeaseView {
-        let holder = Self::holder(client);
         let mut v = LeaseView::default();
-        for &id in self.pool.active_nodes() {
-            match *self.pool.state(id) {
-                NodeState::Leased { holder: h, .. } if h == holder => v.held.insert(id),
-                NodeState::Draining { holder: h, .. } if h == holder => v.draining.insert(id),
-                _ => {}
+        for lease in self.pool.leases().filter(|l| l.holder == Self::holder(client)) {
+            if lease.open {
+                v.held.insert(lease.node);
+            } else {
+                v.draining.insert(lease.node);
             }
         }
         v

@@ -101,7 +101,8 @@ pub struct ReadyRecord {
     /// Its kind and constraints.
     pub flags: OpFlags,
     /// The fewest units a node must have to run it unchanged (cooperative and cluster launches;
-    /// the executor knows the occupancy); 0: any node.
+    /// the executor knows the occupancy); 0: any node. An op that not even the whole device runs
+    /// is the executor's to fail, never the arbiter's to hold.
     pub min_units: u32,
     /// Ready since (ns, the executor's clock).
     pub ready_since_ns: u64,
