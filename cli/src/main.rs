@@ -2,6 +2,7 @@
 #![forbid(unsafe_code)]
 
 mod backends;
+mod config_cmd;
 mod demo_cmd;
 mod determinism_cmd;
 mod pool_cmd;
@@ -51,6 +52,13 @@ enum Command {
     /// Run a CUDA application under the interposer, in bind mode (default) or --observe:
     /// vitamin run [--policy P | --observe] [--census FILE] -- <command>.
     Run(run_cmd::RunArgs),
+    /// Print the effective configuration (file, environment, defaults) and where each value came
+    /// from.
+    Config {
+        /// Print JSON (schema vitamin.config.v1) instead of text.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 fn main() -> Result<()> {
@@ -67,6 +75,7 @@ fn main() -> Result<()> {
         Command::Profile(args) => profile_cmd::run(args),
         Command::Determinism(args) => determinism_cmd::run(choice, &args),
         Command::Run(args) => run_cmd::run(args),
+        Command::Config { json } => config_cmd::run(json),
     }
 }
 

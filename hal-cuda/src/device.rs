@@ -268,6 +268,12 @@ pub enum FenceMode {
 /// thread's fence, usually after the last kernel it waits for (session 8).
 pub const FENCE_ENV: &str = "VITAMIN_FENCE";
 
+/// A backend setting from the process's configuration (the `VITAMIN_*` variable, else the
+/// configuration file's `[advanced]` key: `vitamin_runtime::config`).
+fn setting(var: &str) -> Option<String> {
+    vitamin_runtime::config::process().get(var)
+}
+
 /// Environment variable choosing the context of the whole-device pool node: `primary` (the
 /// default) gives that node's lanes streams of the primary context, `green` a green context over
 /// every SM like the other nodes. Both run kernels on exactly the node's SMs (all of them); a
@@ -278,7 +284,7 @@ pub const ROOT_CONTEXT_ENV: &str = "VITAMIN_ROOT_CONTEXT";
 
 /// Whether the whole-device node uses the primary context ([`ROOT_CONTEXT_ENV`]).
 fn root_on_primary_from_env() -> bool {
-    !matches!(std::env::var(ROOT_CONTEXT_ENV), Ok(v) if v.trim().eq_ignore_ascii_case("green"))
+    !matches!(setting(ROOT_CONTEXT_ENV), Some(v) if v.trim().eq_ignore_ascii_case("green"))
 }
 
 /// Environment variable choosing when a thread waiting in a synchronize call records a memory
@@ -295,11 +301,11 @@ fn root_on_primary_from_env() -> bool {
 pub const WAITER_FENCE_ENV: &str = "VITAMIN_WAITER_FENCE";
 
 fn waiter_cover_from_env() -> bool {
-    !matches!(std::env::var(WAITER_FENCE_ENV), Ok(v) if v.trim().eq_ignore_ascii_case("due"))
+    !matches!(setting(WAITER_FENCE_ENV), Some(v) if v.trim().eq_ignore_ascii_case("due"))
 }
 
 fn fence_mode_from_env() -> FenceMode {
-    match std::env::var(FENCE_ENV) {
+    match setting(FENCE_ENV).ok_or(()) {
         Ok(v) if v.trim().eq_ignore_ascii_case("memory") => FenceMode::Memory,
         Ok(v) if v.trim().eq_ignore_ascii_case("event") => FenceMode::Event,
         _ => FenceMode::Hybrid,

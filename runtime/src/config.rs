@@ -1,17 +1,22 @@
-//! Configuration from the environment, parsed once per process by the interposer (pure; the
-//! lookup is injected).
+//! The one configuration of a process: typed, from defaults, an optional TOML file and
+//! `VITAMIN_*` overrides (pure; the environment and the file reader are injected).
 //!
-//! | variable | meaning |
-//! | --- | --- |
-//! | `VITAMIN_MODE` | `bind` (default): late-bind asynchronous work to the pool (see [`crate::client`]), counting like observe mode. `observe`: forward every call unchanged and count. `passthrough`: forward without counting (to measure the bare interposition cost). Case-insensitive; an unknown value runs observe mode (the one that changes nothing) and says so. |
-//! | `VITAMIN_POLICY` | bind mode's policy: `throughput` (default), `tpot`, `static`, `exclusive` or `chaos`. |
-//! | `VITAMIN_SEED` | seed of the Chaos policy (default 0x5eed). |
-//! | `VITAMIN_LANE_CONTINUATION` | `1` (default) or `0` (strict readiness: every op waits for its predecessors' observed completion). |
-//! | `VITAMIN_CENSUS` | where to write the census JSON at exit; unset: nothing is written. `%p` is replaced by the process id. |
-//! | `VITAMIN_CENSUS_PID` | the main process (set by `vitamin run`): other processes that made driver calls write `<census>.<pid>` instead of clobbering the main one's file. |
-//! | `VITAMIN_LOG` | log level on stderr (`error`, `warn`, `info`, `debug`, `trace`, or `tracing`-style directives such as `vitamin=debug`); unset: the interposer prints nothing. |
+//! Layers, parsed once per process ([`process`]): each key's default, then an optional TOML file
+//! (`VITAMIN_CONFIG`, then `$XDG_CONFIG_HOME/vitamin/config.toml`, `~/.config/vitamin/config.toml`,
+//! `/etc/vitamin/config.toml`), then the `VITAMIN_*` variable of the keys that take one. User
+//! keys sit at the top level, tuning knobs under `[advanced]`, and `[daemon]` is the daemon's.
+//! [`KEYS`] lists every key; docs/config.md lists the same with the measurement behind each
+//! default (`runtime/tests/config_table.rs` keeps them in step). The parsers ([`Config::from_lookup`],
+//! the coordinator's `Tuning::from_lookup`) ask by variable name; [`Layers::get`] answers.
+//!
+//! `mode`: `bind` (default) late-binds asynchronous work to the pool (see [`crate::client`]),
+//! counting like observe mode; `observe` forwards every call unchanged and counts; `passthrough`
+//! forwards without counting. Case-insensitive; an unknown value runs observe mode (the one that
+//! changes nothing) and says so.
 
 use std::path::PathBuf;
+
+use serde::Serialize;
 
 use crate::policy::PolicyKind;
 
@@ -181,6 +186,240 @@ fn parse_u64(s: &str) -> Option<u64> {
     }
 }
 
+// ---- layers: defaults, the optional TOML file, the environment --------------------------------
+
+/// Where a value came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Source {
+    /// The key's default.
+    Default,
+    /// The configuration file.
+    File,
+    /// A `VITAMIN_*` environment variable.
+    Env,
+}
+
+/// Which part of the file a key lives in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Section {
+    /// What users set (top level of the file).
+    User,
+    /// Tuning knobs (`[advanced]`), each with the measurement that chose its default.
+    Advanced,
+}
+
+/// One configuration key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Key {
+    /// The key in the file (`[advanced]` keys without the section prefix).
+    pub name: &'static str,
+    /// Its section.
+    pub section: Section,
+    /// The `VITAMIN_*` variable that overrides it, when the environment may (`None`: file only).
+    pub env: Option<&'static str>,
+    /// The default, as written in the table.
+    pub default: &'static str,
+}
+
+impl Key {
+    /// The variable name the parsers ask for (`VITAMIN_` + the key in capitals), whether or not
+    /// the environment may set it.
+    pub fn var(&self) -> String {
+        format!("VITAMIN_{}", self.name.to_ascii_uppercase())
+    }
+}
+
+const fn user(name: &'static str, env: &'static str, default: &'static str) -> Key {
+    Key { name, section: Section::User, env: Some(env), default }
+}
+const fn advanced(name: &'static str, default: &'static str) -> Key {
+    Key { name, section: Section::Advanced, env: None, default }
+}
+const fn advanced_env(name: &'static str, env: &'static str, default: &'static str) -> Key {
+    Key { name, section: Section::Advanced, env: Some(env), default }
+}
+
+/// Every key of the configuration (the table in docs/config.md lists the same, with the
+/// measurement behind each default; a test keeps the two in step). Knobs whose measured effect
+/// was nil or worse are file-only (`[advanced]`), so a measurement can still turn them; only the
+/// keys users need, and the ones device scripts and the fake-driver tests set per process, keep
+/// an environment variable.
+pub const KEYS: &[Key] = &[
+    user("mode", "VITAMIN_MODE", "bind"),
+    user("policy", "VITAMIN_POLICY", "throughput"),
+    user("seed", "VITAMIN_SEED", "0x5eed"),
+    user("lane_continuation", "VITAMIN_LANE_CONTINUATION", "1"),
+    user("census", "VITAMIN_CENSUS", ""),
+    user("census_pid", "VITAMIN_CENSUS_PID", ""),
+    user("log", "VITAMIN_LOG", "off"),
+    user("trace", "VITAMIN_TRACE", ""),
+    advanced_env("profile_dispatch", "VITAMIN_PROFILE_DISPATCH", "0"),
+    advanced_env("fence", "VITAMIN_FENCE", "hybrid"),
+    advanced_env("waiter_fence", "VITAMIN_WAITER_FENCE", "cover"),
+    advanced_env("root_context", "VITAMIN_ROOT_CONTEXT", "primary"),
+    advanced("continuation_depth", "256"),
+    advanced("continuation_us", "none"),
+    advanced("poll_interval_us", "50"),
+    advanced("submit_thread", "1"),
+    advanced("submit_burst_us", "10"),
+    advanced("submit_spin_us", "200"),
+    advanced("busy_query_us", "20"),
+    advanced("eager", "1"),
+    advanced("launch_first", "1"),
+    advanced("eager_continue_ops", "8"),
+    advanced("lf_lock_wait_us", "20"),
+    advanced("wake_grace_us", "20"),
+    advanced("wait_assist", "1"),
+    advanced("fast_wait", "1"),
+    advanced("tight_poll", "1"),
+    advanced("spin_yield", "1"),
+    advanced("idle_spin_us", "100"),
+    advanced("sync_spin_us", "auto"),
+    advanced("sync_yield", "auto"),
+    advanced("dispatch_cpu", "none"),
+    advanced("inline", "0"),
+    advanced("native_wait", "0"),
+    advanced("eager_continue", "0"),
+    advanced("defer_to_waiters", "0"),
+    advanced("dispatch_nap", "off"),
+];
+
+/// The variable naming the configuration file (`none` or empty: no file).
+pub const CONFIG_ENV: &str = "VITAMIN_CONFIG";
+
+/// The configuration layers of one process: the file (if any) and the environment, resolved
+/// per key. Parsed once ([`process`]).
+#[derive(Debug, Clone, Default)]
+pub struct Layers {
+    /// The file read, if any.
+    pub file: Option<std::path::PathBuf>,
+    /// Values per key name from the file (scalars as text: booleans `1`/`0`).
+    file_values: std::collections::BTreeMap<String, String>,
+    /// Values per variable from the environment (only keys that take one).
+    env_values: std::collections::BTreeMap<String, String>,
+    /// What went wrong reading the file (unknown keys, bad syntax): logged at start-up.
+    pub problems: Vec<String>,
+}
+
+fn scalar(v: &toml::Value) -> Option<String> {
+    Some(match v {
+        toml::Value::String(s) => s.clone(),
+        toml::Value::Integer(i) => i.to_string(),
+        toml::Value::Float(f) => f.to_string(),
+        toml::Value::Boolean(b) => if *b { "1" } else { "0" }.to_string(),
+        _ => return None,
+    })
+}
+
+impl Layers {
+    /// The file to read: `VITAMIN_CONFIG`, else `$XDG_CONFIG_HOME/vitamin/config.toml`, else
+    /// `~/.config/vitamin/config.toml`, else `/etc/vitamin/config.toml` (the first that exists).
+    pub fn find_file(get: &impl Fn(&str) -> Option<String>) -> Option<std::path::PathBuf> {
+        use std::path::PathBuf;
+        if let Some(p) = get(CONFIG_ENV) {
+            let p = p.trim();
+            return (!p.is_empty() && p != "none").then(|| PathBuf::from(p));
+        }
+        let xdg = get("XDG_CONFIG_HOME").filter(|x| !x.is_empty()).map(PathBuf::from);
+        let home = get("HOME").filter(|h| !h.is_empty()).map(|h| PathBuf::from(h).join(".config"));
+        [xdg, home]
+            .into_iter()
+            .flatten()
+            .map(|d| d.join("vitamin").join("config.toml"))
+            .chain(std::iter::once(PathBuf::from("/etc/vitamin/config.toml")))
+            .find(|p| p.is_file())
+    }
+
+    /// The layers from the environment `get` and the file it names (read with `read`).
+    pub fn load(
+        get: impl Fn(&str) -> Option<String>,
+        read: impl Fn(&std::path::Path) -> std::io::Result<String>,
+    ) -> Layers {
+        let mut layers = Layers::default();
+        for k in KEYS {
+            if let Some(var) = k.env {
+                if let Some(v) = get(var) {
+                    layers.env_values.insert(var.to_string(), v);
+                }
+            }
+        }
+        let Some(path) = Self::find_file(&get) else { return layers };
+        match read(&path) {
+            Ok(text) => layers.parse_file(&text),
+            Err(e) => layers.problems.push(format!("{}: {e}", path.display())),
+        }
+        layers.file = Some(path);
+        layers
+    }
+
+    /// Takes the keys of a TOML document (`[advanced]` for tuning knobs, `[daemon]` left to the
+    /// daemon); unknown keys and non-scalar values are reported, never fatal.
+    pub fn parse_file(&mut self, text: &str) {
+        let table: toml::Table = match text.parse() {
+            Ok(t) => t,
+            Err(e) => {
+                self.problems.push(format!("not valid TOML: {e}"));
+                return;
+            }
+        };
+        for (name, v) in &table {
+            match (name.as_str(), v) {
+                ("advanced", toml::Value::Table(t)) => {
+                    for (k, v) in t {
+                        self.take(Section::Advanced, k, v);
+                    }
+                }
+                ("daemon", toml::Value::Table(_)) => {}
+                (k, v) => self.take(Section::User, k, v),
+            }
+        }
+    }
+
+    fn take(&mut self, section: Section, name: &str, v: &toml::Value) {
+        let known = KEYS.iter().any(|k| k.name == name && k.section == section);
+        match scalar(v) {
+            Some(v) if known => {
+                self.file_values.insert(name.to_string(), v);
+            }
+            _ if !known => self.problems.push(format!("unknown key {name:?} ignored")),
+            _ => self.problems.push(format!("{name}: expected a string, number or boolean")),
+        }
+    }
+
+    /// The value of the key read as variable `var` (environment first where it may set the
+    /// key, then the file) and where it came from; `None`: the default.
+    pub fn value(&self, var: &str) -> Option<(String, Source)> {
+        let key = KEYS.iter().find(|k| k.env == Some(var) || k.var() == var)?;
+        if let Some(v) = key.env.and_then(|e| self.env_values.get(e)) {
+            return Some((v.clone(), Source::Env));
+        }
+        self.file_values.get(key.name).map(|v| (v.clone(), Source::File))
+    }
+
+    /// The lookup the parsers take ([`Config::from_lookup`], the tuning knobs).
+    pub fn get(&self, var: &str) -> Option<String> {
+        self.value(var).map(|(v, _)| v)
+    }
+
+    /// Every key with its effective value (the default's text when unset) and source.
+    pub fn effective(&self) -> Vec<(Key, String, Source)> {
+        KEYS.iter()
+            .map(|k| match self.value(&k.var()) {
+                Some((v, s)) => (*k, v, s),
+                None => (*k, k.default.to_string(), Source::Default),
+            })
+            .collect()
+    }
+}
+
+/// The process's layers, read once from the environment and the file.
+pub fn process() -> &'static Layers {
+    static LAYERS: std::sync::OnceLock<Layers> = std::sync::OnceLock::new();
+    LAYERS.get_or_init(|| Layers::load(|k| std::env::var(k).ok(), |p| std::fs::read_to_string(p)))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -270,5 +509,17 @@ mod tests {
             let c = config(&[("VITAMIN_CENSUS", template), ("VITAMIN_CENSUS_PID", &main_s)]);
             prop_assert_ne!(c.census_path(a), c.census_path(b));
         }
+    }
+}
+
+#[cfg(test)]
+mod layer_tests {
+    use super::*;
+
+    #[test]
+    fn file_values_reach_the_parsers() {
+        let mut l = Layers::default();
+        l.parse_file("[advanced]\neager_continue = \"1\"\n");
+        assert_eq!(l.get("VITAMIN_EAGER_CONTINUE").as_deref(), Some("1"), "{:?}", l.problems);
     }
 }

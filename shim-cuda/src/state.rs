@@ -57,7 +57,8 @@ pub fn observing() -> bool {
 
 #[cold]
 fn init() -> Config {
-    let cfg = Config::from_lookup(|k| std::env::var(k).ok());
+    let layers = vitamin_runtime::config::process();
+    let cfg = Config::from_lookup(|k| layers.get(k));
     // The client runtime logs through the same sink.
     vitamin_runtime::client::log::install(emit, cfg.log);
     // SAFETY: getpid has no preconditions.
@@ -79,6 +80,12 @@ fn init() -> Config {
     }
     if let (Some(note), true) = (&cfg.mode_note, cfg.log >= LogLevel::Warn) {
         emit(LogLevel::Warn, format_args!("{note}"));
+    }
+    if cfg.log >= LogLevel::Warn {
+        for problem in &layers.problems {
+            let file = layers.file.as_deref().map(|p| p.display().to_string()).unwrap_or_default();
+            emit(LogLevel::Warn, format_args!("configuration file {file}: {problem}"));
+        }
     }
     cfg
 }

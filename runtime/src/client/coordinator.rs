@@ -36,7 +36,7 @@
 //! waiting thread's polls hold the lock and, once that thread returned, until its next submission
 //! ([`Tuning::wake_grace`]). With nothing to do it
 //! spins briefly, then parks in [`VirtualContext::wait_for_work`], which new ops, eager submissions
-//! and newly waiting threads (without the wait assist) wake. `VITAMIN_DISPATCH_NAP` makes it nap
+//! and newly waiting threads (without the wait assist) wake. `dispatch_nap` makes it nap
 //! instead of spinning (experimental, measured worse).
 //!
 //! Shutdown ([`Coordinator::stop`], at process exit): the thread publishes its statistics and exits
@@ -83,102 +83,104 @@ impl Settings {
     }
 }
 
-/// Tuning knobs for measurements, not part of the stable interface (docs/shim.md lists them).
-/// Every field is the default unless its variable is set.
+/// Tuning knobs for measurements, not part of the stable interface: the `[advanced]` keys of the
+/// configuration (docs/config.md lists them with the measurement behind each default). Every
+/// field is the default unless its key is set; the parser asks for each by its variable name
+/// (`VITAMIN_` + the key), which the configuration layers answer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Tuning {
-    /// `VITAMIN_CONTINUATION_DEPTH`: ops lane continuation may queue on one lane.
+    /// `continuation_depth`: ops lane continuation may queue on one lane.
     pub continuation_depth: u32,
-    /// `VITAMIN_CONTINUATION_US`: bound on a lane's predicted backlog for continuation, ns.
+    /// `continuation_us`: bound on a lane's predicted backlog for continuation, ns.
     pub continuation_ns: u64,
-    /// `VITAMIN_POLL_INTERVAL_US`: least time between completion polls while nothing waits, ns.
+    /// `poll_interval_us`: least time between completion polls while nothing waits, ns.
     pub poll_interval_ns: u64,
     /// `VITAMIN_PROFILE_DISPATCH=1`: per-phase dispatcher times in the census.
     pub profile_phases: bool,
-    /// `VITAMIN_INLINE=1`: application threads submit the ready ops they record when the
+    /// `inline=1`: application threads submit the ready ops they record when the
     /// dispatcher is free (experimental; off).
     pub inline: bool,
-    /// `VITAMIN_WAIT_ASSIST`: threads spinning in a synchronize call poll completions
+    /// `wait_assist`: threads spinning in a synchronize call poll completions
     /// themselves when the dispatcher is free (on by default; replaces the native wait).
     pub wait_assist: bool,
-    /// `VITAMIN_NATIVE_WAIT=1`: threads spinning in a synchronize call wait on the lanes their
+    /// `native_wait=1`: threads spinning in a synchronize call wait on the lanes their
     /// ops were submitted to with the driver's stream synchronize ([`Coordinator::native_wait`]; not under
     /// blocking synchronization; experimental, off: no gain measured on the H200).
     pub native_wait: bool,
-    /// `VITAMIN_IDLE_SPIN_US`: how long the idle dispatcher thread naps before it parks.
+    /// `idle_spin_us`: how long the idle dispatcher thread naps before it parks.
     pub idle_spin: Duration,
-    /// `VITAMIN_SYNC_SPIN_US`: how long synchronize calls spin before they park (`None`: by the
+    /// `sync_spin_us`: how long synchronize calls spin before they park (`None`: by the
     /// application's scheduling flags).
     pub sync_spin: Option<Duration>,
-    /// `VITAMIN_SYNC_YIELD=0|1`: whether spinning synchronize calls yield the CPU between checks
+    /// `sync_yield=0|1`: whether spinning synchronize calls yield the CPU between checks
     /// (`None`: by the application's scheduling flags, as the driver does: only when the
     /// application asked for yielding, [`HostWait::Yield`](super::native::HostWait::Yield)).
     pub sync_yield: Option<bool>,
-    /// `VITAMIN_DISPATCH_CPU`: the CPU the dispatcher thread pins itself to (placement
+    /// `dispatch_cpu`: the CPU the dispatcher thread pins itself to (placement
     /// experiments; unpinned by default).
     pub dispatch_cpu: Option<usize>,
-    /// `VITAMIN_SUBMIT_THREAD`: whether a second thread issues bursts of driver calls while the
+    /// `submit_thread`: whether a second thread issues bursts of driver calls while the
     /// dispatcher thread decides (the backend's submission thread).
     pub submit_thread: bool,
-    /// `VITAMIN_SUBMIT_BURST_US`: submissions closer than this to the previous one go to the
+    /// `submit_burst_us`: submissions closer than this to the previous one go to the
     /// submission thread.
     pub submit_burst: Duration,
-    /// `VITAMIN_SUBMIT_SPIN_US`: how long the idle submission thread spins before it parks
+    /// `submit_spin_us`: how long the idle submission thread spins before it parks
     /// (`None`: the backend's default).
     pub submit_spin: Option<Duration>,
-    /// `VITAMIN_TIGHT_POLL`: whether the dispatcher thread polls completions in a tight loop
+    /// `tight_poll`: whether the dispatcher thread polls completions in a tight loop
     /// (no rounds, no yield) while host threads wait and nothing else is to be done (on by
     /// default).
     pub tight_poll: bool,
-    /// `VITAMIN_EAGER`: whether a thread recording a fresh op (ready at once) binds and submits
+    /// `eager`: whether a thread recording a fresh op (ready at once) binds and submits
     /// it itself when the dispatcher is free ([`Coordinator::record_eager`]; on by default).
     pub eager: bool,
-    /// `VITAMIN_LAUNCH_FIRST`: under eager binding, a fresh plain kernel launch is made on its
+    /// `launch_first`: under eager binding, a fresh plain kernel launch is made on its
     /// lane with the application's own argument pointers before its descriptor is copied and
     /// recorded ([`Coordinator::launch_first`]; on by default since session 6, after same-call
     /// measurements on the H200: see [`LAUNCH_FIRST`]).
     pub launch_first: bool,
-    /// `VITAMIN_DISPATCH_NAP`: how the dispatcher thread waits between rounds when nothing
+    /// `dispatch_nap`: how the dispatcher thread waits between rounds when nothing
     /// needs it at once (`off`, the default: it spins, yielding; `all`: it naps, idle or with
     /// work in flight; `busy`: it naps only with work in flight; experimental, measured worse).
     pub nap: Nap,
-    /// `VITAMIN_EAGER_CONTINUE`: whether, under eager binding, a thread recording an op whose
+    /// `eager_continue`: whether, under eager binding, a thread recording an op whose
     /// live predecessors are all submitted continues it on their lane itself when the
     /// dispatcher is free (lane continuation on the recording thread; off by default).
     pub eager_continue: bool,
-    /// `VITAMIN_EAGER_CONTINUE_OPS`: under eager binding, how many ops a thread records after
+    /// `eager_continue_ops`: under eager binding, how many ops a thread records after
     /// each of its launch-first launches it continues itself as under
     /// [`eager_continue`](Self::eager_continue) (an operator's launches after the first one:
     /// the application thread then launches a small operator's kernels, as natively, while the
     /// ops of long launch streams still go to the dispatcher; 0: none).
     pub eager_continue_ops: u32,
-    /// `VITAMIN_BUSY_QUERY_US`: least time between fence queries of a lane the submission thread
+    /// `busy_query_us`: least time between fence queries of a lane the submission thread
     /// still feeds ([`PoolBackend::set_busy_query`]; `None`: the backend's default).
     pub busy_query: Option<Duration>,
-    /// `VITAMIN_SPIN_YIELD`: whether the dispatcher thread yields the CPU (`sched_yield`) at
+    /// `spin_yield`: whether the dispatcher thread yields the CPU (`sched_yield`) at
     /// each check while it spins ([`relax`]); without, it runs a batch of pause instructions.
     pub spin_yield: bool,
-    /// `VITAMIN_DEFER_TO_WAITERS`: with work in flight and nothing else to do, the dispatcher
+    /// `defer_to_waiters`: with work in flight and nothing else to do, the dispatcher
     /// thread skips its periodic poll round while threads waiting in synchronize calls poll for
     /// themselves (the wait assist), instead of taking the lock they poll under (experimental, off).
     pub defer_to_waiters: bool,
-    /// `VITAMIN_FAST_WAIT`: whether a thread waiting in a synchronize call, once every op it
+    /// `fast_wait`: whether a thread waiting in a synchronize call, once every op it
     /// waits for is covered by a memory fence, spins on the lanes' fence words without the
     /// dispatcher lock and returns when they are reached ([`Coordinator::assist_wait`]),
     /// leaving the ops' retirement to the next holder of the vCtx lock and the pool's
     /// bookkeeping to the next poll (on by default).
     pub fast_wait: bool,
-    /// `VITAMIN_LF_LOCK_WAIT_US`: how long a launch-first launch spins for the dispatcher lock
+    /// `lf_lock_wait_us`: how long a launch-first launch spins for the dispatcher lock
     /// the dispatcher thread holds before it is handed over instead (0: only tried).
     pub lf_lock_wait: Duration,
-    /// `VITAMIN_WAKE_GRACE_US`: when the dispatcher thread, about to run a round, found its lock
+    /// `wake_grace_us`: when the dispatcher thread, about to run a round, found its lock
     /// held by a thread polling in a synchronize call that has since returned, how long the round
     /// waits for that thread's next submission (0: none, the round follows at once).
     pub wake_grace: Duration,
 }
 
 impl Tuning {
-    /// Reads the knobs through `get` (the environment in the shim).
+    /// Reads the knobs through `get` (the process's configuration layers in the interposer).
     pub fn from_lookup(get: impl Fn(&str) -> Option<String>) -> Tuning {
         let num = |k: &str| get(k).and_then(|v| v.trim().parse::<u64>().ok());
         let flag = |k: &str, value: &str| get(k).is_some_and(|v| v.trim() == value);
@@ -193,7 +195,11 @@ impl Tuning {
             native_wait: flag("VITAMIN_NATIVE_WAIT", "1"),
             idle_spin: num("VITAMIN_IDLE_SPIN_US").map_or(IDLE_SPIN, Duration::from_micros),
             sync_spin: num("VITAMIN_SYNC_SPIN_US").map(Duration::from_micros),
-            sync_yield: get("VITAMIN_SYNC_YIELD").map(|v| v.trim() != "0"),
+            sync_yield: get("VITAMIN_SYNC_YIELD").and_then(|v| match v.trim() {
+                "0" => Some(false),
+                "1" => Some(true),
+                _ => None,
+            }),
             dispatch_cpu: num("VITAMIN_DISPATCH_CPU").and_then(|c| usize::try_from(c).ok()),
             submit_thread: get("VITAMIN_SUBMIT_THREAD").map_or(SUBMIT_THREAD, |v| v.trim() == "1"),
             submit_burst: num("VITAMIN_SUBMIT_BURST_US").map_or(SUBMIT_BURST, Duration::from_micros),
@@ -253,7 +259,7 @@ pub struct Coordinator<N: NativeApi> {
     stopped: Mutex<Option<mpsc::Receiver<()>>>,
     stats: Arc<Mutex<Option<serde_json::Value>>>,
     dispatcher: Slot<N>,
-    /// Inline submission from application threads (`VITAMIN_INLINE=1`; off by default).
+    /// Inline submission from application threads (`inline=1`; off by default).
     inline: bool,
     inline_errors: std::sync::atomic::AtomicU64,
     /// Whether waiting threads count their polls for the dispatcher thread
@@ -794,7 +800,7 @@ fn run<N: NativeApi>(
             }
         }
         if idle {
-            // Wait briefly (spinning, yielding; or napping under `VITAMIN_DISPATCH_NAP=all`)
+            // Wait briefly (spinning, yielding; or napping under `dispatch_nap=all`)
             // before parking: the next op of a launch-sync loop usually arrives within
             // microseconds, and an application thread would pay for waking a parked dispatcher
             // (2-4 us there, and it runs 13-19 us later: `bench/gpu/host/host_probe.c`). Under
@@ -1039,14 +1045,14 @@ fn relax(yield_cpu: bool) {
 /// where a pause takes 40-140 cycles): a check of new work about as often as a yield allowed.
 const RELAX_PAUSES: u32 = 8;
 
-/// Whether launch-first eager binding is on by default (`VITAMIN_LAUNCH_FIRST`). Measured on the
+/// Whether launch-first eager binding is on by default (`launch_first`). Measured on the
 /// H200 (session 6 call 2, 8 rounds each paired with a native run of the same round, medians):
 /// 10,000-kernel chain 0.896x native with it vs 0.800x without, 8-kernel operator p95 +1.26% vs
 /// +1.64% (p50 +1.06% vs +0.92%); training step -4.6% and -4.1% vs native (calls 1-2).
 const LAUNCH_FIRST: bool = true;
 
 /// Whether the dispatcher thread leaves periodic polls to waiting threads that poll for
-/// themselves by default (`VITAMIN_DEFER_TO_WAITERS`; experimental, off). In a traced run of the
+/// themselves by default (`defer_to_waiters`; experimental, off). In a traced run of the
 /// 8-kernel operator (H200, session 6 call 1) the dispatcher thread's periodic round took the lock
 /// in 360 of 420 operators while the application thread waited, and observed the last completion
 /// itself in 21. Deferring measured better for the 1-kernel small op (p95 +24% over native vs
@@ -1055,7 +1061,7 @@ const LAUNCH_FIRST: bool = true;
 /// launch less often finds the quiescent pool its memoized plan needs (not yet confirmed by a trace).
 const DEFER_TO_WAITERS: bool = false;
 
-/// Whether waiting threads spin on fence words by default (`VITAMIN_FAST_WAIT`, see
+/// Whether waiting threads spin on fence words by default (`fast_wait`, see
 /// [`Tuning::fast_wait`]). Measured on the H200 (session 9, `phase_check.sh`, 5 rounds against
 /// native in the same calls): the 8-kernel operator's synchronize call returned 0.19 us earlier
 /// than natively after its last kernel (call 12), against 1.10-1.94 us later with the waiting
@@ -1064,15 +1070,15 @@ const DEFER_TO_WAITERS: bool = false;
 const FAST_WAIT: bool = true;
 
 /// How long a launch-first launch spins for the dispatcher lock by default
-/// (`VITAMIN_LF_LOCK_WAIT_US`): longer than a round that takes in a completion or a poll.
+/// (`lf_lock_wait_us`): longer than a round that takes in a completion or a poll.
 const LF_LOCK_WAIT: Duration = Duration::from_micros(20);
 /// How long a dispatcher round held off by a waiting thread's polls waits, once that thread
-/// returned, for its next submission by default (`VITAMIN_WAKE_GRACE_US`).
+/// returned, for its next submission by default (`wake_grace_us`).
 const WAKE_GRACE: Duration = Duration::from_micros(20);
-/// Whether the dispatcher thread yields the CPU while it spins by default (`VITAMIN_SPIN_YIELD`).
+/// Whether the dispatcher thread yields the CPU while it spins by default (`spin_yield`).
 const SPIN_YIELD: bool = true;
 
-/// Pins the calling thread to `cpu` (`VITAMIN_DISPATCH_CPU`).
+/// Pins the calling thread to `cpu` (`dispatch_cpu`).
 fn pin_to_cpu(cpu: usize) -> std::io::Result<()> {
     let mut set = rustix::thread::CpuSet::new();
     if cpu >= rustix::thread::CpuSet::MAX_CPU {
@@ -1087,11 +1093,11 @@ fn pin_to_cpu(cpu: usize) -> std::io::Result<()> {
 /// costs the waker a system call on this VM, and the woken thread runs 13-19 us later.
 const IDLE_SPIN: Duration = Duration::from_micros(100);
 
-/// Whether the submission thread runs by default (`VITAMIN_SUBMIT_THREAD`): on, a dependent
+/// Whether the submission thread runs by default (`submit_thread`): on, a dependent
 /// chain of 10,000 tiny kernels ran 0.87-0.88x native instead of 0.72-0.77x on the H200
 /// (docs/results/shim-bind-overhead.md, session 3).
 const SUBMIT_THREAD: bool = true;
-/// Whether eager binding is on by default (`VITAMIN_EAGER`).
+/// Whether eager binding is on by default (`eager`).
 const EAGER: bool = true;
 /// How the dispatcher thread waits between rounds ([`Tuning::nap`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -1104,12 +1110,12 @@ pub enum Nap {
     All,
 }
 
-/// How the dispatcher thread waits by default (`VITAMIN_DISPATCH_NAP`): spinning. Napping
+/// How the dispatcher thread waits by default (`dispatch_nap`): spinning. Napping
 /// (timed waits) left a CPU free but measured worse on the H200 (session 5 call 10, 4 rounds:
 /// operator p95 440.8 us napping, 441.1 napping only with work in flight, 432.6 spinning;
 /// native 426.9), as a napping thread wakes up late for its next round.
 const NAP: Nap = Nap::Off;
-/// Whether eager continuation is on by default (`VITAMIN_EAGER_CONTINUE`): off. It made the
+/// Whether eager continuation is on by default (`eager_continue`): off. It made the
 /// 8-kernel operator 0.6-3.6 us faster on the H200 (session 5 calls 5 and 7), but it moves the
 /// launches of sparse launch streams onto the application thread: in the PyTorch training step
 /// the application thread issued 24-31k of its 48k launches itself, and the step measured +7.2%
@@ -1117,15 +1123,15 @@ const NAP: Nap = Nap::Off;
 /// dispatcher and submission threads had kept it at or below native (sessions 2-4).
 const EAGER_CONTINUE: bool = false;
 /// How many ops a thread continues itself after each of its launch-first launches by default
-/// (`VITAMIN_EAGER_CONTINUE_OPS`): an 8-kernel operator's 7 others and a few more.
+/// (`eager_continue_ops`): an 8-kernel operator's 7 others and a few more.
 const EAGER_CONTINUE_OPS: u32 = 8;
-/// Whether waiting threads poll completions themselves by default (`VITAMIN_WAIT_ASSIST`): with
+/// Whether waiting threads poll completions themselves by default (`wait_assist`): with
 /// eager binding the application thread then launches, fences and polls its own lane, as a
 /// native program does (session 5 call 4 on the H200, two rounds: the 8-kernel operator's p95
 /// 429.2-429.6 us instead of 428.9-436.3, native 425.0-425.8; the small op's p50 10.9-11.3 us
 /// instead of 14.1-16.9).
 const WAIT_ASSIST: bool = true;
-/// Whether tight completion polling for waiting threads is on by default (`VITAMIN_TIGHT_POLL`).
+/// Whether tight completion polling for waiting threads is on by default (`tight_poll`).
 const TIGHT_POLL: bool = true;
 /// Submissions closer than this to the previous one go to the submission thread.
 const SUBMIT_BURST: Duration = Duration::from_micros(10);

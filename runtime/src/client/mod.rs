@@ -201,7 +201,7 @@ impl<N: NativeApi> Client<N> {
     }
 
     /// Records an op, eagerly bound by this thread when it is fresh, the dispatcher is free and
-    /// the thread's current context is the pool's ([`Coordinator::record_eager`]; `VITAMIN_EAGER`,
+    /// the thread's current context is the pool's ([`Coordinator::record_eager`]; `eager`,
     /// on by default; the same context condition as inline submission). Inline submission (an
     /// experiment, off) takes precedence.
     pub fn record_op(&self, s: StreamId, desc: Arc<OpDesc>) -> Result<Recorded, VctxError> {
@@ -229,7 +229,7 @@ impl<N: NativeApi> Client<N> {
         })
     }
 
-    /// Launch-first eager binding (`VITAMIN_LAUNCH_FIRST`, on by default): a plain launch of `f`
+    /// Launch-first eager binding (`launch_first`, on by default): a plain launch of `f`
     /// (no argument buffer, attributes, cooperative flag or dynamic shared memory), already
     /// validated, whose arguments are all given, on stream `s`. If `s` holds no live op, the
     /// settings allow it and this thread's current context is the pool's, it is handed to
@@ -462,8 +462,8 @@ impl<N: NativeApi> Client<N> {
 }
 
 /// The wait assist of bind mode's virtual context: completion polling by the waiting thread
-/// (`VITAMIN_WAIT_ASSIST`, on by default, [`Coordinator::assist_wait`]) or, with it off, native
-/// waits on the awaited ops' lanes (`VITAMIN_NATIVE_WAIT=1`, experimental,
+/// (`wait_assist`, on by default, [`Coordinator::assist_wait`]) or, with it off, native
+/// waits on the awaited ops' lanes (`native_wait=1`, experimental,
 /// [`Coordinator::native_wait`]).
 fn wait_assist<N: NativeApi>(coordinator: Weak<Coordinator<N>>, native: Arc<N>, polls: bool) -> crate::WaitAssist {
     Box::new(move |ops: &[OpId]| {
@@ -546,7 +546,7 @@ fn thread_key() -> u64 {
 
 /// `VITAMIN_TRACE`: where to write the op timeline trace at exit (`%p`: the process id).
 fn trace_path() -> Option<std::path::PathBuf> {
-    let t = std::env::var("VITAMIN_TRACE").ok().filter(|t| !t.is_empty())?;
+    let t = crate::config::process().get("VITAMIN_TRACE").filter(|t| !t.is_empty())?;
     Some(t.replace("%p", &std::process::id().to_string()).into())
 }
 

@@ -97,7 +97,7 @@ fn launch(id: HookId, real: &dyn Fn() -> CUresult, c: LaunchCall) -> CUresult {
     }
 }
 
-/// Launch-first eager binding (`VITAMIN_LAUNCH_FIRST`, on by default): a plain kernel launch (no
+/// Launch-first eager binding (`launch_first`, on by default): a plain kernel launch (no
 /// `extra` buffer, attributes, cooperative flag or dynamic shared memory) that [`check_launch`]
 /// accepted and whose arguments are all given is handed to the client runtime's
 /// [`launch_first`](vitamin_runtime::client::Client::launch_first), which launches it on a lane

@@ -210,7 +210,8 @@ impl Bind {
         // Synchronize calls wait like the application asked: CUDA spins (polling) unless it chose
         // blocking synchronization (or yielding).
         let host_wait = driver::sched_mode(device);
-        let settings = Settings::from_config(state::config(), |k| std::env::var(k).ok());
+        let layers = vitamin_runtime::config::process();
+        let settings = Settings::from_config(state::config(), |k| layers.get(k));
         let client =
             Client::start(CudaNative { context: ctx }, device, settings, host_wait).map_err(StartError::Unavailable)?;
         Ok(Bind {
