@@ -137,7 +137,7 @@ pub struct Tuning {
     pub eager: bool,
     /// `launch_first`: under eager binding, a fresh plain kernel launch is made on its
     /// lane with the application's own argument pointers before its descriptor is copied and
-    /// recorded ([`Coordinator::launch_first`]; on by default since session 6, after same-call
+    /// recorded ([`Coordinator::launch_first`]; on by default after same-call
     /// measurements on the H200: see [`LAUNCH_FIRST`]).
     pub launch_first: bool,
     /// `dispatch_nap`: how the dispatcher thread waits between rounds when nothing
@@ -899,7 +899,7 @@ fn run<N: NativeApi>(
     });
     published["wake_graces"] = submits.graces.load(Ordering::Relaxed).into();
     // Where the structures both threads touch lie (offsets in their 4 KiB page), to tell whether
-    // a process's speed follows which data share a cache line (session 11: it did not).
+    // a process's speed follows which data share a cache line (it did not: docs/results/shim-bind-overhead.md).
     let page_offset = |p: *const u8| (p as usize % 4096) as u64;
     published["layout"] = serde_json::json!({
         "vctx": page_offset(Arc::as_ptr(&vctx).cast()),
@@ -1046,26 +1046,26 @@ fn relax(yield_cpu: bool) {
 const RELAX_PAUSES: u32 = 8;
 
 /// Whether launch-first eager binding is on by default (`launch_first`). Measured on the
-/// H200 (session 6 call 2, 8 rounds each paired with a native run of the same round, medians):
+/// H200 (8 rounds each paired with a native run of the same round, medians; docs/results/shim-bind-overhead.md):
 /// 10,000-kernel chain 0.896x native with it vs 0.800x without, 8-kernel operator p95 +1.26% vs
-/// +1.64% (p50 +1.06% vs +0.92%); training step -4.6% and -4.1% vs native (calls 1-2).
+/// +1.64% (p50 +1.06% vs +0.92%); training step -4.6% and -4.1% vs native (two device calls).
 const LAUNCH_FIRST: bool = true;
 
 /// Whether the dispatcher thread leaves periodic polls to waiting threads that poll for
 /// themselves by default (`defer_to_waiters`; experimental, off). In a traced run of the
-/// 8-kernel operator (H200, session 6 call 1) the dispatcher thread's periodic round took the lock
+/// 8-kernel operator (H200, docs/results/shim-bind-overhead.md) the dispatcher thread's periodic round took the lock
 /// in 360 of 420 operators while the application thread waited, and observed the last completion
 /// itself in 21. Deferring measured better for the 1-kernel small op (p95 +24% over native vs
-/// +57%) but worse for the operator (p95 +2.55% vs +1.27%, p50 +1.69% vs +1.20%; call 3, 8 rounds
+/// +57%) but worse for the operator (p95 +2.55% vs +1.27%, p50 +1.69% vs +1.20%; 8 rounds
 /// paired with native): the rounds it skips also release leases, so the next operator's first
 /// launch less often finds the quiescent pool its memoized plan needs (not yet confirmed by a trace).
 const DEFER_TO_WAITERS: bool = false;
 
 /// Whether waiting threads spin on fence words by default (`fast_wait`, see
-/// [`Tuning::fast_wait`]). Measured on the H200 (session 9, `phase_check.sh`, 5 rounds against
+/// [`Tuning::fast_wait`]). Measured on the H200 (docs/results/shim-bind-overhead.md, `phase_check.sh`, 5 rounds against
 /// native in the same calls): the 8-kernel operator's synchronize call returned 0.19 us earlier
-/// than natively after its last kernel (call 12), against 1.10-1.94 us later with the waiting
-/// thread polling and retiring the ops itself (calls 5 and 9); canonical operator p95 +0.43% and
+/// than natively after its last kernel, against 1.10-1.94 us later with the waiting
+/// thread polling and retiring the ops itself (two earlier calls); canonical operator p95 +0.43% and
 /// +0.25% in two of three runs (+2.12% in the third, a slow machine).
 const FAST_WAIT: bool = true;
 
@@ -1095,7 +1095,7 @@ const IDLE_SPIN: Duration = Duration::from_micros(100);
 
 /// Whether the submission thread runs by default (`submit_thread`): on, a dependent
 /// chain of 10,000 tiny kernels ran 0.87-0.88x native instead of 0.72-0.77x on the H200
-/// (docs/results/shim-bind-overhead.md, session 3).
+/// (docs/results/shim-bind-overhead.md).
 const SUBMIT_THREAD: bool = true;
 /// Whether eager binding is on by default (`eager`).
 const EAGER: bool = true;
@@ -1111,23 +1111,23 @@ pub enum Nap {
 }
 
 /// How the dispatcher thread waits by default (`dispatch_nap`): spinning. Napping
-/// (timed waits) left a CPU free but measured worse on the H200 (session 5 call 10, 4 rounds:
+/// (timed waits) left a CPU free but measured worse on the H200 (docs/results/shim-bind-overhead.md, 4 rounds:
 /// operator p95 440.8 us napping, 441.1 napping only with work in flight, 432.6 spinning;
 /// native 426.9), as a napping thread wakes up late for its next round.
 const NAP: Nap = Nap::Off;
 /// Whether eager continuation is on by default (`eager_continue`): off. It made the
-/// 8-kernel operator 0.6-3.6 us faster on the H200 (session 5 calls 5 and 7), but it moves the
+/// 8-kernel operator 0.6-3.6 us faster on the H200 (docs/results/shim-bind-overhead.md), but it moves the
 /// launches of sparse launch streams onto the application thread: in the PyTorch training step
 /// the application thread issued 24-31k of its 48k launches itself, and the step measured +7.2%
 /// over native on one machine (7 pairs; -3.1% on another), where launches handed to the
-/// dispatcher and submission threads had kept it at or below native (sessions 2-4).
+/// dispatcher and submission threads had kept it at or below native (earlier rounds of the same page).
 const EAGER_CONTINUE: bool = false;
 /// How many ops a thread continues itself after each of its launch-first launches by default
 /// (`eager_continue_ops`): an 8-kernel operator's 7 others and a few more.
 const EAGER_CONTINUE_OPS: u32 = 8;
 /// Whether waiting threads poll completions themselves by default (`wait_assist`): with
 /// eager binding the application thread then launches, fences and polls its own lane, as a
-/// native program does (session 5 call 4 on the H200, two rounds: the 8-kernel operator's p95
+/// native program does (H200, two rounds, docs/results/shim-bind-overhead.md: the 8-kernel operator's p95
 /// 429.2-429.6 us instead of 428.9-436.3, native 425.0-425.8; the small op's p50 10.9-11.3 us
 /// instead of 14.1-16.9).
 const WAIT_ASSIST: bool = true;

@@ -571,7 +571,7 @@ impl<B: Backend, P: Policy> Dispatcher<B, P> {
     /// ([`DispatchConfig::waiters_poll`], [`VirtualContext::has_assisting_waiters`]; a parked
     /// waiter polls nothing), whose polls record the fences. A launch on a stream whose previous
     /// driver call another thread made costs more (measured on the H200 host: 5.7 vs 4.0 us,
-    /// application thread, session 7), and the waiting thread usually launches next on the lane
+    /// application thread, docs/results/shim-bind-overhead.md), and the waiting thread usually launches next on the lane
     /// it waited for.
     fn own_fencing(&self) -> Fencing {
         if self.config.waiters_poll && self.clients.iter().any(|c| c.vctx.has_assisting_waiters()) {
