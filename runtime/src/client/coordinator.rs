@@ -447,7 +447,7 @@ impl<N: NativeApi> Coordinator<N> {
     /// on their lane the same way ([`Dispatcher::submit_continued`]): the application thread
     /// then launches an operator's kernels on its lane itself, as natively, and the stream's
     /// driver state stays with that thread (a first launch after another thread launched on the
-    /// stream cost 1.2-1.3 us more on the H200, `bench/gpu/shim/launch_xthread.cu`). Other ops,
+    /// stream cost 1.2-1.3 us more on the H200, `bench/probes/shim/launch_xthread.cu`). Other ops,
     /// and every op while the dispatcher thread is in a round, are only recorded. The dispatcher
     /// lock is only tried, inside the vCtx lock (the reverse of the dispatcher thread's order,
     /// hence never waited for). Never blocks on the dispatcher. `in_pool_context` is asked only
@@ -803,7 +803,7 @@ fn run<N: NativeApi>(
             // Wait briefly (spinning, yielding; or napping under `dispatch_nap=all`)
             // before parking: the next op of a launch-sync loop usually arrives within
             // microseconds, and an application thread would pay for waking a parked dispatcher
-            // (2-4 us there, and it runs 13-19 us later: `bench/gpu/host/host_probe.c`). Under
+            // (2-4 us there, and it runs 13-19 us later: `bench/probes/host/host_probe.c`). Under
             // eager continuation, an eager submission (an application thread bound a fresh op
             // itself, and continues its lane and polls its own completions) is left the lock for
             // a poll interval: taking it at once would make that thread hand its next launch
@@ -849,7 +849,7 @@ fn run<N: NativeApi>(
             // has passed. Spinning on atomics keeps the lock free for the application thread's
             // submissions and the driver free of event queries while it launches. (Napping
             // would also leave the CPU free: a busy CPU beside it slowed a native launch-bound
-            // chain by 5-18% on the H200 host, `bench/gpu/host/spin_check.sh`; but the napping
+            // chain by 5-18% on the H200 host, `bench/probes/host/spin_check.sh`; but the napping
             // dispatcher measured worse overall, see [`NAP`].)
             if settings.tuning.nap == Nap::Off {
                 let mut until = Instant::now() + poll_interval;
@@ -1029,7 +1029,7 @@ fn poll_for_waiters<N: NativeApi>(
 
 /// One wait step of the dispatcher thread's spinning: a pause and a `sched_yield` (`yield_cpu`),
 /// or a batch of pause instructions and no system call. On the H200 host, two processes spinning
-/// with `sched_yield` slowed a native launch-bound chain by 5-18% (`bench/gpu/host/spin_check.sh`).
+/// with `sched_yield` slowed a native launch-bound chain by 5-18% (`bench/probes/host/spin_check.sh`).
 fn relax(yield_cpu: bool) {
     if yield_cpu {
         std::hint::spin_loop();

@@ -771,7 +771,7 @@ impl VirtualContext {
     /// needs now: an eager submission does not end the nap (the submitting thread continues
     /// and observes its own work; the napper polls when the nap ends), so that thread is spared
     /// the wake-up system call. Busy-waiting instead would keep a CPU busy, which slowed a
-    /// native launch-bound chain by 5-18% on the H200 host (`bench/gpu/host/spin_check.sh`).
+    /// native launch-bound chain by 5-18% on the H200 host (`bench/probes/host/spin_check.sh`).
     pub fn nap_for_work(&self, timeout: Duration) -> bool {
         self.wait_work(timeout, false)
     }
