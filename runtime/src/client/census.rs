@@ -412,6 +412,147 @@ impl KernelCensus {
     }
 }
 
+/// Per-entry-point call counters, `N` of them (on their own cache lines), indexed by the
+/// interposer's hook table.
+#[derive(Debug)]
+#[repr(align(128))]
+pub struct ApiCounters<const N: usize> {
+    calls: [AtomicU64; N],
+    failed: [AtomicU64; N],
+}
+
+/// One entry point as the census names it.
+#[derive(Debug, Clone, Copy)]
+pub struct EntryPoint<'a> {
+    /// Its index in the counters.
+    pub index: usize,
+    /// The exported symbol.
+    pub symbol: &'a str,
+    /// The symbol without its version and per-thread suffixes.
+    pub base: &'a str,
+    /// Its API family.
+    pub family: &'a str,
+}
+
+impl<const N: usize> ApiCounters<N> {
+    /// All zero.
+    pub const fn new() -> Self {
+        ApiCounters { calls: [const { AtomicU64::new(0) }; N], failed: [const { AtomicU64::new(0) }; N] }
+    }
+
+    /// Counts one call of entry point `index` (ignored beyond `N`) that failed or not.
+    pub fn record(&self, index: usize, failed: bool) {
+        let Some(c) = self.calls.get(index) else { return };
+        c.fetch_add(1, Ordering::Relaxed);
+        if failed {
+            self.failed[index].fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// Calls of entry point `index` so far.
+    pub fn calls(&self, index: usize) -> u64 {
+        self.calls.get(index).map_or(0, |c| c.load(Ordering::Relaxed))
+    }
+
+    /// Total calls over all entry points.
+    pub fn total(&self) -> u64 {
+        self.calls.iter().map(|c| c.load(Ordering::Relaxed)).sum()
+    }
+
+    /// Back to zero (a forked child starts its own count).
+    pub fn reset(&self) {
+        for c in self.calls.iter().chain(self.failed.iter()) {
+            c.store(0, Ordering::Relaxed);
+        }
+    }
+
+    /// `{symbol: {"calls": n, "failed": m}}` for every entry point called at least once, and the
+    /// calls summed per base name and per family.
+    pub fn to_json<'a>(&self, entry_points: impl IntoIterator<Item = EntryPoint<'a>>) -> ApiCalls {
+        let mut by_symbol = serde_json::Map::new();
+        let mut by_base: std::collections::BTreeMap<&str, u64> = Default::default();
+        let mut by_family: std::collections::BTreeMap<&str, u64> = Default::default();
+        for e in entry_points {
+            let calls = self.calls(e.index);
+            if calls == 0 {
+                continue;
+            }
+            let failed = self.failed[e.index].load(Ordering::Relaxed);
+            by_symbol.insert(e.symbol.to_string(), json!({ "calls": calls, "failed": failed }));
+            *by_base.entry(e.base).or_default() += calls;
+            *by_family.entry(e.family).or_default() += calls;
+        }
+        ApiCalls {
+            by_symbol: Value::Object(by_symbol),
+            by_base: json!(by_base),
+            by_family: json!(by_family),
+            total: self.total(),
+        }
+    }
+}
+
+impl<const N: usize> Default for ApiCounters<N> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// How the interposition itself went: which routes substituted hooks, and what passed through.
+#[derive(Debug, Default)]
+pub struct InterposeStats {
+    /// `dlsym` answered with a hook.
+    pub dlsym_substituted: Stat,
+    /// `dlsym` found one of the interposer's own exports (e.g. `RTLD_DEFAULT` lookups) and kept it.
+    pub dlsym_own: Stat,
+    /// `dlsym` of a driver name vitamin does not hook (passed through).
+    pub dlsym_passed: Stat,
+    /// The driver's entry-point lookup answered with a hook.
+    pub proc_substituted: Stat,
+    /// An entry-point lookup of a name/version vitamin does not hook (passed through).
+    pub proc_passed: Stat,
+    /// A substitution was refused because all variant slots of that hook were taken.
+    pub slots_full: Stat,
+    /// A hook could not find the real driver function.
+    pub missing_real: Stat,
+}
+
+impl InterposeStats {
+    /// All zero.
+    pub const fn new() -> InterposeStats {
+        InterposeStats {
+            dlsym_substituted: Stat::new(),
+            dlsym_own: Stat::new(),
+            dlsym_passed: Stat::new(),
+            proc_substituted: Stat::new(),
+            proc_passed: Stat::new(),
+            slots_full: Stat::new(),
+            missing_real: Stat::new(),
+        }
+    }
+
+    fn all(&self) -> [(&'static str, &Stat); 7] {
+        [
+            ("dlsym_substituted", &self.dlsym_substituted),
+            ("dlsym_own", &self.dlsym_own),
+            ("dlsym_passed", &self.dlsym_passed),
+            ("proc_substituted", &self.proc_substituted),
+            ("proc_passed", &self.proc_passed),
+            ("slots_full", &self.slots_full),
+            ("missing_real", &self.missing_real),
+        ]
+    }
+
+    /// Zero again.
+    pub fn reset(&self) {
+        self.all().iter().for_each(|(_, s)| s.reset());
+    }
+
+    /// As a JSON object.
+    pub fn to_json(&self) -> Value {
+        Value::Object(self.all().iter().map(|(k, s)| (k.to_string(), json!(s.get()))).collect())
+    }
+}
+
 /// Schema tag of the census JSON; bump on incompatible changes.
 pub const SCHEMA: &str = "vitamin.shim.census/1";
 
@@ -640,5 +781,32 @@ mod tests {
                 prop_assert!(w[0].counts.launched + w[0].counts.captured >= w[1].counts.launched + w[1].counts.captured);
             }
         }
+    }
+
+    #[test]
+    fn api_counters_count_per_entry_point_and_fold_by_base_and_family() {
+        let c: ApiCounters<4> = ApiCounters::new();
+        c.record(0, false);
+        c.record(0, true);
+        c.record(1, false);
+        c.record(9, false); // beyond the table: ignored
+        let names = [("launch", "launch", "launch"), ("launch_v2", "launch", "launch"), ("sync", "sync", "stream")];
+        let v = c.to_json(names.iter().enumerate().map(|(index, &(symbol, base, family))| EntryPoint {
+            index,
+            symbol,
+            base,
+            family,
+        }));
+        assert_eq!((v.total, c.calls(0), c.calls(9)), (3, 2, 0));
+        assert_eq!(v.by_symbol["launch"]["failed"], 1);
+        assert_eq!(v.by_base["launch"], 3);
+        assert!(v.by_symbol.get("sync").is_none(), "uncalled entry points are omitted");
+        c.reset();
+        assert_eq!(c.total(), 0);
+        let s = InterposeStats::new();
+        s.proc_substituted.bump();
+        assert_eq!(s.to_json()["proc_substituted"], 1);
+        s.reset();
+        assert_eq!(s.to_json()["proc_substituted"], 0);
     }
 }
