@@ -388,10 +388,11 @@ impl Layers {
         }
     }
 
-    /// The value of the key read as variable `var` (environment first where it may set the
-    /// key, then the file) and where it came from; `None`: the default.
+    /// The value of the key asked for as `var` (its environment variable, or its name) and where
+    /// it came from: the environment first where it may set the key, then the file; `None`: the
+    /// default.
     pub fn value(&self, var: &str) -> Option<(String, Source)> {
-        let key = KEYS.iter().find(|k| k.env == Some(var) || k.var() == var)?;
+        let key = KEYS.iter().find(|k| k.env == Some(var) || k.name == var || k.var() == var)?;
         if let Some(v) = key.env.and_then(|e| self.env_values.get(e)) {
             return Some((v.clone(), Source::Env));
         }
@@ -520,6 +521,6 @@ mod layer_tests {
     fn file_values_reach_the_parsers() {
         let mut l = Layers::default();
         l.parse_file("[advanced]\neager_continue = \"1\"\n");
-        assert_eq!(l.get("VITAMIN_EAGER_CONTINUE").as_deref(), Some("1"), "{:?}", l.problems);
+        assert_eq!(l.get("eager_continue").as_deref(), Some("1"), "{:?}", l.problems);
     }
 }

@@ -185,43 +185,43 @@ impl Tuning {
         let num = |k: &str| get(k).and_then(|v| v.trim().parse::<u64>().ok());
         let flag = |k: &str, value: &str| get(k).is_some_and(|v| v.trim() == value);
         Tuning {
-            continuation_depth: num("VITAMIN_CONTINUATION_DEPTH")
+            continuation_depth: num("continuation_depth")
                 .map_or(CONTINUATION_DEPTH, |d| d.clamp(1, u64::from(u32::MAX)) as u32),
-            continuation_ns: num("VITAMIN_CONTINUATION_US").map_or(CONTINUATION_NS, |us| us.saturating_mul(1000)),
-            poll_interval_ns: num("VITAMIN_POLL_INTERVAL_US").map_or(POLL_INTERVAL_NS, |us| us.saturating_mul(1000)),
+            continuation_ns: num("continuation_us").map_or(CONTINUATION_NS, |us| us.saturating_mul(1000)),
+            poll_interval_ns: num("poll_interval_us").map_or(POLL_INTERVAL_NS, |us| us.saturating_mul(1000)),
             profile_phases: flag("VITAMIN_PROFILE_DISPATCH", "1"),
-            inline: flag("VITAMIN_INLINE", "1"),
-            wait_assist: get("VITAMIN_WAIT_ASSIST").map_or(WAIT_ASSIST, |v| v.trim() == "1"),
-            native_wait: flag("VITAMIN_NATIVE_WAIT", "1"),
-            idle_spin: num("VITAMIN_IDLE_SPIN_US").map_or(IDLE_SPIN, Duration::from_micros),
-            sync_spin: num("VITAMIN_SYNC_SPIN_US").map(Duration::from_micros),
-            sync_yield: get("VITAMIN_SYNC_YIELD").and_then(|v| match v.trim() {
+            inline: flag("inline", "1"),
+            wait_assist: get("wait_assist").map_or(WAIT_ASSIST, |v| v.trim() == "1"),
+            native_wait: flag("native_wait", "1"),
+            idle_spin: num("idle_spin_us").map_or(IDLE_SPIN, Duration::from_micros),
+            sync_spin: num("sync_spin_us").map(Duration::from_micros),
+            sync_yield: get("sync_yield").and_then(|v| match v.trim() {
                 "0" => Some(false),
                 "1" => Some(true),
                 _ => None,
             }),
-            dispatch_cpu: num("VITAMIN_DISPATCH_CPU").and_then(|c| usize::try_from(c).ok()),
-            submit_thread: get("VITAMIN_SUBMIT_THREAD").map_or(SUBMIT_THREAD, |v| v.trim() == "1"),
-            submit_burst: num("VITAMIN_SUBMIT_BURST_US").map_or(SUBMIT_BURST, Duration::from_micros),
-            submit_spin: num("VITAMIN_SUBMIT_SPIN_US").map(Duration::from_micros),
-            eager: get("VITAMIN_EAGER").map_or(EAGER, |v| v.trim() == "1"),
-            launch_first: get("VITAMIN_LAUNCH_FIRST").map_or(LAUNCH_FIRST, |v| v.trim() == "1"),
-            nap: match get("VITAMIN_DISPATCH_NAP").as_deref().map(str::trim) {
+            dispatch_cpu: num("dispatch_cpu").and_then(|c| usize::try_from(c).ok()),
+            submit_thread: get("submit_thread").map_or(SUBMIT_THREAD, |v| v.trim() == "1"),
+            submit_burst: num("submit_burst_us").map_or(SUBMIT_BURST, Duration::from_micros),
+            submit_spin: num("submit_spin_us").map(Duration::from_micros),
+            eager: get("eager").map_or(EAGER, |v| v.trim() == "1"),
+            launch_first: get("launch_first").map_or(LAUNCH_FIRST, |v| v.trim() == "1"),
+            nap: match get("dispatch_nap").as_deref().map(str::trim) {
                 Some("off") => Nap::Off,
                 Some("busy") => Nap::Busy,
                 Some("all") => Nap::All,
                 _ => NAP,
             },
-            eager_continue: get("VITAMIN_EAGER_CONTINUE").map_or(EAGER_CONTINUE, |v| v.trim() == "1"),
-            eager_continue_ops: num("VITAMIN_EAGER_CONTINUE_OPS")
+            eager_continue: get("eager_continue").map_or(EAGER_CONTINUE, |v| v.trim() == "1"),
+            eager_continue_ops: num("eager_continue_ops")
                 .map_or(EAGER_CONTINUE_OPS, |n| n.min(u64::from(u32::MAX)) as u32),
-            tight_poll: get("VITAMIN_TIGHT_POLL").map_or(TIGHT_POLL, |v| v.trim() == "1"),
-            busy_query: num("VITAMIN_BUSY_QUERY_US").map(Duration::from_micros),
-            spin_yield: get("VITAMIN_SPIN_YIELD").map_or(SPIN_YIELD, |v| v.trim() == "1"),
-            defer_to_waiters: get("VITAMIN_DEFER_TO_WAITERS").map_or(DEFER_TO_WAITERS, |v| v.trim() == "1"),
-            fast_wait: get("VITAMIN_FAST_WAIT").map_or(FAST_WAIT, |v| v.trim() == "1"),
-            lf_lock_wait: num("VITAMIN_LF_LOCK_WAIT_US").map_or(LF_LOCK_WAIT, Duration::from_micros),
-            wake_grace: num("VITAMIN_WAKE_GRACE_US").map_or(WAKE_GRACE, Duration::from_micros),
+            tight_poll: get("tight_poll").map_or(TIGHT_POLL, |v| v.trim() == "1"),
+            busy_query: num("busy_query_us").map(Duration::from_micros),
+            spin_yield: get("spin_yield").map_or(SPIN_YIELD, |v| v.trim() == "1"),
+            defer_to_waiters: get("defer_to_waiters").map_or(DEFER_TO_WAITERS, |v| v.trim() == "1"),
+            fast_wait: get("fast_wait").map_or(FAST_WAIT, |v| v.trim() == "1"),
+            lf_lock_wait: num("lf_lock_wait_us").map_or(LF_LOCK_WAIT, Duration::from_micros),
+            wake_grace: num("wake_grace_us").map_or(WAKE_GRACE, Duration::from_micros),
         }
     }
 }
@@ -1271,17 +1271,17 @@ mod tests {
     #[test]
     fn every_knob_can_be_turned_and_bad_values_keep_the_default() {
         let t = tuning(&[
-            ("VITAMIN_LAUNCH_FIRST", "0"),
-            ("VITAMIN_EAGER_CONTINUE", "1"),
-            ("VITAMIN_DEFER_TO_WAITERS", " 1 "),
-            ("VITAMIN_SPIN_YIELD", "0"),
-            ("VITAMIN_BUSY_QUERY_US", "100"),
-            ("VITAMIN_DISPATCH_NAP", "busy"),
-            ("VITAMIN_CONTINUATION_DEPTH", "0"),
-            ("VITAMIN_FAST_WAIT", "0"),
-            ("VITAMIN_LF_LOCK_WAIT_US", "0"),
-            ("VITAMIN_WAKE_GRACE_US", "0"),
-            ("VITAMIN_EAGER_CONTINUE_OPS", "0"),
+            ("launch_first", "0"),
+            ("eager_continue", "1"),
+            ("defer_to_waiters", " 1 "),
+            ("spin_yield", "0"),
+            ("busy_query_us", "100"),
+            ("dispatch_nap", "busy"),
+            ("continuation_depth", "0"),
+            ("fast_wait", "0"),
+            ("lf_lock_wait_us", "0"),
+            ("wake_grace_us", "0"),
+            ("eager_continue_ops", "0"),
         ]);
         assert!(!t.fast_wait);
         assert!(t.lf_lock_wait.is_zero() && t.wake_grace.is_zero() && t.eager_continue_ops == 0);
@@ -1289,7 +1289,7 @@ mod tests {
         assert_eq!(t.busy_query, Some(Duration::from_micros(100)));
         assert_eq!(t.nap, Nap::Busy);
         assert_eq!(t.continuation_depth, 1, "a depth of 0 is clamped to 1");
-        let bad = tuning(&[("VITAMIN_BUSY_QUERY_US", "soon"), ("VITAMIN_DISPATCH_NAP", "sometimes")]);
+        let bad = tuning(&[("busy_query_us", "soon"), ("dispatch_nap", "sometimes")]);
         assert_eq!(bad.busy_query, None);
         assert_eq!(bad.nap, NAP);
     }

@@ -202,8 +202,7 @@ pub fn check_exec_order(name: &str, exec: &str, edges: &[(&str, &str)]) {
     }
 }
 
-/// The `[advanced]` key of a `VITAMIN_*` knob the environment does not set (file only), if `var`
-/// is one.
+/// The `[advanced]` key of a knob the environment does not set (file only), if `var` names one.
 pub fn file_only_key(var: &str) -> Option<&'static str> {
-    vitamin_runtime::config::KEYS.iter().find(|k| k.env.is_none() && k.var() == var).map(|k| k.name)
+    vitamin_runtime::config::KEYS.iter().find(|k| k.env.is_none() && (k.name == var || k.var() == var)).map(|k| k.name)
 }
