@@ -3,6 +3,7 @@
 
 mod backends;
 mod compare_cmd;
+mod config_cmd;
 mod demo_cmd;
 mod determinism_cmd;
 mod pool_cmd;
@@ -63,6 +64,13 @@ enum Command {
     /// Run a CUDA application under the interposer, in bind mode (default) or --observe:
     /// vitamin run [--policy P | --observe] [--census FILE] -- <command>.
     Run(run_cmd::RunArgs),
+    /// Print the effective configuration (file, environment, defaults) and where each value came
+    /// from.
+    Config {
+        /// Print JSON (schema vitamin.config.v1) instead of text.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 fn main() -> Result<()> {
@@ -86,6 +94,7 @@ fn main() -> Result<()> {
                 std::process::exit(2)
             }
         },
+        Command::Config { json } => config_cmd::run(json),
     }
 }
 

@@ -86,3 +86,32 @@ fn missing_command_exits_127() {
         .unwrap();
     assert_eq!(out.status.code(), Some(127));
 }
+
+#[test]
+fn config_prints_every_key_with_where_its_value_came_from() {
+    let file = tmp("config").join("config.toml");
+    std::fs::write(&file, "policy = \"chaos\"\n[advanced]\nlaunch_first = false\nnot_a_key = 1\n").unwrap();
+    let out = vitamin()
+        .args(["config", "--json"])
+        .env("VITAMIN_CONFIG", &file)
+        .env("VITAMIN_SEED", "7")
+        .env_remove("VITAMIN_POLICY")
+        .output()
+        .expect("vitamin config runs");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    assert_eq!(doc["schema"], "vitamin.config.v1");
+    let key = |name: &str| doc["keys"].as_array().unwrap().iter().find(|k| k["key"] == name).cloned().unwrap();
+    assert_eq!((key("policy")["value"].clone(), key("policy")["source"].clone()), ("chaos".into(), "file".into()));
+    assert_eq!((key("seed")["value"].clone(), key("seed")["source"].clone()), ("7".into(), "env".into()));
+    assert_eq!(
+        (key("launch_first")["value"].clone(), key("launch_first")["source"].clone()),
+        ("0".into(), "file".into())
+    );
+    assert_eq!(key("mode")["source"], "default");
+    assert!(doc["problems"][0].as_str().unwrap().contains("not_a_key"));
+    // The text form names the same sources.
+    let text = vitamin().arg("config").env("VITAMIN_CONFIG", "none").env("VITAMIN_SEED", "7").output().unwrap();
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(text.contains("configuration file: none") && text.contains("env VITAMIN_SEED"), "{text}");
+}

@@ -258,51 +258,57 @@ pub enum FenceMode {
     /// seen by a load (`VITAMIN_FENCE=hybrid`, on devices with 64-bit stream memory operations).
     /// Such a fence usually follows the last op the waiter waits for, where a memory write
     /// costs the GPU nothing between kernels. The default (on devices with 64-bit stream memory
-    /// operations): measured on the H200 (session 8), the 8-kernel operator's synchronize call
+    /// operations): measured on the H200 (docs/results/shim-bind-overhead.md), the 8-kernel operator's synchronize call
     /// returned 0.8 us sooner after its last kernel than with events only.
     Hybrid,
 }
 
 /// Environment variable choosing the fence mode ([`FenceMode`]): `hybrid` (the default), `event`
 /// or `memory`; without 64-bit stream memory operations lanes use events. Memory fences alone are
-/// not the default (docs/results/shim-bind-overhead.md, session 4: a memory fence's write costs
+/// not the default (docs/results/shim-bind-overhead.md: a memory fence's write costs
 /// 1-2.5 us of host time against 0.2-0.7 us for an event record, and widened the GPU gap between
 /// dependent kernels by about 2 us against 1.3 us); hybrid lanes write memory only for a waiting
-/// thread's fence, usually after the last kernel it waits for (session 8).
+/// thread's fence, usually after the last kernel it waits for (same page).
 pub const FENCE_ENV: &str = "VITAMIN_FENCE";
+
+/// A backend setting from the process's configuration (the `VITAMIN_*` variable, else the
+/// configuration file's `[advanced]` key: `vitamin_runtime::config`).
+fn setting(var: &str) -> Option<String> {
+    vitamin_runtime::config::process().get(var)
+}
 
 /// Environment variable choosing the context of the whole-device pool node: `primary` (the
 /// default) gives that node's lanes streams of the primary context, `green` a green context over
 /// every SM like the other nodes. Both run kernels on exactly the node's SMs (all of them); a
 /// green context over every SM widened each gap between dependent kernels by about 0.15 us and
 /// the 8-kernel operator's GPU span by 1.0 us on the H200 (`bench/gpu/shim/op_gaps.cu`,
-/// docs/results/shim-bind-overhead.md, session 8).
+/// docs/results/shim-bind-overhead.md).
 pub const ROOT_CONTEXT_ENV: &str = "VITAMIN_ROOT_CONTEXT";
 
 /// Whether the whole-device node uses the primary context ([`ROOT_CONTEXT_ENV`]).
 fn root_on_primary_from_env() -> bool {
-    !matches!(std::env::var(ROOT_CONTEXT_ENV), Ok(v) if v.trim().eq_ignore_ascii_case("green"))
+    !matches!(setting(ROOT_CONTEXT_ENV), Some(v) if v.trim().eq_ignore_ascii_case("green"))
 }
 
 /// Environment variable choosing when a thread waiting in a synchronize call records a memory
-/// fence on a hybrid lane ([`FenceMode::Hybrid`]): `cover` (the default since session 12)
+/// fence on a hybrid lane ([`FenceMode::Hybrid`]): `cover` (the default)
 /// whenever no memory fence covers the lane's newest op, `due` only when the lane's fencing rule
 /// makes a fence due at its poll. With `due`, a lane whose newest ops another thread's poll had
 /// already fenced with an event gives the waiter no fence word to spin on: it then polls events
-/// until they complete (seen on the H200 in 9 of 420 operators of a traced run, session 11: those
+/// until they complete (seen on the H200 in 9 of 420 operators of a traced run: those
 /// operators took 3-13 us longer than the median one). `cover` writes one more fence in that case
-/// (a memory write behind the lane's newest op). Measured on the H200 (session 12, 8 interleaved
+/// (a memory write behind the lane's newest op). Measured on the H200 (docs/results/shim-bind-overhead.md, 8 interleaved
 /// rounds of `bench/gpu/shim/latency_check.sh`): the 8-kernel operator's p95 excess over native
 /// +1.19% with `cover` against +2.10% with `due` (medians over rounds), about twice as many fast
 /// waits.
 pub const WAITER_FENCE_ENV: &str = "VITAMIN_WAITER_FENCE";
 
 fn waiter_cover_from_env() -> bool {
-    !matches!(std::env::var(WAITER_FENCE_ENV), Ok(v) if v.trim().eq_ignore_ascii_case("due"))
+    !matches!(setting(WAITER_FENCE_ENV), Some(v) if v.trim().eq_ignore_ascii_case("due"))
 }
 
 fn fence_mode_from_env() -> FenceMode {
-    match std::env::var(FENCE_ENV) {
+    match setting(FENCE_ENV).ok_or(()) {
         Ok(v) if v.trim().eq_ignore_ascii_case("memory") => FenceMode::Memory,
         Ok(v) if v.trim().eq_ignore_ascii_case("event") => FenceMode::Event,
         _ => FenceMode::Hybrid,

@@ -30,6 +30,7 @@
 #![warn(missing_docs)]
 
 pub mod census;
+mod client;
 pub mod determinism;
 mod device;
 pub mod driver;

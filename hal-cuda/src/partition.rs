@@ -1053,8 +1053,9 @@ mod tests {
 
     #[test]
     fn a_waiter_covers_the_newest_op_with_a_word_unless_one_does_or_nothing_is_outstanding() {
-        // The operator traced in session 11: 8 ops, an event (recorded by another thread's poll)
-        // covers them, no word does: the waiter's poll writes one although no fence is due.
+        // The traced operator of docs/results/shim-bind-overhead.md: 8 ops, an event (recorded by
+        // another thread's poll) covers them, no word does: the waiter's poll writes one although
+        // no fence is due.
         assert!(!fence_due(0, 1));
         assert!(waiter_word_due(8, 1, 1, false));
         // A word already covers the newest op, or everything was seen complete: nothing more.

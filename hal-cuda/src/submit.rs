@@ -37,7 +37,7 @@ pub const SPIN: Duration = Duration::from_micros(200);
 
 /// A parked thread is woken only once a burst is long: at its 16th consecutive submission less
 /// than `burst` after the previous one. The wake-up costs the waking thread 2-4 us on the H200
-/// host and the woken thread runs 13-19 us later (`bench/gpu/host/host_probe.c`): worth it for a
+/// host and the woken thread runs 13-19 us later (`bench/probes/host/host_probe.c`): worth it for a
 /// streamed chain, not for the few launches of an operator, which the submitting thread issues
 /// itself meanwhile.
 const WAKE_AFTER: u64 = 16;

@@ -2,8 +2,8 @@
 //! after the application waited): record one op, time `Dispatcher::pump`, run to idle, repeat.
 //! Simulated H200 pool (59 nodes), Throughput-Oriented and Exclusive policies, a 1-block and a
 //! 528-block kernel (the one Throughput widens). The figure includes the simulator's own submit
-//! cost; it is a CPU-speed yardstick between machines (docs/results/shim-bind-overhead.md,
-//! session 3: 0.74-0.90 us on the build machine, 1.5-2.3 us on the H200 host).
+//! cost; it is a CPU-speed yardstick between machines (docs/results/shim-bind-overhead.md:
+//! 0.74-0.90 us on the build machine, 1.5-2.3 us on the H200 host).
 //!
 //! Then the same for launch-first eager binding (Throughput only: `VirtualContext::record_launched_first`
 //! with `Dispatcher::launch_fresh_native` and `commit_native`, the shim's default for fresh plain

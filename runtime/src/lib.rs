@@ -1,6 +1,12 @@
 //! # vitamin-runtime: late binding of unchanged launches to physical partitions
 //!
-//! Vendor-neutral (it never names CUDA or HIP). Layers, each a folder:
+//! Vendor-neutral (it never names a vendor). Layers, each a folder:
+//! - `client`: what every interposer needs once (logical handle registry, capture rules, the
+//!   record / launch-first / eager paths, waits, the coordinator thread, census); vendor-specific
+//!   parts reach it through `client::native`'s two small traits.
+//! - `config`: the one configuration, parsed once.
+//! - `arbiter`: the decide side of the dispatcher, over plain records (ready records and
+//!   completions up, bindings down, a lease view beside); `InProcess` is the pool and a policy.
 //! - `vctx`: virtual contexts: logical streams, events with immutable generations, ops with
 //!   predecessor tokens; answers every ordering/completion question an application can ask.
 //! - `pool`: the hierarchical pool of pre-created physical contexts and the lease state machine.
@@ -26,12 +32,22 @@
 pub mod pool;
 pub mod vctx;
 
-pub use pool::{HolderId, NodeId, NodeState, Pool, PoolError, Realized, Reservation};
+pub use pool::{HolderId, Lease, NodeId, NodeState, Pool, PoolError, Realized, Reservation};
+
+/// A completion token: the completion of one op, satisfied when its physical execution
+/// completed (an op and its token share one id).
+pub type Token = vctx::OpId;
+/// A physical context (pCtx): one pre-created, replaceable partition of the device, as backend
+/// `B` realizes it (a pool node's partition with its lanes).
+pub type PhysicalContext<B> = <B as vitamin_hal::Backend>::Partition;
 pub use vctx::{
     contended_locks, ContinuableOp, EventId, OpId, ReadyOp, Recorded, StreamId, StreamKind, VctxError, VctxId,
     VirtualContext, WaitAssist, SYNC_SPIN,
 };
 
+pub mod arbiter;
+pub mod client;
+pub mod config;
 pub mod dispatch;
 pub mod policy;
 pub mod profile;

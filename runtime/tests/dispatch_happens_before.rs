@@ -13,7 +13,7 @@
 //! Per client, each stream `s` has the set `before(s)` of ops that the next action on `s` must
 //! follow, closed under happens-before (it holds every ancestor of its members):
 //! - an action on the **legacy** stream first absorbs `before(b)` of every blocking stream `b`
-//!   (blocking and per-thread default streams: CUDA "the legacy stream first waits on all
+//!   (blocking and per-thread default streams: the drivers' "the legacy stream first waits on all
 //!   blocking streams", for launches, event records and waits alike);
 //! - an op on a **blocking** stream follows `before(s) ∪ before(legacy)` ("then all blocking
 //!   streams wait on the legacy stream"); on a **non-blocking** stream it follows `before(s)`;

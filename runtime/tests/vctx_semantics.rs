@@ -42,7 +42,7 @@ fn stream_order_is_a_chain_and_streams_are_independent() {
 }
 
 #[test]
-fn legacy_stream_example_from_the_cuda_documentation() {
+fn legacy_stream_example_from_the_driver_documentation() {
     // k_1<<<1, 1, 0, s>>>(); k_2<<<1, 1>>>(); k_3<<<1, 1, 0, s>>>();
     // "k_2 will block on k_1 and k_3 will block on k_2."
     let c = ctx();
@@ -150,7 +150,7 @@ fn event_recorded_on_a_blocking_stream_covers_pending_legacy_work() {
 
 #[test]
 fn wait_on_the_legacy_stream_absorbs_blocking_streams() {
-    // cudaStreamWaitEvent on the legacy stream is an action: it first waits for blocking streams.
+    // A stream wait on an event on the legacy stream is an action: it first waits for blocking streams.
     let c = ctx();
     let s1 = c.create_stream(StreamKind::Blocking, 0);
     let s2 = c.create_stream(StreamKind::Blocking, 0);

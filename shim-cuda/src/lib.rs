@@ -9,7 +9,7 @@
 //! **Observe mode** (`VITAMIN_MODE=observe`): every intercepted call is forwarded unchanged (same
 //! function the application would have called, same arguments, same result). Both count calls per
 //! API and launches per kernel configuration, writing a census JSON at exit when `VITAMIN_CENSUS`
-//! asks for one (see [`config`]).
+//! asks for one (see [`config`], the client runtime's configuration).
 //!
 //! ## Routes to the driver, all intercepted
 //! 1. Direct linking: the library exports every hooked driver symbol (`cuLaunchKernel`,
@@ -31,10 +31,15 @@
 //!   ([`guard`]). After `fork`, the child resets its counters and writes its own census.
 //!
 //! ## Layout
-//! Pure logic (tested without a GPU): [`table`] (the hook table and lookups), [`guard`],
-//! [`config`], [`census`], [`bind::capture`] and [`bind::handles`]. FFI: [`ffi`] (types), [`real`] (real functions), [`state`] (process
-//! state, exit, fork), [`interpose`] (`dlsym`), and `hooks/` with one module per API family
-//! (launch, stream, event, memory, graph, ctx, entry), generated from C signatures.
+//! What every interposer needs (the logical handle registry, the capture rules, the record and
+//! wait paths, the coordinator thread, the census tables, the configuration) is the client
+//! runtime's, [`vitamin_runtime::client`]; this crate keeps what is CUDA's. Pure logic (tested
+//! without a GPU): [`table`] (the hook table and lookups), [`guard`], [`census`] (per-hook
+//! counters), [`bind::capture`] and [`bind::handles`] (CUDA's `extra` arrays, launch attributes and
+//! handle values). FFI: [`ffi`] (types), [`real`] (real functions), [`state`] (process state,
+//! exit, fork), [`interpose`] (`dlsym`), [`bind`] (the bind-mode handlers and the client's view of
+//! the driver, [`bind::CudaNative`]), and `hooks/` with one module per API family (launch, stream,
+//! event, memory, graph, ctx, entry), generated from C signatures.
 #![warn(missing_docs)]
 
 pub mod bind;

@@ -14,7 +14,6 @@
 
 use std::collections::HashMap;
 use std::ffi::c_void;
-use std::path::Path;
 use std::sync::atomic::{AtomicPtr, AtomicU32, Ordering};
 use std::sync::{Mutex, OnceLock};
 
@@ -58,8 +57,11 @@ pub fn observing() -> bool {
 
 #[cold]
 fn init() -> Config {
-    let cfg = Config::from_lookup(|k| std::env::var(k).ok());
-    install_logging(std::env::var("VITAMIN_LOG").ok().as_deref(), cfg.log);
+    let layers = vitamin_runtime::config::process();
+    let cfg = Config::from_lookup(|k| layers.get(k));
+    install_logging(layers.get("VITAMIN_LOG").as_deref(), cfg.log);
+    // The client runtime logs through the same sink (its lines become `tracing` events too).
+    vitamin_runtime::client::log::install(emit, cfg.log);
     // SAFETY: getpid has no preconditions.
     PID.store(unsafe { libc::getpid() } as u32, Ordering::Relaxed);
     // SAFETY: registering plain extern "C" handlers with no arguments; they never unwind.
@@ -79,6 +81,12 @@ fn init() -> Config {
     }
     if let (Some(note), true) = (&cfg.mode_note, cfg.log >= LogLevel::Warn) {
         emit(LogLevel::Warn, format_args!("{note}"));
+    }
+    if cfg.log >= LogLevel::Warn {
+        for problem in &layers.problems {
+            let file = layers.file.as_deref().map(|p| p.display().to_string()).unwrap_or_default();
+            emit(LogLevel::Warn, format_args!("configuration file {file}: {problem}"));
+        }
     }
     cfg
 }
@@ -325,20 +333,15 @@ extern "C" fn at_exit() {
 /// Renders this process's census document.
 pub fn census_json() -> serde_json::Value {
     let cfg = config();
-    let mut kernels = KernelCensus::new();
-    let names = names().lock().unwrap_or_else(|e| e.into_inner());
-    for (key, counts) in LAUNCHES.snapshot() {
-        kernels.add(key, counts);
-        if let Some(name) = names.get(&key.func) {
-            kernels.set_name(key.func, name.clone());
-        }
-    }
-    drop(names);
+    let kernels = {
+        let names = names().lock().unwrap_or_else(|e| e.into_inner());
+        KernelCensus::from_table(&LAUNCHES, &names)
+    };
     let mut doc = Report {
         pid: PID.load(Ordering::Relaxed),
         mode: cfg.mode.name(),
-        counters: &COUNTERS,
-        stats: &STATS,
+        api: COUNTERS.to_json(),
+        interposition: STATS.to_json(),
         graphs: &GRAPHS,
         kernels: &kernels,
         launch_overflow: LAUNCHES.overflow(),
@@ -367,19 +370,11 @@ fn write_census() {
         );
     }
     let Some(path) = cfg.census_path(pid) else { return };
-    if let Err(e) = write_atomically(&path, &doc) {
+    if let Err(e) = crate::census::write_atomically(&path, &doc, pid) {
         if cfg.log >= LogLevel::Error {
             emit(LogLevel::Error, format_args!("could not write the census to {}: {e}", path.display()));
         }
     }
-}
-
-fn write_atomically(path: &Path, doc: &serde_json::Value) -> std::io::Result<()> {
-    let mut tmp = path.as_os_str().to_owned();
-    tmp.push(format!(".tmp{}", PID.load(Ordering::Relaxed)));
-    let bytes = serde_json::to_vec_pretty(doc).map_err(std::io::Error::other)?;
-    std::fs::write(&tmp, bytes)?;
-    std::fs::rename(&tmp, path)
 }
 
 #[cfg(test)]

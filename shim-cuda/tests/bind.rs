@@ -254,40 +254,33 @@ fn every_policy_and_strict_readiness_keep_the_program_s_semantics() {
         ("chaos-strict", vec![("VITAMIN_POLICY", "chaos"), ("VITAMIN_SEED", "99"), ("VITAMIN_LANE_CONTINUATION", "0")]),
         // The experimental inline submission (off by default), with waiter-side polling (on by
         // default) and without it (the dispatcher thread then polls for waiting threads).
-        ("chaos-inline", vec![("VITAMIN_POLICY", "chaos"), ("VITAMIN_SEED", "5"), ("VITAMIN_INLINE", "1")]),
-        ("throughput-inline-assist", vec![("VITAMIN_INLINE", "1"), ("VITAMIN_WAIT_ASSIST", "1")]),
-        ("throughput-no-assist", vec![("VITAMIN_WAIT_ASSIST", "0")]),
+        ("chaos-inline", vec![("VITAMIN_POLICY", "chaos"), ("VITAMIN_SEED", "5"), ("inline", "1")]),
+        ("throughput-inline-assist", vec![("inline", "1"), ("wait_assist", "1")]),
+        ("throughput-no-assist", vec![("wait_assist", "0")]),
         // The dispatcher thread leaving its periodic polls to waiting threads (experimental, off).
-        ("chaos-defer", vec![("VITAMIN_POLICY", "chaos"), ("VITAMIN_SEED", "21"), ("VITAMIN_DEFER_TO_WAITERS", "1")]),
+        ("chaos-defer", vec![("VITAMIN_POLICY", "chaos"), ("VITAMIN_SEED", "21"), ("defer_to_waiters", "1")]),
         // Launch-first eager binding is on by default: Throughput answers fresh plain launches
         // from its memoized plan, so they are launched with the application's argument pointers
         // before their descriptor is copied. Off, a fresh launch is recorded first.
-        ("throughput-no-launch-first", vec![("VITAMIN_LAUNCH_FIRST", "0")]),
+        ("throughput-no-launch-first", vec![("launch_first", "0")]),
         // The dispatcher thread napping between rounds (experimental; it spins by default).
-        ("chaos-nap", vec![("VITAMIN_POLICY", "chaos"), ("VITAMIN_SEED", "13"), ("VITAMIN_DISPATCH_NAP", "all")]),
+        ("chaos-nap", vec![("VITAMIN_POLICY", "chaos"), ("VITAMIN_SEED", "13"), ("dispatch_nap", "all")]),
         // Eager continuation on (off by default): the application thread continues ops behind
         // submitted predecessors on their lane itself.
-        ("throughput-eager-continue", vec![("VITAMIN_EAGER_CONTINUE", "1")]),
-        ("exclusive-eager-continue", vec![("VITAMIN_POLICY", "exclusive"), ("VITAMIN_EAGER_CONTINUE", "1")]),
-        (
-            "chaos-eager-continue",
-            vec![("VITAMIN_POLICY", "chaos"), ("VITAMIN_SEED", "17"), ("VITAMIN_EAGER_CONTINUE", "1")],
-        ),
+        ("throughput-eager-continue", vec![("eager_continue", "1")]),
+        ("exclusive-eager-continue", vec![("VITAMIN_POLICY", "exclusive"), ("eager_continue", "1")]),
+        ("chaos-eager-continue", vec![("VITAMIN_POLICY", "chaos"), ("VITAMIN_SEED", "17"), ("eager_continue", "1")]),
         // The submission thread (on by default) handing off every submission that follows
         // another within 1 s (spinning, never parked); and the dispatcher thread issuing
         // everything itself.
         (
             "chaos-submit-burst",
-            vec![
-                ("VITAMIN_POLICY", "chaos"),
-                ("VITAMIN_SUBMIT_BURST_US", "1000000"),
-                ("VITAMIN_SUBMIT_SPIN_US", "10000000"),
-            ],
+            vec![("VITAMIN_POLICY", "chaos"), ("submit_burst_us", "1000000"), ("submit_spin_us", "10000000")],
         ),
-        ("chaos-no-submit-thread", vec![("VITAMIN_POLICY", "chaos"), ("VITAMIN_SUBMIT_THREAD", "0")]),
+        ("chaos-no-submit-thread", vec![("VITAMIN_POLICY", "chaos"), ("submit_thread", "0")]),
         // Eager binding by the recording thread off (on by default): the dispatcher thread
         // binds every op.
-        ("chaos-no-eager", vec![("VITAMIN_POLICY", "chaos"), ("VITAMIN_SEED", "3"), ("VITAMIN_EAGER", "0")]),
+        ("chaos-no-eager", vec![("VITAMIN_POLICY", "chaos"), ("VITAMIN_SEED", "3"), ("eager", "0")]),
         // Lanes fenced by host-mapped memory words instead of events (the default), and the
         // fallback to events on a device without 64-bit stream memory operations.
         ("chaos-memory-fence", vec![("VITAMIN_POLICY", "chaos"), ("VITAMIN_SEED", "11"), ("VITAMIN_FENCE", "memory")]),
@@ -303,20 +296,17 @@ fn every_policy_and_strict_readiness_keep_the_program_s_semantics() {
         ("throughput-waiter-due", vec![("VITAMIN_WAITER_FENCE", "due")]),
         ("chaos-waiter-due", vec![("VITAMIN_POLICY", "chaos"), ("VITAMIN_SEED", "5"), ("VITAMIN_WAITER_FENCE", "due")]),
         // Waiting threads polling every time instead of spinning on fence words.
-        ("throughput-no-fast-wait", vec![("VITAMIN_FAST_WAIT", "0")]),
+        ("throughput-no-fast-wait", vec![("fast_wait", "0")]),
         // A launch-first launch only trying the dispatcher lock (by default it spins for it
         // while the dispatcher thread holds it, and the dispatcher thread lets it go first).
-        ("throughput-lf-try-only", vec![("VITAMIN_LF_LOCK_WAIT_US", "0")]),
+        ("throughput-lf-try-only", vec![("lf_lock_wait_us", "0")]),
         // No continuation by the application thread after its launch-first launches.
-        ("throughput-no-continue-ops", vec![("VITAMIN_EAGER_CONTINUE_OPS", "0")]),
+        ("throughput-no-continue-ops", vec![("eager_continue_ops", "0")]),
         // The dispatcher thread's round following at once a poll that completed a wait (by
         // default it waits up to 20 us for the waiting thread's next launch).
-        (
-            "chaos-no-wake-grace",
-            vec![("VITAMIN_POLICY", "chaos"), ("VITAMIN_SEED", "41"), ("VITAMIN_WAKE_GRACE_US", "0")],
-        ),
+        ("chaos-no-wake-grace", vec![("VITAMIN_POLICY", "chaos"), ("VITAMIN_SEED", "41"), ("wake_grace_us", "0")]),
         // The experimental native wait on lane streams.
-        ("throughput-native-wait", vec![("VITAMIN_NATIVE_WAIT", "1")]),
+        ("throughput-native-wait", vec![("native_wait", "1")]),
         // The whole-device node on a green context like every other node (the primary context
         // by default).
         (
@@ -469,8 +459,8 @@ fn a_launch_failing_after_binding_surfaces_at_a_sync_on_both_submission_paths() 
     // reach the application at a synchronize call as the native asynchronous error, and the
     // process must end (no op waits for ever).
     for (name, vars) in [
-        ("fail-submit-thread", vec![("VITAMIN_SUBMIT_BURST_US", "1000000"), ("VITAMIN_SUBMIT_SPIN_US", "10000000")]),
-        ("fail-direct", vec![("VITAMIN_SUBMIT_THREAD", "0")]),
+        ("fail-submit-thread", vec![("submit_burst_us", "1000000"), ("submit_spin_us", "10000000")]),
+        ("fail-direct", vec![("submit_thread", "0")]),
     ] {
         let r = run(name, Some(&vars), &[("FAKE_CUDA_FAIL_GREEN_LAUNCH", "5")]);
         let out = stdout(&r);

@@ -6,7 +6,7 @@
 #
 # CONFIGS="name:VAR=v,VAR=v name2:..." (default below): each a bind-mode run of chain_bench with
 # those variables; the pseudo-variable PIN=cpus runs the process under `taskset -c cpus`
-# (VITAMIN_DISPATCH_CPU then moves the dispatcher thread); SHIM=file preloads another build of the
+# (dispatch_cpu, an [advanced] key of docs/config.md, then moves the dispatcher thread); SHIM=file preloads another build of the
 # shim (a path relative to this folder, for A/B of two builds staged side by side).
 # `native` and `native_pin:PIN=..` run
 # without the shim. Tokens @SIB and @FAR in values are replaced by a vCPU sharing a physical core
@@ -51,13 +51,14 @@ if [ -f "$HERE/launch_paths.cu" ] && [ "${PATHS:-1}" = 1 ]; then
     nvcc -O2 -arch=sm_90 "$HERE/launch_paths.cu" -lcuda -o "$W/launch_paths" && timeout 120 "$W/launch_paths"
 fi
 CB=("$W/chain_bench" "$N" "$REPS" "$SMALL" "$OPREPS")
-CONFIGS=${CONFIGS:-"native default syncpark:VITAMIN_SYNC_SPIN_US=0 noyield:VITAMIN_SYNC_YIELD=0 native_pin:PIN=2 pin_far:PIN=2,VITAMIN_DISPATCH_CPU=@FAR pin_sib:PIN=2,VITAMIN_DISPATCH_CPU=@SIB"}
+CONFIGS=${CONFIGS:-"native default syncpark:sync_spin_us=0 noyield:sync_yield=0 native_pin:PIN=2 pin_far:PIN=2,dispatch_cpu=@FAR pin_sib:PIN=2,dispatch_cpu=@SIB"}
 TRACE=${TRACE-"default pin_far"}
 
 run_cfg() { # run_cfg NAME VARS ROUND [trace]
     local name=$1 vars=$2 r=$3 traced=${4:-}
     (
         pin=()
+        knobs=()
         shim=$SHIM
         IFS=','
         for kv in $vars; do
@@ -65,10 +66,18 @@ run_cfg() { # run_cfg NAME VARS ROUND [trace]
             case $kv in
                 PIN=*) pin=(taskset -c "${kv#PIN=}") ;;
                 SHIM=*) shim=${kv#SHIM=}; [[ $shim == /* ]] || shim="$HERE/$shim" ;;
-                ?*) export "$kv" ;;
+                VITAMIN_*=*) export "$kv" ;;
+                # A lowercase key is an [advanced] key of docs/config.md: set through a file.
+                ?*) knobs+=("${kv%%=*} = \"${kv#*=}\"") ;;
             esac
         done
         unset IFS
+        config=none
+        if [ ${#knobs[@]} -gt 0 ]; then
+            config="$W/config_${name}_$r.toml"
+            printf '%s\n' "[advanced]" "${knobs[@]}" > "$config"
+        fi
+        export VITAMIN_CONFIG="$config"
         # The label is set before the pipeline (the pipeline's left side runs in a subshell).
         label="$name $r"
         if [ -n "$traced" ]; then export VITAMIN_TRACE="$W/trace_${name}_$r.csv"; label="trace_$name $r"; fi

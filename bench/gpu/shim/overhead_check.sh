@@ -5,7 +5,7 @@
 #      like the paper's overhead experiment), ROUNDS rounds of: native; bind with the defaults
 #      (lane continuation, the dispatcher thread submits); the same under the Exclusive policy
 #      (every kernel on the whole device, as natively: the mechanism's own cost); bind with inline
-#      submission from the application thread (VITAMIN_INLINE=1); bind with strict readiness.
+#      submission from the application thread (KNOBS=inline=1, the [advanced] key); bind with strict readiness.
 #      Every bind run writes a census with the dispatcher's per-phase times
 #      (VITAMIN_PROFILE_DISPATCH=1).
 #   2. launch_bench (app-thread cost per launch), native vs bind.
@@ -25,10 +25,16 @@ N=${N:-10000}; REPS=${REPS:-5}; SMALL=${SMALL:-2000}; OPREPS=${OPREPS:-300}; ROU
 SHIM="$HERE/libvitamin_cuda.so"
 exec > >(tee -a "$OUT/overhead.log") 2>&1
 step() { echo; echo "=== $* ($(date -u +%H:%M:%S))"; }
-bind() { # bind NAME -- cmd... (extra VITAMIN_* settings come from the caller's environment)
+bind() { # bind NAME -- cmd... (extra VITAMIN_* settings come from the caller's environment;
+           # KNOBS="key=value,..." sets [advanced] keys of docs/config.md through a file of its own)
     local name=$1; shift 2
-    LD_PRELOAD="$SHIM" VITAMIN_MODE=bind VITAMIN_POLICY=${POLICY:-throughput} VITAMIN_PROFILE_DISPATCH=1 \
-        VITAMIN_CENSUS="$W/census_$name.json" "$@"
+    local config=none
+    if [ -n "${KNOBS:-}" ]; then
+        config="$W/config_$name.toml"
+        (echo "[advanced]"; IFS=","; for kv in $KNOBS; do echo "${kv%%=*} = \"${kv#*=}\""; done) > "$config"
+    fi
+    LD_PRELOAD="$SHIM" VITAMIN_CONFIG="$config" VITAMIN_MODE=bind VITAMIN_POLICY=${POLICY:-throughput} \
+        VITAMIN_PROFILE_DISPATCH=1 VITAMIN_CENSUS="$W/census_$name.json" "$@"
 }
 
 step environment
@@ -42,15 +48,15 @@ if [ -f "$HERE/green_chain.cu" ] && [ "${GREEN:-1}" = 1 ]; then
 fi
 CB=("$W/chain_bench" "$N" "$REPS" "$SMALL" "$OPREPS")
 
-# Optional sweep of the shim's tuning knobs: SWEEP="name:VAR=v,VAR=v name2:..." runs chain_bench
-# under bind mode once per configuration (after a native run), e.g.
-# SWEEP="nobound:VITAMIN_CONTINUATION_US=1000000 deep:VITAMIN_CONTINUATION_US=1000000,VITAMIN_CONTINUATION_DEPTH=1024"
+# Optional sweep of the tuning knobs (docs/config.md, [advanced]): SWEEP="name:key=v,key=v name2:..."
+# runs chain_bench under bind mode once per configuration (after a native run), e.g.
+# SWEEP="nobound:continuation_us=1000000 deep:continuation_us=1000000,continuation_depth=1024"
 if [ -n "${SWEEP:-}" ]; then
     step "sweep"
     timeout 120 "${CB[@]}" | sed "s/^/native sweep /"
     for cfg in $SWEEP; do
         name=${cfg%%:*}; vars=${cfg#*:}
-        (IFS=','; for kv in $vars; do export "$kv"; done; bind "sweep_$name" -- timeout 120 "${CB[@]}") | sed "s/^/sweep_$name /"
+        KNOBS="$vars" bind "sweep_$name" -- timeout 120 "${CB[@]}" | sed "s/^/sweep_$name /"
     done
 fi
 
@@ -59,7 +65,7 @@ for r in $(seq 1 "$ROUNDS"); do
     timeout 120 "${CB[@]}" | sed "s/^/native $r /"
     bind "default_$r" -- timeout 120 "${CB[@]}" | sed "s/^/bind $r /"
     POLICY=exclusive bind "exclusive_$r" -- timeout 120 "${CB[@]}" | sed "s/^/bind_exclusive $r /"
-    VITAMIN_INLINE=1 bind "inline_$r" -- timeout 120 "${CB[@]}" | sed "s/^/bind_inline $r /"
+    KNOBS=inline=1 bind "inline_$r" -- timeout 120 "${CB[@]}" | sed "s/^/bind_inline $r /"
     VITAMIN_LANE_CONTINUATION=0 bind "strict_$r" -- timeout 120 "${CB[@]}" | sed "s/^/bind_strict $r /"
 done
 

@@ -8,8 +8,9 @@
 //! kernel ([`Dispatcher::bind_at`]): the unchanged descriptor is submitted on one lane of that
 //! node, after everything the graph's stream order requires. Only nodes whose partition
 //! `can_execute` the graph are offered: on the simulated device any node (a graph's work stays on
-//! the node's units there), on CUDA only the whole device, because the H200 measurement showed a
-//! graph's kernels running on all SMs even when launched on a green-context stream. Lane continuation applies to graphs like to any op (a graph recorded
+//! the node's units there), on the H200 only the whole device, because a measurement there showed a
+//! graph's kernels running on all SMs even when launched on a partition's stream
+//! (docs/results/shim-bind-suite.md). Lane continuation applies to graphs like to any op (a graph recorded
 //! behind a kernel can be bound to that kernel's lane at once, and a kernel behind a graph to the
 //! graph's lane).
 
@@ -38,8 +39,8 @@ impl<B: Backend, P: Policy> Dispatcher<B, P> {
                     deadline_ns: client.deadline_ns,
                 };
                 self.pool.eligible(view.client, 0, &mut eligible);
-                // Offer only nodes that can run it as bound (on CUDA: the whole device, because a
-                // graph's kernels use every SM whatever stream launches it).
+                // Offer only nodes that can run it as bound (on the H200: the whole device, because
+                // a graph's kernels use every SM whatever stream launches it).
                 eligible.retain(|&n| self.partitions[n.0 as usize].can_execute(&entry.desc).is_ok());
                 let state = sched_state!(self, now);
                 self.policy.select_graph(&view, &eligible, &state)

@@ -17,7 +17,7 @@
 //!    and the op is marked submitted. A rejected proposal or failed submission leaves the op ready.
 //!    Then every ready graph launch is offered to [`Policy::select_graph`], among the nodes whose
 //!    partition can run it, and bound the same way (`dispatch/graph.rs`): one graph, one node (on
-//!    CUDA the whole device, since a graph's kernels use every SM).
+//!    the H200 the whole device, since a graph's kernels use every SM).
 //! 5. **Completion** (first in the round): fences are polled in batches on nodes with outstanding
 //!    work, at most every [`DispatchConfig::min_poll_interval_ns`] while work keeps being submitted
 //!    unless progress waits on completions ([`Dispatcher::needs_completions`]); tokens are
@@ -571,7 +571,7 @@ impl<B: Backend, P: Policy> Dispatcher<B, P> {
     /// ([`DispatchConfig::waiters_poll`], [`VirtualContext::has_assisting_waiters`]; a parked
     /// waiter polls nothing), whose polls record the fences. A launch on a stream whose previous
     /// driver call another thread made costs more (measured on the H200 host: 5.7 vs 4.0 us,
-    /// application thread, session 7), and the waiting thread usually launches next on the lane
+    /// application thread, docs/results/shim-bind-overhead.md), and the waiting thread usually launches next on the lane
     /// it waited for.
     fn own_fencing(&self) -> Fencing {
         if self.config.waiters_poll && self.clients.iter().any(|c| c.vctx.has_assisting_waiters()) {

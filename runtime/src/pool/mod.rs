@@ -73,4 +73,4 @@ mod state;
 pub use error::PoolError;
 pub use hierarchy::{Hierarchy, Node, NodeId, NodeKind};
 pub use realized::Realized;
-pub use state::{HolderId, NodeState, Pool, Reservation, Transition};
+pub use state::{HolderId, Lease, NodeState, Pool, Reservation, Transition};

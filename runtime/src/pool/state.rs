@@ -22,6 +22,20 @@ impl fmt::Display for HolderId {
     }
 }
 
+/// A lease: the right of one client (`holder`) to submit to one physical context (`node`).
+/// While the gate is open the holder may submit; a draining lease finishes its outstanding work.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Lease {
+    /// The leased pool node.
+    pub node: NodeId,
+    /// Who holds it.
+    pub holder: HolderId,
+    /// Ops submitted through it and not yet completed.
+    pub outstanding: u32,
+    /// Whether its gate is open (leased) rather than closed (draining).
+    pub open: bool,
+}
+
 /// Who a reservation is for and a purpose tag chosen by the policy (e.g. which anticipated op).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
 pub struct Reservation {
@@ -165,6 +179,20 @@ impl Pool {
     /// If `id` is not a node of this pool.
     pub fn state(&self, id: NodeId) -> &NodeState {
         &self.states[id.index()]
+    }
+
+    /// The lease on `id`, if it is leased or draining.
+    pub fn lease_of(&self, id: NodeId) -> Option<Lease> {
+        match *self.states.get(id.index())? {
+            NodeState::Leased { holder, outstanding } => Some(Lease { node: id, holder, outstanding, open: true }),
+            NodeState::Draining { holder, outstanding } => Some(Lease { node: id, holder, outstanding, open: false }),
+            NodeState::Idle | NodeState::Reserved { .. } => None,
+        }
+    }
+
+    /// Every lease now (leased and draining nodes).
+    pub fn leases(&self) -> impl Iterator<Item = Lease> + '_ {
+        self.active_nodes().iter().filter_map(|&id| self.lease_of(id))
     }
 
     /// Every node's state, indexed by [`NodeId::index`].

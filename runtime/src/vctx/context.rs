@@ -156,7 +156,7 @@ impl VirtualContext {
 
     /// How long blocking synchronize calls spin (yielding, and running the wait assist) before
     /// they park: [`SYNC_SPIN`] by default. A shim mirrors the application's scheduling choice
-    /// here (CUDA spins by default and parks only under blocking synchronization).
+    /// here (the driver spins by default and parks only under blocking synchronization).
     pub fn set_sync_spin(&self, spin: Duration) {
         self.sync_spin_ns.store(spin.as_nanos().min(u128::from(u64::MAX)) as u64, Ordering::Relaxed);
     }
@@ -234,7 +234,7 @@ impl VirtualContext {
     }
 
     /// Destroys a created stream. Returns at once; work already recorded on it still completes
-    /// and still counts for events, waits and device synchronization (CUDA `cuStreamDestroy`).
+    /// and still counts for events, waits and device synchronization (as a native stream destroy).
     /// The default streams cannot be destroyed ([`VctxError::InvalidHandle`]).
     pub fn destroy_stream(&self, s: StreamId) -> Result<(), VctxError> {
         let mut g = self.lock();
@@ -388,8 +388,8 @@ impl VirtualContext {
         self.lock().order.create_event()
     }
 
-    /// Destroys an event. Returns at once; waits already issued keep their generation (CUDA
-    /// `cuEventDestroy`). Later use of the handle is [`VctxError::InvalidHandle`].
+    /// Destroys an event. Returns at once; waits already issued keep their generation (as a native
+    /// event destroy). Later use of the handle is [`VctxError::InvalidHandle`].
     pub fn destroy_event(&self, e: EventId) -> Result<(), VctxError> {
         self.lock().order.destroy_event(e)
     }
@@ -666,7 +666,7 @@ impl VirtualContext {
     }
 
     /// The first asynchronous failure in this context, if any (for shims that report it from
-    /// every call, as CUDA does after a sticky error).
+    /// every call, as a driver does after a sticky error).
     pub fn sticky_error(&self) -> Option<VctxError> {
         self.lock().sticky.clone()
     }
@@ -777,7 +777,7 @@ impl VirtualContext {
     /// needs now: an eager submission does not end the nap (the submitting thread continues
     /// and observes its own work; the napper polls when the nap ends), so that thread is spared
     /// the wake-up system call. Busy-waiting instead would keep a CPU busy, which slowed a
-    /// native launch-bound chain by 5-18% on the H200 host (`bench/gpu/host/spin_check.sh`).
+    /// native launch-bound chain by 5-18% on the H200 host (`bench/probes/host/spin_check.sh`).
     pub fn nap_for_work(&self, timeout: Duration) -> bool {
         self.wait_work(timeout, false)
     }

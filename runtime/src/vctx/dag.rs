@@ -51,7 +51,7 @@ pub struct ReadyOp {
     pub op: OpId,
     /// The logical stream it was recorded on.
     pub stream: StreamId,
-    /// That stream's priority at creation (lower = higher priority, as in CUDA and HIP).
+    /// That stream's priority at creation (lower = higher priority, as in both vendors' drivers).
     pub priority: i32,
     /// The immutable descriptor, exactly as recorded.
     pub desc: Arc<OpDesc>,
@@ -80,7 +80,7 @@ struct Node {
     /// launched the op itself), not by whichever thread retires it: a thread waiting in a
     /// synchronize call and retiring the ops it waited for would otherwise decrement reference
     /// counts that the dispatcher and submission threads wrote last, one cache-line transfer
-    /// per op (about 0.2 us each on the H200 host, `bench/gpu/host/c2c_probe.c`).
+    /// per op (about 0.2 us each on the H200 host, `bench/probes/host/c2c_probe.c`).
     desc: Option<Arc<OpDesc>>,
     stream: StreamId,
     priority: i32,

@@ -1,9 +1,6 @@
-//! The native errors of the logical layer, named after the CUDA/HIP codes they stand for.
-//!
-//! | variant | CUDA driver | CUDA runtime | HIP |
-//! | --- | --- | --- | --- |
-//! | [`VctxError::InvalidHandle`] | `CUDA_ERROR_INVALID_HANDLE` (400) | `cudaErrorInvalidResourceHandle` (400) | `hipErrorInvalidHandle` (400) |
-//! | [`VctxError::LaunchFailed`] | `CUDA_ERROR_LAUNCH_FAILED` (719) | `cudaErrorLaunchFailure` (719) | `hipErrorLaunchFailure` (719) |
+//! The native errors of the logical layer, named after the driver codes they stand for: an
+//! invalid handle ([`VctxError::InvalidHandle`], code 400 in both vendors' drivers) and a launch
+//! failure ([`VctxError::LaunchFailed`], 719). Each interposer maps them to its driver's codes.
 //!
 //! A shim that knows the backend's precise asynchronous error (e.g. an illegal address, 700)
 //! may return that code instead of 719; the message carries the backend's text.

@@ -19,7 +19,7 @@ pub struct OpId(pub u64);
 pub struct StreamId(pub u32);
 
 impl StreamId {
-    /// The legacy default stream (CUDA stream `0` / `CU_STREAM_LEGACY`, HIP's null stream).
+    /// The legacy default stream (the null stream of the legacy API variants).
     pub const LEGACY: StreamId = StreamId(0);
 }
 
@@ -33,8 +33,8 @@ pub enum StreamKind {
     /// The legacy default stream: each action on it first waits for all streams that
     /// [synchronize with it](StreamKind::syncs_with_legacy), and those streams then wait for it.
     LegacyDefault,
-    /// The per-thread default stream of host thread `thread` (`cudaStreamPerThread`,
-    /// `hipStreamPerThread`): ordered like a blocking stream with respect to the legacy stream,
+    /// The per-thread default stream of host thread `thread` (the drivers' per-thread stream
+    /// handle): ordered like a blocking stream with respect to the legacy stream,
     /// unordered with respect to every other stream.
     PerThreadDefault {
         /// The host thread's key (chosen by the caller, e.g. the OS thread id).
@@ -42,7 +42,7 @@ pub enum StreamKind {
     },
     /// A stream created with default flags: synchronizes with the legacy default stream.
     Blocking,
-    /// A stream created with `CU_STREAM_NON_BLOCKING` / `hipStreamNonBlocking`: exempt from the
+    /// A stream created with the non-blocking flag: exempt from the
     /// legacy default stream's implicit synchronization.
     NonBlocking,
 }

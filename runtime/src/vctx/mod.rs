@@ -18,7 +18,7 @@
 //!   token retires (no scan); [`VirtualContext::take_ready`] hands each ready op out once, in
 //!   readiness order.
 //! - **Streams** ([`StreamKind`]): a new op depends on its stream's tail; an empty stream's tail
-//!   is satisfied. The legacy default stream follows CUDA's documented behaviour: an action on it
+//!   is satisfied. The legacy default stream follows the drivers' documented behaviour: an action on it
 //!   (op, event record or wait) first waits for all blocking streams, and later ops of blocking
 //!   streams wait for it. Per-thread default streams behave as blocking streams toward the
 //!   legacy stream and are unordered with every other stream; non-blocking streams are exempt.
@@ -82,10 +82,9 @@
 //! loom's primitives under `--cfg loom` so the notify/wait protocol is model-checked.
 //!
 //! ## Error mapping
-//! | [`VctxError`] | CUDA driver / runtime | HIP |
-//! | --- | --- | --- |
-//! | `InvalidHandle` | `CUDA_ERROR_INVALID_HANDLE` / `cudaErrorInvalidResourceHandle` (400) | `hipErrorInvalidHandle` (400) |
-//! | `LaunchFailed` | `CUDA_ERROR_LAUNCH_FAILED` / `cudaErrorLaunchFailure` (719) | `hipErrorLaunchFailure` (719) |
+//! [`VctxError`] has one variant per native error the logical layer answers with: an invalid
+//! handle (code 400 in both vendors' drivers) and a launch failure (719); each interposer maps
+//! them to its driver's codes.
 
 mod context;
 mod dag;

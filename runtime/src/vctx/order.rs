@@ -3,11 +3,11 @@
 //! Each stream keeps a *frontier*: the tokens the next action on it must follow (its last op,
 //! plus the generations of events waited on since). Recording an op makes it depend on the
 //! frontier and replaces the frontier with the new op. The legacy default stream adds the
-//! implicit synchronization of CUDA's documented "stream synchronization behavior":
+//! implicit synchronization the drivers document for it ("stream synchronization behavior"):
 //!
-//! > When an action is taken in the legacy stream such as a kernel launch or
-//! > cudaStreamWaitEvent(), the legacy stream first waits on all blocking streams, the action is
-//! > queued in the legacy stream, and then all blocking streams wait on the legacy stream.
+//! > When an action is taken in the legacy stream such as a kernel launch or a stream wait on
+//! > an event, the legacy stream first waits on all blocking streams, the action is queued in
+//! > the legacy stream, and then all blocking streams wait on the legacy stream.
 //!
 //! Realized with two cheap rules instead of touching every stream on every action:
 //! - every action on the legacy stream (op, event record, event wait) first *absorbs* the
@@ -16,10 +16,11 @@
 //! - every op on a blocking stream also depends on the legacy frontier, and marks its stream
 //!   dirty (as does an event wait on it).
 //!
-//! Per-thread default streams count as blocking streams (CUDA: "The per-thread default stream is
-//! not a non-blocking stream and will synchronize with the legacy default stream if both are
-//! used in a program"); they are unordered with every other stream. Non-blocking streams are
-//! exempt from both rules. HIP's null stream documents the same behaviour.
+//! Per-thread default streams count as blocking streams (the documentation: "The per-thread
+//! default stream is not a non-blocking stream and will synchronize with the legacy default
+//! stream if both are used in a program"); they are unordered with every other stream.
+//! Non-blocking streams are exempt from both rules. Both vendors' null streams document the same
+//! behaviour.
 //!
 //! Events: a record creates a new immutable generation whose tokens are the ones an op recorded
 //! at that point of the stream would depend on (an event recorded on an empty or completed

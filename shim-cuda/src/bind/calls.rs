@@ -11,17 +11,15 @@ use std::ffi::{c_int, c_uchar, c_uint, c_ushort, c_void};
 use std::sync::Arc;
 
 use smallvec::SmallVec;
-use vitamin_hal::{
-    Copy, Dim3, Endpoint, Fill, FunctionRef, GraphLaunch, HostFunction, KernelArgs, KernelLaunch, OpDesc,
-};
+use vitamin_hal::{Copy, Dim3, Endpoint, Fill, FunctionRef, HostFunction, KernelArgs, KernelLaunch, OpDesc};
 use vitamin_runtime::trace::{self, Tag};
-use vitamin_runtime::StreamKind;
 
 use super::capture::{self, AttributeBytes, Decline, FunctionLimits, Geometry};
+use super::function::FunctionInfo;
 use super::handles::{
-    classify_stream, plan_copy, CopyKind, CopyPlan, EventEntry, Memory, Recorder, CU_STREAM_NON_BLOCKING,
+    classify_stream, event_entry, memory_from_type, plan_copy, CopyKind, CopyPlan, EventEntry, Memory, Recorder,
 };
-use super::{code, driver, function, get, Bind, Target};
+use super::{code, driver, function, get, stream_kind, Bind, Target};
 use crate::config::LogLevel;
 use crate::ffi::{
     CUarray, CUcontext, CUdeviceptr, CUevent, CUfunction, CUgraph, CUgraphExec, CUgraphNode, CUhostFn, CUlaunchConfig,
@@ -42,13 +40,10 @@ fn per_thread(id: HookId) -> bool {
 }
 
 fn record(b: &Bind, s: vitamin_runtime::StreamId, desc: OpDesc) -> CUresult {
-    b.record_inline(|| match b.record_op(s, Arc::new(desc)) {
-        Ok(r) => {
-            trace::mark(Tag::LaunchExit, r.op.0);
-            (CUDA_SUCCESS, true)
-        }
-        Err(e) => (code(&e), false),
-    })
+    match b.record(s, desc) {
+        Ok(_) => CUDA_SUCCESS,
+        Err(e) => code(&e),
+    }
 }
 
 // ---- launches ------------------------------------------------------------------------------
@@ -65,6 +60,8 @@ struct LaunchCall {
     cooperative: bool,
 }
 
+/// One launch, top to bottom: its stream, its validation (once), launch-first when it applies,
+/// else the descriptor copied and recorded; what vitamin declines takes the native path.
 fn launch(id: HookId, real: &dyn Fn() -> CUresult, c: LaunchCall) -> CUresult {
     let Some(b) = get() else { return real() };
     trace::mark(Tag::LaunchEnter, 0);
@@ -76,11 +73,15 @@ fn launch(id: HookId, real: &dyn Fn() -> CUresult, c: LaunchCall) -> CUresult {
         Ok(Target::Record(s)) => s,
     };
     trace::step(1);
-    if let Some(result) = launch_first(b, s, &c) {
-        return result;
-    }
-    match capture_launch(b, &c) {
-        Ok(k) => {
+    let captured = check_launch(b, &c).and_then(|info| {
+        if let Some(result) = launch_first(b, s, &c, &info) {
+            return Ok(Err(result));
+        }
+        copy_launch(b, &c, &info).map(Ok)
+    });
+    match captured {
+        Ok(Err(launched_first)) => launched_first,
+        Ok(Ok(k)) => {
             trace::mark(Tag::Captured, 0);
             b.counters.kernels.bump();
             record(b, s, OpDesc::Kernel(k))
@@ -96,39 +97,22 @@ fn launch(id: HookId, real: &dyn Fn() -> CUresult, c: LaunchCall) -> CUresult {
     }
 }
 
-/// Launch-first eager binding (`VITAMIN_LAUNCH_FIRST`, on by default): a plain kernel launch (no
-/// `extra` buffer, attributes, cooperative flag or dynamic shared memory) whose function's layout
-/// is known, checked as [`capture_launch`] would check it, is handed to
-/// [`Coordinator::launch_first`](super::coordinator::Coordinator::launch_first), which launches
-/// it on a lane with the application's argument pointers before the descriptor is copied.
-/// `None`: not applicable, the usual path follows; otherwise the call's result (the driver's
-/// error when it refused the launch, nothing recorded).
-fn launch_first(b: &Bind, s: vitamin_runtime::StreamId, c: &LaunchCall) -> Option<CUresult> {
-    let t = &b.settings.tuning;
-    if !(t.launch_first && t.eager && !t.inline)
-        || c.f.is_null()
-        || !c.extra.is_null()
-        || c.num_attrs > 0
-        || c.cooperative
-        || c.geometry.shared_mem_bytes != 0
-        // A live op on the stream (a dependent chain): the op would not be fresh. Read without
-        // the vCtx lock, which the locked check below would otherwise take (and find the op not
-        // fresh) at every launch of a chain, before the record path takes it again.
-        || b.vctx.stream_has_live_op(s)
-    {
+/// Launch-first eager binding (`launch_first`, on by default): a plain kernel launch (no
+/// `extra` buffer, attributes, cooperative flag or dynamic shared memory) that [`check_launch`]
+/// accepted and whose arguments are all given is handed to the client runtime's
+/// [`launch_first`](vitamin_runtime::client::Client::launch_first), which launches it on a lane
+/// with the application's argument pointers before the descriptor is copied. `None`: not
+/// applicable, the usual path follows; otherwise the call's result (the driver's error when it
+/// refused the launch, nothing recorded).
+fn launch_first(b: &Bind, s: vitamin_runtime::StreamId, c: &LaunchCall, info: &FunctionInfo) -> Option<CUresult> {
+    if !c.extra.is_null() || c.num_attrs > 0 || c.cooperative || c.geometry.shared_mem_bytes != 0 {
         return None;
     }
-    let info = b.functions.get(c.f as usize, b.device);
     trace::step(4);
     let layout = info.layout.as_ref()?;
     if info.required_cluster.is_some() {
         return None;
     }
-    let limits = FunctionLimits {
-        max_threads_per_block: info.max_threads_per_block.unwrap_or(capture::MAX_BLOCK[0]),
-        max_dynamic_shared_bytes: 0,
-    };
-    capture::validate(&c.geometry, &limits).ok()?;
     if !layout.is_empty() {
         if c.params.is_null() {
             return None;
@@ -138,12 +122,7 @@ fn launch_first(b: &Bind, s: vitamin_runtime::StreamId, c: &LaunchCall) -> Optio
             return None;
         }
     }
-    if !driver::current_context().is_ok_and(|ctx| ctx == b.context) {
-        return None;
-    }
-    trace::step(5);
     let g = &c.geometry;
-    let probe = probe_for(c.f as u64, info.kind, info.name, g.grid, g.block);
     let dims = |d: Dim3| [d.x, d.y, d.z];
     let launch = |stream: u64| {
         // SAFETY: `c.f` is the application's function handle, `stream` the lane's stream
@@ -161,15 +140,10 @@ fn launch_first(b: &Bind, s: vitamin_runtime::StreamId, c: &LaunchCall) -> Optio
             )
         }
     };
-    let capture = || capture_launch(b, c).ok().map(OpDesc::Kernel);
-    trace::step(6);
-    match b.coordinator.launch_first(&b.vctx, s, &probe, launch, capture)? {
-        Ok(r) => {
-            b.counters.kernels.bump();
-            super::set_continue_budget(t.eager_continue_ops);
-            trace::mark(Tag::LaunchExit, r.op.0);
-            Some(CUDA_SUCCESS)
-        }
+    let capture = || copy_launch(b, c, info).ok().map(OpDesc::Kernel);
+    let f = FunctionRef::with_static_name(c.f as u64, info.kind, info.name);
+    match b.launch_first(s, f, g.grid, g.block, launch, capture)? {
+        Ok(()) => Some(CUDA_SUCCESS),
         Err(vitamin_hal::HalError::Driver { code, .. }) => Some(code as CUresult),
         Err(e) => {
             vlog!(LogLevel::Debug, "launch-first launch failed: {e}");
@@ -178,44 +152,18 @@ fn launch_first(b: &Bind, s: vitamin_runtime::StreamId, c: &LaunchCall) -> Optio
     }
 }
 
-/// A launch-first probe's key: function handle, kind, grid and block.
-type ProbeKey = (u64, vitamin_hal::FunctionKind, [u32; 3], [u32; 3]);
-
-thread_local! {
-    /// Probes (function and shape, no arguments) this thread built for launch-first.
-    static LAUNCH_PROBES: super::recent::Recent<ProbeKey, Arc<OpDesc>> = std::cell::RefCell::new(SmallVec::new());
-}
-
-/// The launch-first probe of a launch of `f` with this grid and block: this thread's cached one
-/// when it launched the same shape recently, else a new one (kept, the oldest of
-/// [`super::recent::ENTRIES`] dropped). Building one costs an allocation and a reference count
-/// on the function's name that other threads' descriptors share: about 1 us before the driver
-/// call on the H200 host (session 6 trace of the 8-kernel operator), where an operator repeats
-/// one shape.
-fn probe_for(f: u64, kind: vitamin_hal::FunctionKind, name: &'static str, grid: Dim3, block: Dim3) -> Arc<OpDesc> {
-    let key = (f, kind, [grid.x, grid.y, grid.z], [block.x, block.y, block.z]);
-    super::recent::get_or_make(&LAUNCH_PROBES, key, || {
-        Arc::new(OpDesc::Kernel(KernelLaunch::new(
-            FunctionRef::with_static_name(f, kind, name),
-            grid,
-            block,
-            0,
-            KernelArgs::empty(),
-            vitamin_hal::LaunchAttributes::default(),
-        )))
-    })
-}
-
-/// Builds the immutable descriptor, copying everything the application passed by pointer.
-fn capture_launch(b: &Bind, c: &LaunchCall) -> Result<KernelLaunch, Decline> {
+/// Validates a launch the way the driver does before accepting it (the one validation of every
+/// launch): a function vitamin knows the layout of, a shape within the device's and the
+/// function's limits.
+fn check_launch(b: &Bind, c: &LaunchCall) -> Result<Arc<FunctionInfo>, Decline> {
     if c.f.is_null() {
         return Err(Decline::Invalid("null function".into()));
     }
-    let info = b.functions.get(c.f as usize, b.device);
+    let info = function::get(&b.functions, c.f as usize, b.device);
     trace::step(2);
-    let Some(layout) = info.layout.clone() else {
+    if info.layout.is_none() {
         return Err(Decline::Unmodelled(format!("no parameter layout for {}", info.name)));
-    };
+    }
     let max_dynamic_shared_bytes = if c.geometry.shared_mem_bytes == 0 {
         0
     } else {
@@ -223,10 +171,20 @@ fn capture_launch(b: &Bind, c: &LaunchCall) -> Result<KernelLaunch, Decline> {
             .ok_or_else(|| Decline::Unmodelled("the function's dynamic shared memory limit is unknown".into()))?
     };
     let limits = FunctionLimits {
-        max_threads_per_block: info.max_threads_per_block.unwrap_or(capture::MAX_BLOCK[0]),
+        max_threads_per_block: info.max_threads_per_block.unwrap_or(capture::SHAPE.max_block[0]),
         max_dynamic_shared_bytes,
+        device: capture::SHAPE,
     };
     capture::validate(&c.geometry, &limits)?;
+    Ok(info)
+}
+
+/// Builds the immutable descriptor of a launch [`check_launch`] accepted, copying everything the
+/// application passed by pointer, and checks what only its arguments and attributes tell.
+fn copy_launch(b: &Bind, c: &LaunchCall, info: &FunctionInfo) -> Result<KernelLaunch, Decline> {
+    let Some(layout) = info.layout.clone() else {
+        return Err(Decline::Unmodelled(format!("no parameter layout for {}", info.name)));
+    };
     if !c.params.is_null() && !c.extra.is_null() {
         return Err(Decline::Invalid("both kernelParams and extra".into()));
     }
@@ -285,33 +243,22 @@ fn capture_launch(b: &Bind, c: &LaunchCall) -> Result<KernelLaunch, Decline> {
     // the whole device, so such a launch takes the native path and gets the driver's own error.
     let g = &c.geometry;
     let threads = g.block.volume() as u32;
-    if attributes.cooperative() {
-        if !b.limits.cooperative_launch {
-            return Err(Decline::Invalid("the device does not support cooperative launches".into()));
-        }
-        let Some(per_sm) = b.blocks_per_sm(c.f as usize, threads, g.shared_mem_bytes) else {
+    let constrained = capture::check_constraints(
+        g,
+        &attributes,
+        info.required_cluster,
+        b.limits,
+        || b.blocks_per_sm(c.f as usize, threads, g.shared_mem_bytes),
+        |cluster| b.max_active_clusters(c.f as usize, g, cluster),
+    );
+    match constrained {
+        Ok(true) => b.counters.cooperative_or_cluster.bump(),
+        Ok(false) => {}
+        Err(d @ Decline::Unmodelled(_)) => {
             b.counters.native_constrained.bump();
-            return Err(Decline::Unmodelled(
-                "the occupancy of this cooperative launch is unknown to the driver".into(),
-            ));
-        };
-        capture::check_cooperative(g.grid, per_sm, b.limits.sm_count)?;
-    }
-    match attributes.cluster() {
-        Some(cluster) => {
-            capture::check_cluster_shape(g.grid, cluster)?;
-            capture::check_cluster_occupancy(cluster, b.max_active_clusters(c.f as usize, g, cluster))?;
+            return Err(d);
         }
-        // Compiled-in cluster dimensions the descriptor does not carry: the dispatcher could not
-        // tell which nodes hold its clusters, so it runs natively.
-        None if info.required_cluster.is_some() => {
-            b.counters.native_constrained.bump();
-            return Err(Decline::Unmodelled("cluster dimensions compiled into the function".into()));
-        }
-        None => {}
-    }
-    if attributes.cooperative() || attributes.cluster().is_some() {
-        b.counters.cooperative_or_cluster.bump();
+        Err(d) => return Err(d),
     }
     Ok(KernelLaunch::new(
         FunctionRef::with_static_name(c.f as u64, info.kind, info.name),
@@ -449,7 +396,7 @@ pub(crate) fn launch_host_func(
 // ---- copies and fills ------------------------------------------------------------------------
 
 fn memory(addr: u64) -> (Memory, u64) {
-    (Memory::from_memory_type(driver::memory_type(addr)), addr)
+    (memory_from_type(driver::memory_type(addr)), addr)
 }
 
 fn copy(
@@ -674,12 +621,7 @@ default_stream_calls! {
 /// `cuMemFree`/`cuMemFreeHost`: the driver's implicit device synchronization, then the free.
 fn free_after_device_sync(real: &dyn Fn() -> CUresult) -> CUresult {
     let Some(b) = get() else { return real() };
-    if b.vctx.outstanding() > 0 {
-        b.counters.drains.bump();
-        if let Err(e) = b.vctx.device_synchronize() {
-            vlog!(LogLevel::Warn, "free after a failed operation: {e}");
-        }
-    }
+    b.synchronize_before_free();
     real()
 }
 
@@ -712,40 +654,9 @@ pub(crate) fn graph_launch(id: HookId, real: &dyn Fn() -> CUresult, exec: CUgrap
     if exec.is_null() {
         return b.native(Some(s), stream, pt, true, real); // the driver reports the invalid handle
     }
-    let mut registry = b.registry();
-    let entry = registry.graph_exec_or_insert(exec as usize, || b.vctx.create_event());
-    let desc = Arc::new(OpDesc::Graph(GraphLaunch::new(exec as u64, entry.name.clone())));
-    let recorded = b.vctx.wait_event(s, entry.order).and_then(|()| b.vctx.record_op(s, desc));
-    let op = match recorded {
-        Ok(r) => r.op,
-        Err(e) => return code(&e),
-    };
-    if let Err(e) = b.vctx.record_event(entry.order, s) {
-        return code(&e);
-    }
-    entry.note_launch(op, |o| b.vctx.is_submitted(o));
-    b.counters.graph_launches.bump();
-    CUDA_SUCCESS
-}
-
-impl Bind {
-    /// Blocks until every launch of `exec` recorded as an op was handed to the driver (on a pool
-    /// node's stream), so that a call on the executable graph cannot overtake them. Submission
-    /// suffices: the driver finishes launches it holds with the graph as it was when they were
-    /// launched, whatever is updated or destroyed afterwards, exactly as natively. A launch the
-    /// dispatcher submitted may still sit with the submission thread: that is flushed too (for
-    /// every graph this process launched in bind mode, since launches already reported submitted
-    /// are no longer tracked; a flush with nothing pending is one atomic comparison).
-    fn wait_graph_launches_submitted(&self, exec: usize) {
-        let pending = match self.registry().graph_exec(exec) {
-            Some(e) => e.pending.clone(),
-            None => return,
-        };
-        if !pending.iter().all(|&o| self.vctx.is_submitted(o)) {
-            self.counters.graph_exec_waits.bump();
-            self.vctx.wait_submitted(&pending);
-        }
-        self.coordinator.flush_submissions();
+    match b.record_graph_launch(s, exec as usize) {
+        Ok(_) => CUDA_SUCCESS,
+        Err(e) => code(&e),
     }
 }
 
@@ -761,10 +672,7 @@ pub(crate) fn graph_exec_destroy(_id: HookId, real: &dyn Fn() -> CUresult, exec:
     let r = graph_exec_changed(real, exec);
     if r == CUDA_SUCCESS {
         if let Some(b) = get() {
-            let removed = b.registry().remove_graph_exec(exec as usize);
-            if let Some(e) = removed {
-                let _ = b.vctx.destroy_event(e.order);
-            }
+            b.destroy_graph_exec(exec as usize);
         }
     }
     r
@@ -860,9 +768,7 @@ fn created_stream(real: &dyn Fn() -> CUresult, out: *mut CUstream, flags: c_uint
     if r == CUDA_SUCCESS && !out.is_null() {
         // SAFETY: the driver just wrote the new handle through the application's out pointer.
         let handle = unsafe { *out } as usize;
-        let kind = if flags & CU_STREAM_NON_BLOCKING != 0 { StreamKind::NonBlocking } else { StreamKind::Blocking };
-        let s = b.vctx.create_stream(kind, priority);
-        b.registry().add_stream(handle, s);
+        b.register_stream(handle, stream_kind(flags), priority);
     }
     r
 }
@@ -886,10 +792,7 @@ pub(crate) fn stream_destroy(_id: HookId, real: &dyn Fn() -> CUresult, stream: C
     let r = real();
     if r == CUDA_SUCCESS {
         // Work already recorded on it still completes (and still counts for device sync).
-        let removed = b.registry().remove_stream(stream as usize);
-        if let Some(s) = removed {
-            let _ = b.vctx.destroy_stream(s);
-        }
+        b.destroy_stream(stream as usize);
     }
     r
 }
@@ -905,17 +808,12 @@ fn stream_wait(id: HookId, real: &dyn Fn() -> CUresult, stream: CUstream, block:
         return real(); // a stream vitamin never saw holds no logical work
     };
     if block {
-        b.counters.syncs.bump();
-        trace::mark(Tag::SyncEnter, u64::from(s.0));
-        let r = match b.vctx.stream_synchronize(s) {
+        match b.synchronize_stream(s) {
             Ok(()) => CUDA_SUCCESS,
             Err(e) => code(&e),
-        };
-        trace::mark(Tag::SyncExit, u64::from(s.0));
-        r
+        }
     } else {
-        b.counters.queries.bump();
-        match b.vctx.stream_query(s) {
+        match b.query_stream(s) {
             Ok(true) => CUDA_SUCCESS,
             Ok(false) => CUDA_ERROR_NOT_READY,
             Err(e) => code(&e),
@@ -947,13 +845,10 @@ pub(crate) fn stream_wait_event(
     };
     let entry = b.registry().event(event as usize);
     match entry {
-        Some(EventEntry { id: e, recorder: Recorder::Logical | Recorder::Never, .. }) => {
-            b.counters.event_waits.bump();
-            match b.vctx.wait_event(s, e) {
-                Ok(()) => CUDA_SUCCESS,
-                Err(err) => code(&err),
-            }
-        }
+        Some(EventEntry { id: e, recorder: Recorder::Logical | Recorder::Never, .. }) => match b.wait_event(s, e) {
+            Ok(()) => CUDA_SUCCESS,
+            Err(err) => code(&err),
+        },
         // Recorded by the driver (or unknown): the driver orders the native stream, and the host
         // waits for the event so that later logical ops of `s` follow it too.
         _ => {
@@ -1018,8 +913,7 @@ pub(crate) fn event_create(_id: HookId, real: &dyn Fn() -> CUresult, out: *mut C
     if r == CUDA_SUCCESS && !out.is_null() {
         // SAFETY: the driver just wrote the new handle through the application's out pointer.
         let handle = unsafe { *out } as usize;
-        let e = b.vctx.create_event();
-        b.registry().add_event(handle, EventEntry::new(e, flags));
+        b.register_event(handle, |e| event_entry(e, flags));
     }
     r
 }
@@ -1034,7 +928,7 @@ fn event_record_impl(
     let Some(b) = get() else { return real() };
     let pt = per_thread(id);
     let handle = event as usize;
-    let Some(entry) = b.registry().event(handle) else {
+    let Some((mapped, entry)) = b.registry().event_id(handle) else {
         return b.native_on_stream(stream, pt, false, real); // an event vitamin never saw
     };
     let s = match b.target(stream, pt) {
@@ -1042,19 +936,15 @@ fn event_record_impl(
         Ok(Target::Forward) => {
             let r = real();
             if r == CUDA_SUCCESS {
-                b.registry().set_recorder(handle, Recorder::Native);
+                b.note_native_record(mapped, entry, None);
             }
             return r;
         }
         Ok(Target::Native(s)) => s,
         Ok(Target::Record(s)) if entry.records_natively(flags) => s,
         Ok(Target::Record(s)) => {
-            b.counters.event_records.bump();
-            return match b.vctx.record_event(entry.id, s) {
-                Ok(_) => {
-                    b.registry().set_recorder(handle, Recorder::Logical);
-                    CUDA_SUCCESS
-                }
+            return match b.record_event(mapped, entry, s) {
+                Ok(()) => CUDA_SUCCESS,
                 Err(e) => code(&e),
             };
         }
@@ -1063,8 +953,7 @@ fn event_record_impl(
     // after the drain the stream holds nothing, so the driver's timestamp is when its work ended.
     let r = b.native(Some(s), stream, pt, false, real);
     if r == CUDA_SUCCESS {
-        let _ = b.vctx.record_event(entry.id, s);
-        b.registry().set_recorder(handle, Recorder::Native);
+        b.note_native_record(mapped, entry, Some(s));
     }
     r
 }
@@ -1090,14 +979,12 @@ fn event_wait(real: &dyn Fn() -> CUresult, event: CUevent, block: bool) -> CUres
         return real(); // never recorded, recorded natively, or unknown: the driver knows
     };
     if block {
-        b.counters.syncs.bump();
-        match b.vctx.event_synchronize(id) {
+        match b.synchronize_event(id) {
             Ok(()) => CUDA_SUCCESS,
             Err(e) => code(&e),
         }
     } else {
-        b.counters.queries.bump();
-        match b.vctx.event_query(id) {
+        match b.query_event(id) {
             Ok(true) => CUDA_SUCCESS,
             Ok(false) => CUDA_ERROR_NOT_READY,
             Err(e) => code(&e),
@@ -1117,10 +1004,7 @@ pub(crate) fn event_destroy(_id: HookId, real: &dyn Fn() -> CUresult, event: CUe
     let Some(b) = get() else { return real() };
     let r = real();
     if r == CUDA_SUCCESS {
-        let removed = b.registry().remove_event(event as usize);
-        if let Some(e) = removed {
-            let _ = b.vctx.destroy_event(e.id);
-        }
+        b.destroy_event(event as usize);
     }
     r
 }
@@ -1129,8 +1013,7 @@ pub(crate) fn event_destroy(_id: HookId, real: &dyn Fn() -> CUresult, event: CUe
 
 fn device_sync_then(real: &dyn Fn() -> CUresult) -> CUresult {
     let Some(b) = get() else { return real() };
-    b.counters.syncs.bump();
-    let logical = b.vctx.device_synchronize();
+    let logical = b.synchronize_device();
     let r = real();
     match logical {
         Err(e) => code(&e),
@@ -1144,45 +1027,4 @@ pub(crate) fn ctx_synchronize(_id: HookId, real: &dyn Fn() -> CUresult) -> CUres
 
 pub(crate) fn ctx_synchronize_v2(_id: HookId, real: &dyn Fn() -> CUresult, _ctx: CUcontext) -> CUresult {
     device_sync_then(real)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn dim(x: u32) -> Dim3 {
-        Dim3 { x, y: 1, z: 1 }
-    }
-
-    #[test]
-    fn launch_first_probes_are_reused_per_function_kind_and_shape_only() {
-        let name = "layer";
-        let a = probe_for(7, vitamin_hal::FunctionKind::Function, name, dim(528), dim(256));
-        let again = probe_for(7, vitamin_hal::FunctionKind::Function, name, dim(528), dim(256));
-        assert!(Arc::ptr_eq(&a, &again));
-        let k = a.as_kernel().expect("a kernel probe");
-        assert_eq!((k.function().handle(), k.grid(), k.block()), (7, dim(528), dim(256)));
-        assert!(k.args().bytes().is_empty(), "a probe carries no argument bytes");
-        for other in [
-            probe_for(7, vitamin_hal::FunctionKind::Function, name, dim(529), dim(256)),
-            probe_for(7, vitamin_hal::FunctionKind::Function, name, dim(528), dim(128)),
-            probe_for(7, vitamin_hal::FunctionKind::Kernel, name, dim(528), dim(256)),
-            probe_for(8, vitamin_hal::FunctionKind::Function, name, dim(528), dim(256)),
-        ] {
-            assert!(!Arc::ptr_eq(&a, &other));
-            let o = other.as_kernel().expect("a kernel probe");
-            assert!(
-                o.function().handle() != 7
-                    || o.grid() != dim(528)
-                    || o.block() != dim(256)
-                    || o.function().kind() != k.function().kind()
-            );
-        }
-        // Eight more shapes push the first one out: it is built anew.
-        for g in 1..=super::super::recent::ENTRIES as u32 {
-            probe_for(9, vitamin_hal::FunctionKind::Function, name, dim(g), dim(32));
-        }
-        let rebuilt = probe_for(7, vitamin_hal::FunctionKind::Function, name, dim(528), dim(256));
-        assert!(!Arc::ptr_eq(&a, &rebuilt));
-    }
 }

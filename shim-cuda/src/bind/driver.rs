@@ -12,6 +12,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use crate::ffi::{CUcontext, CUevent, CUlaunchConfig, CUresult, CUstream, CUstreamCaptureStatus, CUDA_SUCCESS};
 use crate::real;
 use crate::table::HookId;
+use vitamin_runtime::client::native::HostWait;
 
 /// `CUDA_ERROR_SHARED_OBJECT_SYMBOL_NOT_FOUND`.
 const MISSING: CUresult = crate::ffi::CUDA_ERROR_SHARED_OBJECT_SYMBOL_NOT_FOUND;
@@ -157,28 +158,17 @@ const CTX_SCHED_MASK: u32 = 0x07;
 /// `CU_CTX_SCHED_YIELD`.
 const CTX_SCHED_YIELD: u32 = 0x02;
 
-/// How the application asked host threads to wait for the device (`cudaSetDeviceFlags`'s
-/// scheduling part, the primary context's `CU_CTX_SCHED_*` flags).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Sched {
-    /// `cudaDeviceScheduleAuto` or `Spin` (or unknown): spin.
-    Spin,
-    /// `cudaDeviceScheduleYield`: spin, yielding the CPU between checks.
-    Yield,
-    /// `cudaDeviceScheduleBlockingSync`: block.
-    BlockingSync,
-}
-
-/// The scheduling mode of `dev`'s primary context ([`Sched::Spin`] when the driver cannot tell).
-pub fn sched_mode(dev: c_int) -> Sched {
+/// How the application asked host threads to wait for the device: the scheduling part of `dev`'s
+/// primary context's flags (`cudaSetDeviceFlags`; spin when the driver cannot tell).
+pub fn sched_mode(dev: c_int) -> HostWait {
     let (mut flags, mut active) = (0u32, 0 as c_int);
     // SAFETY: valid out pointers and a device the driver named.
     let r = unsafe { primary_ctx_get_state(dev, &mut flags, &mut active) };
     match flags & CTX_SCHED_MASK {
-        _ if r != CUDA_SUCCESS => Sched::Spin,
-        CTX_SCHED_BLOCKING_SYNC => Sched::BlockingSync,
-        CTX_SCHED_YIELD => Sched::Yield,
-        _ => Sched::Spin,
+        _ if r != CUDA_SUCCESS => HostWait::Spin,
+        CTX_SCHED_BLOCKING_SYNC => HostWait::BlockingSync,
+        CTX_SCHED_YIELD => HostWait::Yield,
+        _ => HostWait::Spin,
     }
 }
 
@@ -246,14 +236,7 @@ pub fn stream_flags_priority(stream: CUstream) -> Result<(u32, i32), CUresult> {
     Ok((f, p))
 }
 
-/// What the device allows for launches with constraints, queried once.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct DeviceLimits {
-    /// `CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT`.
-    pub sm_count: u32,
-    /// `CU_DEVICE_ATTRIBUTE_COOPERATIVE_LAUNCH`.
-    pub cooperative_launch: bool,
-}
+pub use vitamin_runtime::client::capture::DeviceLimits;
 
 /// The limits of device `dev`.
 pub fn device_limits(dev: c_int) -> Result<DeviceLimits, CUresult> {
@@ -266,7 +249,7 @@ pub fn device_limits(dev: c_int) -> Result<DeviceLimits, CUresult> {
         }
     };
     Ok(DeviceLimits {
-        sm_count: attribute(DEVICE_MULTIPROCESSOR_COUNT)?.max(0) as u32,
+        units: attribute(DEVICE_MULTIPROCESSOR_COUNT)?.max(0) as u32,
         cooperative_launch: attribute(DEVICE_COOPERATIVE_LAUNCH)? != 0,
     })
 }

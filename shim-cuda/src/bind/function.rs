@@ -15,13 +15,8 @@
 //! The dynamic-shared-memory limit is not cached: `cuFuncSetAttribute` (not hooked) may raise it
 //! between launches, so it is read at each launch that asks for dynamic shared memory.
 
-use std::cell::RefCell;
-use std::collections::HashMap;
 use std::ffi::c_int;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, RwLock};
-
-use smallvec::SmallVec;
+use std::sync::Arc;
 
 use vitamin_hal::{Dim3, FunctionKind, ParamLayout};
 
@@ -33,45 +28,7 @@ const INVALID_VALUE: CUresult = 1;
 /// Parameter lists longer than this are not modelled (CUDA allows 32 764 bytes of parameters).
 const MAX_PARAMS: usize = 8192;
 
-/// What one function handle is.
-#[derive(Debug)]
-pub struct FunctionInfo {
-    /// `Function` (`CUfunction`) or `Kernel` (`CUkernel`).
-    pub kind: FunctionKind,
-    /// Parameter layout, `None` when the driver did not give one.
-    pub layout: Option<Arc<[ParamLayout]>>,
-    /// `CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK`, `None` if unknown.
-    pub max_threads_per_block: Option<u32>,
-    /// Cluster dimensions compiled into the function (`__cluster_dims__`,
-    /// `CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_WIDTH/HEIGHT/DEPTH`): its launches are cluster launches
-    /// even without a cluster attribute.
-    pub required_cluster: Option<Dim3>,
-    /// The kernel's (mangled) name, kept for the process (one per distinct handle, like the
-    /// info itself): descriptors then copy it without a reference count (see
-    /// `FunctionRef::with_static_name`).
-    pub name: &'static str,
-}
-
-/// Per-handle cache, with a small per-thread cache in front of it: a launch looks its handle up
-/// without the shared lock (whose counter every launching thread would write) or hashing.
-#[derive(Debug)]
-pub struct Functions {
-    known: RwLock<HashMap<usize, Arc<FunctionInfo>>>,
-    /// Distinguishes this cache's entries in the per-thread caches.
-    id: u64,
-}
-
-impl Default for Functions {
-    fn default() -> Self {
-        static NEXT: AtomicU64 = AtomicU64::new(1);
-        Functions { known: RwLock::default(), id: NEXT.fetch_add(1, Ordering::Relaxed) }
-    }
-}
-
-thread_local! {
-    /// Handles this thread looked up most recently, keyed by the [`Functions`] id and handle.
-    static RECENT_FUNCTIONS: super::recent::Recent<(u64, usize), Arc<FunctionInfo>> = RefCell::new(SmallVec::new());
-}
+pub use vitamin_runtime::client::functions::{FunctionInfo, Functions};
 
 type ParamInfoFn = unsafe fn(*mut std::ffi::c_void, usize, *mut usize, *mut usize) -> CUresult;
 
@@ -95,20 +52,9 @@ fn layout_with(query: ParamInfoFn, f: usize) -> Result<Vec<ParamLayout>, CUresul
     Err(INVALID_VALUE)
 }
 
-impl Functions {
-    /// The info of handle `f`, discovering it on first use: from this thread's recent handles
-    /// when it is one of them, else from the shared cache (then kept among the recent ones).
-    pub fn get(&self, f: usize, device: c_int) -> Arc<FunctionInfo> {
-        super::recent::get_or_make(&RECENT_FUNCTIONS, (self.id, f), || self.get_shared(f, device))
-    }
-
-    fn get_shared(&self, f: usize, device: c_int) -> Arc<FunctionInfo> {
-        if let Some(i) = self.known.read().unwrap_or_else(|e| e.into_inner()).get(&f) {
-            return i.clone();
-        }
-        let info = Arc::new(discover(f, device));
-        self.known.write().unwrap_or_else(|e| e.into_inner()).entry(f).or_insert(info).clone()
-    }
+/// The info of handle `f` from the process's cache, discovered from the driver on first use.
+pub fn get(functions: &Functions, f: usize, device: c_int) -> Arc<FunctionInfo> {
+    functions.get(f, || discover(f, device))
 }
 
 fn discover(f: usize, device: c_int) -> FunctionInfo {

@@ -130,14 +130,29 @@ pub fn run_async_app(
         .env("FAKE_CUDA_LOG", &calls)
         .env("FAKE_CUDA_EXEC_LOG", &exec)
         .env("FAKE_CUDA_DELAY_US", "2000");
+    // No configuration file of the machine's applies; knobs the environment cannot set go to a
+    // file of this run's own.
+    cmd.env("VITAMIN_CONFIG", "none");
+    let mut advanced = String::new();
+    let mut set = |cmd: &mut Command, k: &str, v: &str| match file_only_key(k) {
+        Some(name) => advanced.push_str(&format!("{name} = {v:?}\n")),
+        None => {
+            cmd.env(k, v);
+        }
+    };
     if let Some(vars) = bind {
         cmd.env("LD_PRELOAD", shim_path()).env("VITAMIN_MODE", "bind").env("VITAMIN_CENSUS", &census);
         for (k, v) in vars {
-            cmd.env(k, v);
+            set(&mut cmd, k, v);
         }
     }
     for (k, v) in extra_env {
-        cmd.env(k, v);
+        set(&mut cmd, k, v);
+    }
+    if !advanced.is_empty() {
+        let file = dir.join(format!("{name}.config.toml"));
+        std::fs::write(&file, format!("[advanced]\n{advanced}")).expect("write the run's configuration file");
+        cmd.env("VITAMIN_CONFIG", &file);
     }
     let mut child = cmd
         .stdout(std::process::Stdio::piped())
@@ -185,4 +200,9 @@ pub fn check_exec_order(name: &str, exec: &str, edges: &[(&str, &str)]) {
         };
         assert!(pa < pb, "{name}: `{b}` (line {pb}) did not wait for `{a}` (line {pa}):\n{exec}");
     }
+}
+
+/// The `[advanced]` key of a knob the environment does not set (file only), if `var` names one.
+pub fn file_only_key(var: &str) -> Option<&'static str> {
+    vitamin_runtime::config::KEYS.iter().find(|k| k.env.is_none() && (k.name == var || k.var() == var)).map(|k| k.name)
 }

@@ -3,7 +3,7 @@
 # ROUNDS times natively and under bind mode (CONFIGS as in phase_check.sh), and while each process
 # runs samples every thread's CPU (`ps -L`, every 50 ms). Prints per process the CPUs the
 # application, dispatcher and submission threads ran on most, and the phases; with the c2c matrix
-# (bench/gpu/host/c2c_probe.c) the cache-line transfer cost between those CPUs. Stage:
+# (bench/probes/host/c2c_probe.c) the cache-line transfer cost between those CPUs. Stage:
 # bash bench/gpu/shim/stage_overhead.sh; run there: bash placement_check.sh
 set -uo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Do busy helper threads slow a native CUDA program on this host, and does the way they spin
 # matter? chain_bench.cu (no interposer) alone and next to SPINNERS spinning processes of each
-# mode in MODES (spinner.c: "yield" = pause + sched_yield per check, as vitamin's dispatcher spun
-# until session 6; "pause" = 8 pauses per check, no system call), ROUNDS rounds alternating.
-# Run from the repository root on the GPU machine: bash bench/gpu/host/spin_check.sh
+# mode in MODES (spinner.c: "yield" = pause + sched_yield per check, as vitamin's dispatcher spins
+# by default, spin_yield in docs/config.md; "pause" = 8 pauses per check, no system call), ROUNDS rounds alternating.
+# Run from the repository root on the GPU machine: bash bench/probes/host/spin_check.sh
 set -uo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 SHIM_DIR=${SHIM_DIR:-$HERE/../shim}

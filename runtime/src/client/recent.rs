@@ -9,15 +9,15 @@ use std::thread::LocalKey;
 use smallvec::SmallVec;
 
 /// Entries a cache keeps.
-pub(crate) const ENTRIES: usize = 8;
+pub const ENTRIES: usize = 8;
 
 /// One thread's cache, oldest entry first (declare it in a `thread_local!`).
-pub(crate) type Recent<K, V> = RefCell<SmallVec<[(K, V); ENTRIES]>>;
+pub type Recent<K, V> = RefCell<SmallVec<[(K, V); ENTRIES]>>;
 
 /// The value of `key` from this thread's `cache`, or `make()`'s, which is then kept (dropping the
 /// oldest entry of a full cache). `make` runs outside any borrow of the cache; a thread whose
 /// thread-locals are gone (exiting) or that re-enters gets `make()`'s value uncached.
-pub(crate) fn get_or_make<K: PartialEq + Copy + 'static, V: Clone + 'static>(
+pub fn get_or_make<K: PartialEq + Copy + 'static, V: Clone + 'static>(
     cache: &'static LocalKey<Recent<K, V>>,
     key: K,
     make: impl FnOnce() -> V,

@@ -1,19 +1,21 @@
-//! The in-process coordinator: the policy runs inside the shim.
+//! The in-process coordinator: the policy runs inside the interposer.
 //!
-//! One thread (`vitamin-dispatch`) runs a [`Dispatcher`] over a [`CudaBackend`] on the device of
-//! the application's primary context (behind a lock it holds one round at a time, so that with
-//! [`Tuning::inline`] application threads can submit in between). It is started by the first
-//! bind-mode call that needs it: the thread creates the backend (one SM split) and realizes every pool node as a green context with
-//! its lanes (the H200's 59 nodes: about 100 ms, FACTS.md), reports the outcome to the starting
-//! call, and from then on pumps: intake of ready ops from the application's virtual context,
-//! lane continuation, policy binding, batched completion polling. Later launches never wait for
+//! One thread (`vitamin-dispatch`) runs a [`Dispatcher`] over the interposer's pool backend
+//! ([`NativeApi::Backend`]) on the device of the application's primary context (behind a lock it
+//! holds one round at a time, so that with [`Tuning::inline`] application threads can submit in
+//! between). It is started by the first bind-mode call that needs it: the thread creates the
+//! backend (one unit split) and realizes every pool node as a physical context with its lanes (the
+//! H200's 59 nodes: about 100 ms, docs/STATUS.md), reports the outcome to the starting call, and
+//! from then on pumps: intake of ready ops from the application's virtual context, lane
+//! continuation, policy binding, batched completion polling. Later launches never wait for
 //! realization; they only record ops.
 //!
-//! The thread holds the shim's re-entry guard for its whole life: every driver call it makes (the
-//! backend's launches, copies, fences, which go through the shim's exported symbols or through
-//! `dlsym`) is forwarded untouched instead of being taken for an application call.
+//! The thread holds the interposer's re-entry guard ([`NativeApi::enter_runtime_thread`]) for its
+//! whole life: every driver call it makes (the backend's launches, copies, fences, which go through
+//! the interposer's exported symbols or its symbol lookups) is forwarded untouched instead of being
+//! taken for an application call.
 //!
-//! A second thread (`vitamin-submit`, hal-cuda's submission thread, [`Tuning::submit_thread`],
+//! A second thread (`vitamin-submit`, the backend's submission thread, [`Tuning::submit_thread`],
 //! on by default) issues the driver calls of bursts of submissions, so that a streamed chain's
 //! launches overlap the dispatcher's bookkeeping; it enters the re-entry guard too. A lone
 //! submission is issued by the dispatcher thread itself.
@@ -34,11 +36,11 @@
 //! waiting thread's polls hold the lock and, once that thread returned, until its next submission
 //! ([`Tuning::wake_grace`]). With nothing to do it
 //! spins briefly, then parks in [`VirtualContext::wait_for_work`], which new ops, eager submissions
-//! and newly waiting threads (without the wait assist) wake. `VITAMIN_DISPATCH_NAP` makes it nap
+//! and newly waiting threads (without the wait assist) wake. `dispatch_nap` makes it nap
 //! instead of spinning (experimental, measured worse).
 //!
 //! Shutdown ([`Coordinator::stop`], at process exit): the thread publishes its statistics and exits
-//! without tearing the pool down (the process is ending; the driver reclaims the green contexts).
+//! without tearing the pool down (the process is ending; the driver reclaims the physical contexts).
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
@@ -46,15 +48,14 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use vitamin_hal::Backend;
-use vitamin_hal_cuda::CudaBackend;
-use vitamin_runtime::dispatch::{DispatchConfig, Dispatcher};
-use vitamin_runtime::policy::{AnyPolicy, ClientClass, Policy, PolicyKind};
-use vitamin_runtime::profile::Profiles;
-use vitamin_runtime::VirtualContext;
 
+use super::log::clog as vlog;
+use super::native::{NativeApi, PoolBackend};
 use crate::config::LogLevel;
-use crate::guard;
-use crate::state::vlog;
+use crate::dispatch::{DispatchConfig, Dispatcher};
+use crate::policy::{AnyPolicy, ClientClass, Policy, PolicyKind};
+use crate::profile::Profiles;
+use crate::VirtualContext;
 
 /// How the coordinator schedules (from `VITAMIN_POLICY`, `VITAMIN_SEED`, `VITAMIN_LANE_CONTINUATION`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -69,146 +70,165 @@ pub struct Settings {
     pub tuning: Tuning,
 }
 
-/// Tuning knobs for measurements, not part of the stable interface (docs/shim.md lists them).
-/// Every field is the default unless its variable is set.
+impl Settings {
+    /// The settings of `config` (policy, seed, lane continuation), with the tuning knobs read
+    /// through `get` (the environment in the interposer).
+    pub fn from_config(config: &crate::config::Config, get: impl Fn(&str) -> Option<String>) -> Settings {
+        Settings {
+            policy: config.policy,
+            seed: config.seed,
+            lane_continuation: config.lane_continuation,
+            tuning: Tuning::from_lookup(get),
+        }
+    }
+}
+
+/// Tuning knobs for measurements, not part of the stable interface: the `[advanced]` keys of the
+/// configuration (docs/config.md lists them with the measurement behind each default). Every
+/// field is the default unless its key is set; the parser asks for each by its variable name
+/// (`VITAMIN_` + the key), which the configuration layers answer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Tuning {
-    /// `VITAMIN_CONTINUATION_DEPTH`: ops lane continuation may queue on one lane.
+    /// `continuation_depth`: ops lane continuation may queue on one lane.
     pub continuation_depth: u32,
-    /// `VITAMIN_CONTINUATION_US`: bound on a lane's predicted backlog for continuation, ns.
+    /// `continuation_us`: bound on a lane's predicted backlog for continuation, ns.
     pub continuation_ns: u64,
-    /// `VITAMIN_POLL_INTERVAL_US`: least time between completion polls while nothing waits, ns.
+    /// `poll_interval_us`: least time between completion polls while nothing waits, ns.
     pub poll_interval_ns: u64,
     /// `VITAMIN_PROFILE_DISPATCH=1`: per-phase dispatcher times in the census.
     pub profile_phases: bool,
-    /// `VITAMIN_INLINE=1`: application threads submit the ready ops they record when the
+    /// `inline=1`: application threads submit the ready ops they record when the
     /// dispatcher is free (experimental; off).
     pub inline: bool,
-    /// `VITAMIN_WAIT_ASSIST`: threads spinning in a synchronize call poll completions
+    /// `wait_assist`: threads spinning in a synchronize call poll completions
     /// themselves when the dispatcher is free (on by default; replaces the native wait).
     pub wait_assist: bool,
-    /// `VITAMIN_NATIVE_WAIT=1`: threads spinning in a synchronize call wait on the lanes their
-    /// ops were submitted to with `cuStreamSynchronize` ([`Coordinator::native_wait`]; not under
+    /// `native_wait=1`: threads spinning in a synchronize call wait on the lanes their
+    /// ops were submitted to with the driver's stream synchronize ([`Coordinator::native_wait`]; not under
     /// blocking synchronization; experimental, off: no gain measured on the H200).
     pub native_wait: bool,
-    /// `VITAMIN_IDLE_SPIN_US`: how long the idle dispatcher thread naps before it parks.
+    /// `idle_spin_us`: how long the idle dispatcher thread naps before it parks.
     pub idle_spin: Duration,
-    /// `VITAMIN_SYNC_SPIN_US`: how long synchronize calls spin before they park (`None`: by the
+    /// `sync_spin_us`: how long synchronize calls spin before they park (`None`: by the
     /// application's scheduling flags).
     pub sync_spin: Option<Duration>,
-    /// `VITAMIN_SYNC_YIELD=0|1`: whether spinning synchronize calls yield the CPU between checks
-    /// (`None`: by the application's scheduling flags, as CUDA does: only under
-    /// `cudaDeviceScheduleYield`).
+    /// `sync_yield=0|1`: whether spinning synchronize calls yield the CPU between checks
+    /// (`None`: by the application's scheduling flags, as the driver does: only when the
+    /// application asked for yielding, [`HostWait::Yield`](super::native::HostWait::Yield)).
     pub sync_yield: Option<bool>,
-    /// `VITAMIN_DISPATCH_CPU`: the CPU the dispatcher thread pins itself to (placement
+    /// `dispatch_cpu`: the CPU the dispatcher thread pins itself to (placement
     /// experiments; unpinned by default).
     pub dispatch_cpu: Option<usize>,
-    /// `VITAMIN_SUBMIT_THREAD`: whether a second thread issues bursts of driver calls while the
-    /// dispatcher thread decides (hal-cuda's submission thread).
+    /// `submit_thread`: whether a second thread issues bursts of driver calls while the
+    /// dispatcher thread decides (the backend's submission thread).
     pub submit_thread: bool,
-    /// `VITAMIN_SUBMIT_BURST_US`: submissions closer than this to the previous one go to the
+    /// `submit_burst_us`: submissions closer than this to the previous one go to the
     /// submission thread.
     pub submit_burst: Duration,
-    /// `VITAMIN_SUBMIT_SPIN_US`: how long the idle submission thread spins before it parks.
-    pub submit_spin: Duration,
-    /// `VITAMIN_TIGHT_POLL`: whether the dispatcher thread polls completions in a tight loop
+    /// `submit_spin_us`: how long the idle submission thread spins before it parks
+    /// (`None`: the backend's default).
+    pub submit_spin: Option<Duration>,
+    /// `tight_poll`: whether the dispatcher thread polls completions in a tight loop
     /// (no rounds, no yield) while host threads wait and nothing else is to be done (on by
     /// default).
     pub tight_poll: bool,
-    /// `VITAMIN_EAGER`: whether a thread recording a fresh op (ready at once) binds and submits
+    /// `eager`: whether a thread recording a fresh op (ready at once) binds and submits
     /// it itself when the dispatcher is free ([`Coordinator::record_eager`]; on by default).
     pub eager: bool,
-    /// `VITAMIN_LAUNCH_FIRST`: under eager binding, a fresh plain kernel launch is made on its
+    /// `launch_first`: under eager binding, a fresh plain kernel launch is made on its
     /// lane with the application's own argument pointers before its descriptor is copied and
-    /// recorded ([`Coordinator::launch_first`]; on by default since session 6, after same-call
+    /// recorded ([`Coordinator::launch_first`]; on by default after same-call
     /// measurements on the H200: see [`LAUNCH_FIRST`]).
     pub launch_first: bool,
-    /// `VITAMIN_DISPATCH_NAP`: how the dispatcher thread waits between rounds when nothing
+    /// `dispatch_nap`: how the dispatcher thread waits between rounds when nothing
     /// needs it at once (`off`, the default: it spins, yielding; `all`: it naps, idle or with
     /// work in flight; `busy`: it naps only with work in flight; experimental, measured worse).
     pub nap: Nap,
-    /// `VITAMIN_EAGER_CONTINUE`: whether, under eager binding, a thread recording an op whose
+    /// `eager_continue`: whether, under eager binding, a thread recording an op whose
     /// live predecessors are all submitted continues it on their lane itself when the
     /// dispatcher is free (lane continuation on the recording thread; off by default).
     pub eager_continue: bool,
-    /// `VITAMIN_EAGER_CONTINUE_OPS`: under eager binding, how many ops a thread records after
+    /// `eager_continue_ops`: under eager binding, how many ops a thread records after
     /// each of its launch-first launches it continues itself as under
     /// [`eager_continue`](Self::eager_continue) (an operator's launches after the first one:
     /// the application thread then launches a small operator's kernels, as natively, while the
     /// ops of long launch streams still go to the dispatcher; 0: none).
     pub eager_continue_ops: u32,
-    /// `VITAMIN_BUSY_QUERY_US`: least time between fence queries of a lane the submission thread
-    /// still feeds ([`CudaBackend::set_busy_query`]).
-    pub busy_query: Duration,
-    /// `VITAMIN_SPIN_YIELD`: whether the dispatcher thread yields the CPU (`sched_yield`) at
+    /// `busy_query_us`: least time between fence queries of a lane the submission thread
+    /// still feeds ([`PoolBackend::set_busy_query`]; `None`: the backend's default).
+    pub busy_query: Option<Duration>,
+    /// `spin_yield`: whether the dispatcher thread yields the CPU (`sched_yield`) at
     /// each check while it spins ([`relax`]); without, it runs a batch of pause instructions.
     pub spin_yield: bool,
-    /// `VITAMIN_DEFER_TO_WAITERS`: with work in flight and nothing else to do, the dispatcher
+    /// `defer_to_waiters`: with work in flight and nothing else to do, the dispatcher
     /// thread skips its periodic poll round while threads waiting in synchronize calls poll for
     /// themselves (the wait assist), instead of taking the lock they poll under (experimental, off).
     pub defer_to_waiters: bool,
-    /// `VITAMIN_FAST_WAIT`: whether a thread waiting in a synchronize call, once every op it
+    /// `fast_wait`: whether a thread waiting in a synchronize call, once every op it
     /// waits for is covered by a memory fence, spins on the lanes' fence words without the
     /// dispatcher lock and returns when they are reached ([`Coordinator::assist_wait`]),
     /// leaving the ops' retirement to the next holder of the vCtx lock and the pool's
     /// bookkeeping to the next poll (on by default).
     pub fast_wait: bool,
-    /// `VITAMIN_LF_LOCK_WAIT_US`: how long a launch-first launch spins for the dispatcher lock
+    /// `lf_lock_wait_us`: how long a launch-first launch spins for the dispatcher lock
     /// the dispatcher thread holds before it is handed over instead (0: only tried).
     pub lf_lock_wait: Duration,
-    /// `VITAMIN_WAKE_GRACE_US`: when the dispatcher thread, about to run a round, found its lock
+    /// `wake_grace_us`: when the dispatcher thread, about to run a round, found its lock
     /// held by a thread polling in a synchronize call that has since returned, how long the round
     /// waits for that thread's next submission (0: none, the round follows at once).
     pub wake_grace: Duration,
 }
 
 impl Tuning {
-    /// Reads the knobs through `get` (the environment in the shim).
+    /// Reads the knobs through `get` (the process's configuration layers in the interposer).
     pub fn from_lookup(get: impl Fn(&str) -> Option<String>) -> Tuning {
         let num = |k: &str| get(k).and_then(|v| v.trim().parse::<u64>().ok());
         let flag = |k: &str, value: &str| get(k).is_some_and(|v| v.trim() == value);
         Tuning {
-            continuation_depth: num("VITAMIN_CONTINUATION_DEPTH")
+            continuation_depth: num("continuation_depth")
                 .map_or(CONTINUATION_DEPTH, |d| d.clamp(1, u64::from(u32::MAX)) as u32),
-            continuation_ns: num("VITAMIN_CONTINUATION_US").map_or(CONTINUATION_NS, |us| us.saturating_mul(1000)),
-            poll_interval_ns: num("VITAMIN_POLL_INTERVAL_US").map_or(POLL_INTERVAL_NS, |us| us.saturating_mul(1000)),
+            continuation_ns: num("continuation_us").map_or(CONTINUATION_NS, |us| us.saturating_mul(1000)),
+            poll_interval_ns: num("poll_interval_us").map_or(POLL_INTERVAL_NS, |us| us.saturating_mul(1000)),
             profile_phases: flag("VITAMIN_PROFILE_DISPATCH", "1"),
-            inline: flag("VITAMIN_INLINE", "1"),
-            wait_assist: get("VITAMIN_WAIT_ASSIST").map_or(WAIT_ASSIST, |v| v.trim() == "1"),
-            native_wait: flag("VITAMIN_NATIVE_WAIT", "1"),
-            idle_spin: num("VITAMIN_IDLE_SPIN_US").map_or(IDLE_SPIN, Duration::from_micros),
-            sync_spin: num("VITAMIN_SYNC_SPIN_US").map(Duration::from_micros),
-            sync_yield: get("VITAMIN_SYNC_YIELD").map(|v| v.trim() != "0"),
-            dispatch_cpu: num("VITAMIN_DISPATCH_CPU").and_then(|c| usize::try_from(c).ok()),
-            submit_thread: get("VITAMIN_SUBMIT_THREAD").map_or(SUBMIT_THREAD, |v| v.trim() == "1"),
-            submit_burst: num("VITAMIN_SUBMIT_BURST_US").map_or(SUBMIT_BURST, Duration::from_micros),
-            submit_spin: num("VITAMIN_SUBMIT_SPIN_US").map_or(vitamin_hal_cuda::SUBMIT_SPIN, Duration::from_micros),
-            eager: get("VITAMIN_EAGER").map_or(EAGER, |v| v.trim() == "1"),
-            launch_first: get("VITAMIN_LAUNCH_FIRST").map_or(LAUNCH_FIRST, |v| v.trim() == "1"),
-            nap: match get("VITAMIN_DISPATCH_NAP").as_deref().map(str::trim) {
+            inline: flag("inline", "1"),
+            wait_assist: get("wait_assist").map_or(WAIT_ASSIST, |v| v.trim() == "1"),
+            native_wait: flag("native_wait", "1"),
+            idle_spin: num("idle_spin_us").map_or(IDLE_SPIN, Duration::from_micros),
+            sync_spin: num("sync_spin_us").map(Duration::from_micros),
+            sync_yield: get("sync_yield").and_then(|v| match v.trim() {
+                "0" => Some(false),
+                "1" => Some(true),
+                _ => None,
+            }),
+            dispatch_cpu: num("dispatch_cpu").and_then(|c| usize::try_from(c).ok()),
+            submit_thread: get("submit_thread").map_or(SUBMIT_THREAD, |v| v.trim() == "1"),
+            submit_burst: num("submit_burst_us").map_or(SUBMIT_BURST, Duration::from_micros),
+            submit_spin: num("submit_spin_us").map(Duration::from_micros),
+            eager: get("eager").map_or(EAGER, |v| v.trim() == "1"),
+            launch_first: get("launch_first").map_or(LAUNCH_FIRST, |v| v.trim() == "1"),
+            nap: match get("dispatch_nap").as_deref().map(str::trim) {
                 Some("off") => Nap::Off,
                 Some("busy") => Nap::Busy,
                 Some("all") => Nap::All,
                 _ => NAP,
             },
-            eager_continue: get("VITAMIN_EAGER_CONTINUE").map_or(EAGER_CONTINUE, |v| v.trim() == "1"),
-            eager_continue_ops: num("VITAMIN_EAGER_CONTINUE_OPS")
+            eager_continue: get("eager_continue").map_or(EAGER_CONTINUE, |v| v.trim() == "1"),
+            eager_continue_ops: num("eager_continue_ops")
                 .map_or(EAGER_CONTINUE_OPS, |n| n.min(u64::from(u32::MAX)) as u32),
-            tight_poll: get("VITAMIN_TIGHT_POLL").map_or(TIGHT_POLL, |v| v.trim() == "1"),
-            busy_query: num("VITAMIN_BUSY_QUERY_US")
-                .map_or(Duration::from_nanos(vitamin_hal_cuda::BUSY_QUERY_NS), Duration::from_micros),
-            spin_yield: get("VITAMIN_SPIN_YIELD").map_or(SPIN_YIELD, |v| v.trim() == "1"),
-            defer_to_waiters: get("VITAMIN_DEFER_TO_WAITERS").map_or(DEFER_TO_WAITERS, |v| v.trim() == "1"),
-            fast_wait: get("VITAMIN_FAST_WAIT").map_or(FAST_WAIT, |v| v.trim() == "1"),
-            lf_lock_wait: num("VITAMIN_LF_LOCK_WAIT_US").map_or(LF_LOCK_WAIT, Duration::from_micros),
-            wake_grace: num("VITAMIN_WAKE_GRACE_US").map_or(WAKE_GRACE, Duration::from_micros),
+            tight_poll: get("tight_poll").map_or(TIGHT_POLL, |v| v.trim() == "1"),
+            busy_query: num("busy_query_us").map(Duration::from_micros),
+            spin_yield: get("spin_yield").map_or(SPIN_YIELD, |v| v.trim() == "1"),
+            defer_to_waiters: get("defer_to_waiters").map_or(DEFER_TO_WAITERS, |v| v.trim() == "1"),
+            fast_wait: get("fast_wait").map_or(FAST_WAIT, |v| v.trim() == "1"),
+            lf_lock_wait: num("lf_lock_wait_us").map_or(LF_LOCK_WAIT, Duration::from_micros),
+            wake_grace: num("wake_grace_us").map_or(WAKE_GRACE, Duration::from_micros),
         }
     }
 }
 
 /// What the started coordinator reports.
 #[derive(Debug, Clone)]
-pub struct Started {
+pub struct Started<B> {
     /// Device name.
     pub device: String,
     /// Every pool node's units, by node id.
@@ -216,24 +236,30 @@ pub struct Started {
     /// Wall time to create the backend and realize the pool, ms.
     pub realize_ms: f64,
     /// A handle on the backend (shared state), for calls that need no dispatcher lock.
-    pub backend: CudaBackend,
+    pub backend: B,
+    /// The application's client id in the dispatcher (its virtual context's registration).
+    pub client: usize,
 }
 
-type Shim = Dispatcher<CudaBackend, AnyPolicy>;
+type Shim<N> = Dispatcher<<N as NativeApi>::Backend, AnyPolicy>;
 
 /// The dispatcher, shared by the dispatcher thread and application threads that submit inline.
 /// `None` until the pool is realized and after shutdown.
-type Slot = Arc<parking_lot::Mutex<Option<Shim>>>;
+type Slot<N> = Arc<parking_lot::Mutex<Option<Shim<N>>>>;
 
 /// The running coordinator.
-pub struct Coordinator {
+pub struct Coordinator<N: NativeApi> {
     /// What start-up built.
-    pub started: Started,
+    pub started: Started<N::Backend>,
+    /// The interposer's side.
+    native: Arc<N>,
+    /// The application's client id in the dispatcher.
+    client: usize,
     stop: Arc<AtomicBool>,
     stopped: Mutex<Option<mpsc::Receiver<()>>>,
     stats: Arc<Mutex<Option<serde_json::Value>>>,
-    dispatcher: Slot,
-    /// Inline submission from application threads (`VITAMIN_INLINE=1`; off by default).
+    dispatcher: Slot<N>,
+    /// Inline submission from application threads (`inline=1`; off by default).
     inline: bool,
     inline_errors: std::sync::atomic::AtomicU64,
     /// Whether waiting threads count their polls for the dispatcher thread
@@ -300,7 +326,7 @@ impl Submits {
 /// waits for, and for each the progress of its lane and its sequence number there.
 #[derive(Default)]
 struct Probe {
-    ops: smallvec::SmallVec<[vitamin_runtime::OpId; 4]>,
+    ops: smallvec::SmallVec<[crate::OpId; 4]>,
     lanes: smallvec::SmallVec<[(vitamin_hal::LaneProgress, u64); 4]>,
     /// When the thread polls completions again the usual way (errors, and anything the words
     /// do not cover).
@@ -316,28 +342,34 @@ thread_local! {
 /// a poll.
 const FAST_WAIT_POLL: Duration = Duration::from_micros(100);
 
-impl std::fmt::Debug for Coordinator {
+impl<N: NativeApi> std::fmt::Debug for Coordinator<N> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Coordinator").field("started", &self.started).field("inline", &self.inline).finish()
     }
 }
 
-impl Coordinator {
+impl<N: NativeApi> Coordinator<N> {
     /// Starts the dispatcher thread for device `ordinal` and waits until the pool is realized.
-    pub fn start(ordinal: i32, vctx: Arc<VirtualContext>, settings: Settings) -> Result<Coordinator, String> {
-        let (ready_tx, ready_rx) = mpsc::channel::<Result<Started, String>>();
+    pub fn start(
+        native: Arc<N>,
+        ordinal: i32,
+        vctx: Arc<VirtualContext>,
+        settings: Settings,
+    ) -> Result<Coordinator<N>, String> {
+        let (ready_tx, ready_rx) = mpsc::channel::<Result<Started<N::Backend>, String>>();
         let (done_tx, done_rx) = mpsc::channel::<()>();
         let stop = Arc::new(AtomicBool::new(false));
         let stats = Arc::new(Mutex::new(None));
-        let dispatcher: Slot = Arc::new(parking_lot::Mutex::new(None));
+        let dispatcher: Slot<N> = Arc::new(parking_lot::Mutex::new(None));
         let submits = Arc::new(Submits::default());
         let (stop2, stats2, slot2, submits2) = (stop.clone(), stats.clone(), dispatcher.clone(), submits.clone());
+        let native2 = native.clone();
         let spawned = std::thread::Builder::new().name("vitamin-dispatch".into()).spawn(move || {
-            let _entered = guard::enter();
+            let _entered = N::enter_runtime_thread();
             let ready_tx2 = ready_tx.clone();
             let run = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
                 let shared = ThreadShared { stop: &stop2, stats: &stats2, slot: &slot2, submits: &submits2 };
-                run(ordinal, vctx, settings, ready_tx, shared);
+                run(&*native2, ordinal, vctx, settings, ready_tx, shared);
             }));
             if run.is_err() {
                 let _ = ready_tx2.send(Err("the dispatcher thread panicked".into()));
@@ -350,7 +382,9 @@ impl Coordinator {
         }
         match ready_rx.recv() {
             Ok(Ok(started)) => Ok(Coordinator {
+                client: started.client,
                 started,
+                native,
                 stop,
                 stopped: Mutex::new(Some(done_rx)),
                 stats,
@@ -404,7 +438,7 @@ impl Coordinator {
     }
 
     /// Eager binding ([`Tuning::eager`], on by default): records `desc` on `s` of `vctx` (the
-    /// application's context, the dispatcher's only client) and, if the op is ready at once and
+    /// application's context, registered as [`Started::client`]) and, if the op is ready at once and
     /// the dispatcher is free, binds and submits it from this thread through the policy
     /// ([`Dispatcher::submit_fresh`]) before returning: the first launch after the application
     /// waited (a launch-sync loop's every launch) reaches the driver without waiting for the
@@ -413,7 +447,7 @@ impl Coordinator {
     /// on their lane the same way ([`Dispatcher::submit_continued`]): the application thread
     /// then launches an operator's kernels on its lane itself, as natively, and the stream's
     /// driver state stays with that thread (a first launch after another thread launched on the
-    /// stream cost 1.2-1.3 us more on the H200, `bench/gpu/shim/launch_xthread.cu`). Other ops,
+    /// stream cost 1.2-1.3 us more on the H200, `bench/probes/shim/launch_xthread.cu`). Other ops,
     /// and every op while the dispatcher thread is in a round, are only recorded. The dispatcher
     /// lock is only tried, inside the vCtx lock (the reverse of the dispatcher thread's order,
     /// hence never waited for). Never blocks on the dispatcher. `in_pool_context` is asked only
@@ -422,11 +456,11 @@ impl Coordinator {
     pub fn record_eager(
         &self,
         vctx: &VirtualContext,
-        s: vitamin_runtime::StreamId,
+        s: crate::StreamId,
         desc: Arc<vitamin_hal::OpDesc>,
         continue_too: bool,
         in_pool_context: impl FnOnce() -> bool,
-    ) -> Result<vitamin_runtime::Recorded, vitamin_runtime::VctxError> {
+    ) -> Result<crate::Recorded, crate::VctxError> {
         // The dispatcher lock is released only after the vCtx lock: the dispatcher thread,
         // waiting for it (it only ever tries it), cannot then find the vCtx lock held by this
         // thread, park on it and cost this thread a wake-up system call when it releases it.
@@ -438,9 +472,9 @@ impl Coordinator {
             let Some(mut slot) = self.dispatcher.try_lock() else { return false };
             let taken = slot.as_mut().is_some_and(|d| {
                 if preds.is_empty() {
-                    d.submit_fresh(0, op, desc)
+                    d.submit_fresh(self.client, op, desc)
                 } else {
-                    d.submit_continued(0, op, desc, preds)
+                    d.submit_continued(self.client, op, desc, preds)
                 }
             });
             held = Some(slot);
@@ -468,11 +502,11 @@ impl Coordinator {
     pub fn launch_first(
         &self,
         vctx: &VirtualContext,
-        s: vitamin_runtime::StreamId,
+        s: crate::StreamId,
         probe: &Arc<vitamin_hal::OpDesc>,
         mut launch: impl FnMut(u64) -> Result<(), vitamin_hal::HalError>,
         capture: impl FnOnce() -> Option<vitamin_hal::OpDesc>,
-    ) -> Option<Result<vitamin_runtime::Recorded, vitamin_hal::HalError>> {
+    ) -> Option<Result<crate::Recorded, vitamin_hal::HalError>> {
         let mut failure = None;
         let mut fresh = false;
         // The dispatcher lock is taken before the vCtx lock (the dispatcher thread's order), so
@@ -491,7 +525,7 @@ impl Coordinator {
                 fresh = true;
                 let mut slot = slot;
                 vitamin_hal::trace::step(8);
-                match slot.as_mut()?.launch_fresh_native(0, probe, &mut launch)? {
+                match slot.as_mut()?.launch_fresh_native(self.client, probe, &mut launch)? {
                     Ok(launched) => {
                         let desc = capture().map_or_else(|| probe.clone(), Arc::new);
                         Some((desc, (slot, launched)))
@@ -535,7 +569,7 @@ impl Coordinator {
     /// time, a few microseconds). `None`: still held (a round with many launches). Spins
     /// rather than parks (`try_lock_for` would park): the holder's unlock would then pay for a
     /// futex wake-up, and this thread for being woken.
-    fn lock_for_launch(&self) -> Option<parking_lot::MutexGuard<'_, Option<Shim>>> {
+    fn lock_for_launch(&self) -> Option<parking_lot::MutexGuard<'_, Option<Shim<N>>>> {
         if let Some(g) = self.dispatcher.try_lock() {
             return Some(g);
         }
@@ -573,7 +607,7 @@ impl Coordinator {
     /// call then returns, the ops (and their ancestors, which completed before them) are
     /// satisfied by the next holder of the vCtx lock, and the pool's bookkeeping by the next
     /// poll. Returns `false` otherwise (a poll satisfies what it observes itself).
-    pub fn assist_wait(&self, ops: &[vitamin_runtime::OpId]) -> bool {
+    pub fn assist_wait(&self, ops: &[crate::OpId]) -> bool {
         if self.fast_wait {
             let probed = PROBE.with(|p| {
                 let p = p.borrow();
@@ -614,10 +648,9 @@ impl Coordinator {
 
     /// After a waiting thread's poll: the lanes' progress for `ops` if every op is covered by a
     /// memory fence, kept for the thread's next checks ([`assist_wait`](Self::assist_wait)).
-    fn learn_probe(&self, d: &Shim, ops: &[vitamin_runtime::OpId]) {
-        // The shim registers one client: the application's virtual context.
+    fn learn_probe(&self, d: &Shim<N>, ops: &[crate::OpId]) {
         let lanes: smallvec::SmallVec<[(vitamin_hal::LaneProgress, u64); 4]> =
-            ops.iter().map(|&op| d.lane_progress(0, op)).collect::<Option<_>>().unwrap_or_default();
+            ops.iter().map(|&op| d.lane_progress(self.client, op)).collect::<Option<_>>().unwrap_or_default();
         let probing = !lanes.is_empty();
         let now = Instant::now();
         PROBE.with(|p| {
@@ -641,22 +674,21 @@ impl Coordinator {
 
     /// Native wait (experimental wait assist): a thread waiting for `ops` looks up, when the
     /// dispatcher is free, the lanes they were submitted to and waits on those lane streams
-    /// with the driver's own `cuStreamSynchronize`, as a native synchronize call would, instead
+    /// with the driver's own stream synchronize, as a native synchronize call would, instead
     /// of waiting for the dispatcher thread to poll their fence. Returns `true` when every op
     /// was submitted and every lane drained without error: the ops and all their live ancestors
     /// ran (a submitted op's live predecessors sit before it on its lane). Returns `false`
     /// (the caller keeps waiting the usual way) when the dispatcher is busy, an op is not
     /// submitted yet, or a lane reports an error (the dispatcher's poll then fails the ops).
     /// Waiting on a lane may also wait for later work queued on it: never less than natively.
-    pub fn native_wait(&self, ops: &[vitamin_runtime::OpId]) -> bool {
+    pub fn native_wait(&self, ops: &[crate::OpId]) -> bool {
         let mut streams: smallvec::SmallVec<[u64; 2]> = smallvec::SmallVec::new();
         {
             let Some(slot) = self.dispatcher.try_lock() else { return false };
             let Some(d) = slot.as_ref() else { return false };
             for &op in ops {
-                // The shim registers one client: the application's virtual context.
-                let Some((node, lane)) = d.placement(0, op) else { return false };
-                let Some(s) = d.partition(node).and_then(|p| p.raw_stream(lane)) else { return false };
+                let Some((node, lane)) = d.placement(self.client, op) else { return false };
+                let Some(s) = d.partition(node).and_then(|p| N::Backend::raw_stream(p, lane)) else { return false };
                 if !streams.contains(&s) {
                     streams.push(s);
                 }
@@ -665,7 +697,7 @@ impl Coordinator {
             // waited on (an empty stream would report them complete).
             d.backend().flush_submissions();
         }
-        streams.iter().all(|&s| crate::bind::driver::native_stream_synchronize(s as _, false) == 0)
+        streams.iter().all(|&s| self.native.synchronize_raw_stream(s))
     }
 
     /// The dispatcher's statistics as published at stop (`None` before).
@@ -675,19 +707,20 @@ impl Coordinator {
 }
 
 /// What the dispatcher thread shares with the [`Coordinator`].
-struct ThreadShared<'a> {
+struct ThreadShared<'a, N: NativeApi> {
     stop: &'a AtomicBool,
     stats: &'a Mutex<Option<serde_json::Value>>,
-    slot: &'a Slot,
+    slot: &'a Slot<N>,
     submits: &'a Submits,
 }
 
-fn run(
+fn run<N: NativeApi>(
+    native: &N,
     ordinal: i32,
     vctx: Arc<VirtualContext>,
     settings: Settings,
-    ready: mpsc::Sender<Result<Started, String>>,
-    shared: ThreadShared<'_>,
+    ready: mpsc::Sender<Result<Started<N::Backend>, String>>,
+    shared: ThreadShared<'_, N>,
 ) {
     let ThreadShared { stop, stats, slot, submits } = shared;
     let t0 = Instant::now();
@@ -697,21 +730,23 @@ fn run(
             Err(e) => vlog!(LogLevel::Error, "could not pin the dispatcher thread to CPU {cpu}: {e}"),
         }
     }
-    let backend = match CudaBackend::with_ordinal(ordinal) {
+    let backend = match native.create_backend(ordinal) {
         Ok(b) => b,
         Err(e) => {
-            let _ = ready.send(Err(format!("the CUDA backend is unavailable: {e}")));
+            let _ = ready.send(Err(e));
             return;
         }
     };
     if settings.tuning.submit_thread {
         // The thread's driver calls must be forwarded untouched, like this thread's.
         let t = settings.tuning;
-        if let Err(e) = backend.start_submit_thread(t.submit_burst, t.submit_spin, guard::enter) {
+        if let Err(e) = backend.start_submit_thread(t.submit_burst, t.submit_spin, N::enter_runtime_thread) {
             vlog!(LogLevel::Warn, "no submission thread ({e}); the dispatcher thread issues every launch");
         }
     }
-    backend.set_busy_query(settings.tuning.busy_query);
+    if let Some(every) = settings.tuning.busy_query {
+        backend.set_busy_query(every);
+    }
     let spin_yield = settings.tuning.spin_yield;
     let kind = backend.topology().unit_kind();
     let device = backend.topology().device_name().to_owned();
@@ -724,7 +759,7 @@ fn run(
             return;
         }
     };
-    d.register(vctx.clone(), "application", ClientClass::BestEffort);
+    let client = d.register(vctx.clone(), "application", ClientClass::BestEffort).0 as usize;
     let nodes = d.pool().nodes().iter().map(|n| n.units.display(kind).to_string()).collect();
     let realize_ms = t0.elapsed().as_secs_f64() * 1e3;
     let poll_interval = Duration::from_nanos(d.config().min_poll_interval_ns);
@@ -736,7 +771,7 @@ fn run(
     let woken = || vctx.has_work_hint() || (waiters_wake && vctx.has_waiters());
     let handle = d.backend().clone();
     *slot.lock() = Some(d);
-    let _ = ready.send(Ok(Started { device, nodes, realize_ms, backend: handle }));
+    let _ = ready.send(Ok(Started { device, nodes, realize_ms, backend: handle, client }));
     let mut errors = 0u64;
     let mut watch = Stall::default();
     while !stop.load(Ordering::Acquire) {
@@ -744,7 +779,7 @@ fn run(
         let inline_seen = submits.inline.load(Ordering::Acquire);
         let eager_seen = submits.eager.load(Ordering::Acquire);
         let (pumped, idle, eager) = {
-            let mut g = lock_for_round(slot, &vctx, submits, wake_grace, stop, spin_yield);
+            let mut g = lock_for_round::<N>(slot, &vctx, submits, wake_grace, stop, spin_yield);
             let d = g.as_mut().expect("the dispatcher lives until this thread ends");
             watch.check(d);
             (d.pump(), d.is_idle(), d.needs_completions())
@@ -765,10 +800,10 @@ fn run(
             }
         }
         if idle {
-            // Wait briefly (spinning, yielding; or napping under `VITAMIN_DISPATCH_NAP=all`)
+            // Wait briefly (spinning, yielding; or napping under `dispatch_nap=all`)
             // before parking: the next op of a launch-sync loop usually arrives within
             // microseconds, and an application thread would pay for waking a parked dispatcher
-            // (2-4 us there, and it runs 13-19 us later: `bench/gpu/host/host_probe.c`). Under
+            // (2-4 us there, and it runs 13-19 us later: `bench/probes/host/host_probe.c`). Under
             // eager continuation, an eager submission (an application thread bound a fresh op
             // itself, and continues its lane and polls its own completions) is left the lock for
             // a poll interval: taking it at once would make that thread hand its next launch
@@ -814,7 +849,7 @@ fn run(
             // has passed. Spinning on atomics keeps the lock free for the application thread's
             // submissions and the driver free of event queries while it launches. (Napping
             // would also leave the CPU free: a busy CPU beside it slowed a native launch-bound
-            // chain by 5-18% on the H200 host, `bench/gpu/host/spin_check.sh`; but the napping
+            // chain by 5-18% on the H200 host, `bench/probes/host/spin_check.sh`; but the napping
             // dispatcher measured worse overall, see [`NAP`].)
             if settings.tuning.nap == Nap::Off {
                 let mut until = Instant::now() + poll_interval;
@@ -842,7 +877,7 @@ fn run(
             // tight loop (no intake, continuation or binding, no yield): a synchronize call then
             // sees its completion within about one event query, as a native spinning wait would.
             // New work, a completion or anything else to do ends it and runs a round.
-            poll_for_waiters(slot, &vctx, stop, &inline_new, submits);
+            poll_for_waiters::<N>(slot, &vctx, stop, &inline_new, submits);
         } else {
             // Progress waits on completions: poll again after a yield.
             std::thread::yield_now();
@@ -855,7 +890,7 @@ fn run(
         published["submit_thread"] =
             serde_json::json!({ "handed_off": c.handed_off, "direct": c.direct, "wakes": c.wakes });
     }
-    published["vctx_lock_contended"] = vitamin_runtime::contended_locks().into();
+    published["vctx_lock_contended"] = crate::contended_locks().into();
     published["launch_first_shim"] = serde_json::json!({
         "not_fresh": submits.lf_not_fresh.load(Ordering::Relaxed),
         "dispatcher_busy": submits.lf_dispatcher_busy.load(Ordering::Relaxed),
@@ -864,7 +899,7 @@ fn run(
     });
     published["wake_graces"] = submits.graces.load(Ordering::Relaxed).into();
     // Where the structures both threads touch lie (offsets in their 4 KiB page), to tell whether
-    // a process's speed follows which data share a cache line (session 11: it did not).
+    // a process's speed follows which data share a cache line (it did not: docs/results/shim-bind-overhead.md).
     let page_offset = |p: *const u8| (p as usize % 4096) as u64;
     published["layout"] = serde_json::json!({
         "vctx": page_offset(Arc::as_ptr(&vctx).cast()),
@@ -874,14 +909,9 @@ fn run(
     });
     published["fast_waits"] = submits.fast_waits.load(Ordering::Relaxed).into();
     published["policy"] = d.policy().name().into();
-    published["fence"] = match d.backend().fence_mode() {
-        vitamin_hal_cuda::FenceMode::Memory => "memory",
-        vitamin_hal_cuda::FenceMode::Event => "event",
-        vitamin_hal_cuda::FenceMode::Hybrid => "hybrid",
-    }
-    .into();
+    published["fence"] = d.backend().fence_mode().into();
     *stats.lock().unwrap_or_else(|e| e.into_inner()) = Some(published);
-    // The process is exiting: leave the green contexts to the driver instead of draining and
+    // The process is exiting: leave the physical contexts to the driver instead of draining and
     // destroying every pool node here.
     std::mem::forget(d);
 }
@@ -891,14 +921,14 @@ fn run(
 /// application thread spinning for it to launch goes first; a thread polling in a synchronize call
 /// holds the round off (up to `wake_grace`), and once it returned, [`grace`] waits for its next
 /// submission.
-fn lock_for_round<'a>(
-    slot: &'a Slot,
+fn lock_for_round<'a, N: NativeApi>(
+    slot: &'a Slot<N>,
     vctx: &VirtualContext,
     submits: &Submits,
     wake_grace: Duration,
     stop: &AtomicBool,
     spin_yield: bool,
-) -> parking_lot::MutexGuard<'a, Option<Shim>> {
+) -> parking_lot::MutexGuard<'a, Option<Shim<N>>> {
     // Since when a thread polling in a synchronize call holds this round off.
     let mut held_off: Option<Instant> = None;
     loop {
@@ -949,8 +979,8 @@ fn grace(vctx: &VirtualContext, submits: &Submits, grace: Duration, stop: &Atomi
 /// The dispatcher thread's tight completion polling while host threads wait and nothing else
 /// is to be done ([`Dispatcher::waits_only_on_completions`]); returns when a poll completed
 /// something, new work arrived, or there is more to do than polling.
-fn poll_for_waiters(
-    slot: &Slot,
+fn poll_for_waiters<N: NativeApi>(
+    slot: &Slot<N>,
     vctx: &VirtualContext,
     stop: &AtomicBool,
     inline_new: &dyn Fn() -> bool,
@@ -999,7 +1029,7 @@ fn poll_for_waiters(
 
 /// One wait step of the dispatcher thread's spinning: a pause and a `sched_yield` (`yield_cpu`),
 /// or a batch of pause instructions and no system call. On the H200 host, two processes spinning
-/// with `sched_yield` slowed a native launch-bound chain by 5-18% (`bench/gpu/host/spin_check.sh`).
+/// with `sched_yield` slowed a native launch-bound chain by 5-18% (`bench/probes/host/spin_check.sh`).
 fn relax(yield_cpu: bool) {
     if yield_cpu {
         std::hint::spin_loop();
@@ -1015,40 +1045,40 @@ fn relax(yield_cpu: bool) {
 /// where a pause takes 40-140 cycles): a check of new work about as often as a yield allowed.
 const RELAX_PAUSES: u32 = 8;
 
-/// Whether launch-first eager binding is on by default (`VITAMIN_LAUNCH_FIRST`). Measured on the
-/// H200 (session 6 call 2, 8 rounds each paired with a native run of the same round, medians):
+/// Whether launch-first eager binding is on by default (`launch_first`). Measured on the
+/// H200 (8 rounds each paired with a native run of the same round, medians; docs/results/shim-bind-overhead.md):
 /// 10,000-kernel chain 0.896x native with it vs 0.800x without, 8-kernel operator p95 +1.26% vs
-/// +1.64% (p50 +1.06% vs +0.92%); training step -4.6% and -4.1% vs native (calls 1-2).
+/// +1.64% (p50 +1.06% vs +0.92%); training step -4.6% and -4.1% vs native (two device calls).
 const LAUNCH_FIRST: bool = true;
 
 /// Whether the dispatcher thread leaves periodic polls to waiting threads that poll for
-/// themselves by default (`VITAMIN_DEFER_TO_WAITERS`; experimental, off). In a traced run of the
-/// 8-kernel operator (H200, session 6 call 1) the dispatcher thread's periodic round took the lock
+/// themselves by default (`defer_to_waiters`; experimental, off). In a traced run of the
+/// 8-kernel operator (H200, docs/results/shim-bind-overhead.md) the dispatcher thread's periodic round took the lock
 /// in 360 of 420 operators while the application thread waited, and observed the last completion
 /// itself in 21. Deferring measured better for the 1-kernel small op (p95 +24% over native vs
-/// +57%) but worse for the operator (p95 +2.55% vs +1.27%, p50 +1.69% vs +1.20%; call 3, 8 rounds
+/// +57%) but worse for the operator (p95 +2.55% vs +1.27%, p50 +1.69% vs +1.20%; 8 rounds
 /// paired with native): the rounds it skips also release leases, so the next operator's first
 /// launch less often finds the quiescent pool its memoized plan needs (not yet confirmed by a trace).
 const DEFER_TO_WAITERS: bool = false;
 
-/// Whether waiting threads spin on fence words by default (`VITAMIN_FAST_WAIT`, see
-/// [`Tuning::fast_wait`]). Measured on the H200 (session 9, `phase_check.sh`, 5 rounds against
+/// Whether waiting threads spin on fence words by default (`fast_wait`, see
+/// [`Tuning::fast_wait`]). Measured on the H200 (docs/results/shim-bind-overhead.md, `phase_check.sh`, 5 rounds against
 /// native in the same calls): the 8-kernel operator's synchronize call returned 0.19 us earlier
-/// than natively after its last kernel (call 12), against 1.10-1.94 us later with the waiting
-/// thread polling and retiring the ops itself (calls 5 and 9); canonical operator p95 +0.43% and
+/// than natively after its last kernel, against 1.10-1.94 us later with the waiting
+/// thread polling and retiring the ops itself (two earlier calls); canonical operator p95 +0.43% and
 /// +0.25% in two of three runs (+2.12% in the third, a slow machine).
 const FAST_WAIT: bool = true;
 
 /// How long a launch-first launch spins for the dispatcher lock by default
-/// (`VITAMIN_LF_LOCK_WAIT_US`): longer than a round that takes in a completion or a poll.
+/// (`lf_lock_wait_us`): longer than a round that takes in a completion or a poll.
 const LF_LOCK_WAIT: Duration = Duration::from_micros(20);
 /// How long a dispatcher round held off by a waiting thread's polls waits, once that thread
-/// returned, for its next submission by default (`VITAMIN_WAKE_GRACE_US`).
+/// returned, for its next submission by default (`wake_grace_us`).
 const WAKE_GRACE: Duration = Duration::from_micros(20);
-/// Whether the dispatcher thread yields the CPU while it spins by default (`VITAMIN_SPIN_YIELD`).
+/// Whether the dispatcher thread yields the CPU while it spins by default (`spin_yield`).
 const SPIN_YIELD: bool = true;
 
-/// Pins the calling thread to `cpu` (`VITAMIN_DISPATCH_CPU`).
+/// Pins the calling thread to `cpu` (`dispatch_cpu`).
 fn pin_to_cpu(cpu: usize) -> std::io::Result<()> {
     let mut set = rustix::thread::CpuSet::new();
     if cpu >= rustix::thread::CpuSet::MAX_CPU {
@@ -1063,11 +1093,11 @@ fn pin_to_cpu(cpu: usize) -> std::io::Result<()> {
 /// costs the waker a system call on this VM, and the woken thread runs 13-19 us later.
 const IDLE_SPIN: Duration = Duration::from_micros(100);
 
-/// Whether the submission thread runs by default (`VITAMIN_SUBMIT_THREAD`): on, a dependent
+/// Whether the submission thread runs by default (`submit_thread`): on, a dependent
 /// chain of 10,000 tiny kernels ran 0.87-0.88x native instead of 0.72-0.77x on the H200
-/// (docs/results/shim-bind-overhead.md, session 3).
+/// (docs/results/shim-bind-overhead.md).
 const SUBMIT_THREAD: bool = true;
-/// Whether eager binding is on by default (`VITAMIN_EAGER`).
+/// Whether eager binding is on by default (`eager`).
 const EAGER: bool = true;
 /// How the dispatcher thread waits between rounds ([`Tuning::nap`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -1080,28 +1110,28 @@ pub enum Nap {
     All,
 }
 
-/// How the dispatcher thread waits by default (`VITAMIN_DISPATCH_NAP`): spinning. Napping
-/// (timed waits) left a CPU free but measured worse on the H200 (session 5 call 10, 4 rounds:
+/// How the dispatcher thread waits by default (`dispatch_nap`): spinning. Napping
+/// (timed waits) left a CPU free but measured worse on the H200 (docs/results/shim-bind-overhead.md, 4 rounds:
 /// operator p95 440.8 us napping, 441.1 napping only with work in flight, 432.6 spinning;
 /// native 426.9), as a napping thread wakes up late for its next round.
 const NAP: Nap = Nap::Off;
-/// Whether eager continuation is on by default (`VITAMIN_EAGER_CONTINUE`): off. It made the
-/// 8-kernel operator 0.6-3.6 us faster on the H200 (session 5 calls 5 and 7), but it moves the
+/// Whether eager continuation is on by default (`eager_continue`): off. It made the
+/// 8-kernel operator 0.6-3.6 us faster on the H200 (docs/results/shim-bind-overhead.md), but it moves the
 /// launches of sparse launch streams onto the application thread: in the PyTorch training step
 /// the application thread issued 24-31k of its 48k launches itself, and the step measured +7.2%
 /// over native on one machine (7 pairs; -3.1% on another), where launches handed to the
-/// dispatcher and submission threads had kept it at or below native (sessions 2-4).
+/// dispatcher and submission threads had kept it at or below native (earlier rounds of the same page).
 const EAGER_CONTINUE: bool = false;
 /// How many ops a thread continues itself after each of its launch-first launches by default
-/// (`VITAMIN_EAGER_CONTINUE_OPS`): an 8-kernel operator's 7 others and a few more.
+/// (`eager_continue_ops`): an 8-kernel operator's 7 others and a few more.
 const EAGER_CONTINUE_OPS: u32 = 8;
-/// Whether waiting threads poll completions themselves by default (`VITAMIN_WAIT_ASSIST`): with
+/// Whether waiting threads poll completions themselves by default (`wait_assist`): with
 /// eager binding the application thread then launches, fences and polls its own lane, as a
-/// native program does (session 5 call 4 on the H200, two rounds: the 8-kernel operator's p95
+/// native program does (H200, two rounds, docs/results/shim-bind-overhead.md: the 8-kernel operator's p95
 /// 429.2-429.6 us instead of 428.9-436.3, native 425.0-425.8; the small op's p50 10.9-11.3 us
 /// instead of 14.1-16.9).
 const WAIT_ASSIST: bool = true;
-/// Whether tight completion polling for waiting threads is on by default (`VITAMIN_TIGHT_POLL`).
+/// Whether tight completion polling for waiting threads is on by default (`tight_poll`).
 const TIGHT_POLL: bool = true;
 /// Submissions closer than this to the previous one go to the submission thread.
 const SUBMIT_BURST: Duration = Duration::from_micros(10);
@@ -1183,7 +1213,7 @@ mod tests {
 
     #[test]
     fn a_held_off_round_waits_for_the_next_submission_or_new_work_not_the_whole_grace() {
-        let vctx = VirtualContext::new(vitamin_runtime::VctxId(1));
+        let vctx = VirtualContext::new(crate::VctxId(1));
         let stop = AtomicBool::new(false);
         let submits = Submits::default();
         let long = Duration::from_secs(30);
@@ -1213,7 +1243,7 @@ mod tests {
         grace(&vctx, &submits, Duration::from_millis(2), &stop, false);
         assert!(t.elapsed() >= Duration::from_millis(2));
         // New work recorded ends it at once.
-        let s = vctx.create_stream(vitamin_runtime::StreamKind::NonBlocking, 0);
+        let s = vctx.create_stream(crate::StreamKind::NonBlocking, 0);
         let marker = vitamin_hal::Marker::EventRecord { event: 1, generation: 1 };
         vctx.record_op(s, Arc::new(vitamin_hal::OpDesc::Marker(marker))).expect("recorded");
         assert!(vctx.has_work_hint());
@@ -1233,33 +1263,34 @@ mod tests {
         assert_eq!(t.eager_continue_ops, EAGER_CONTINUE_OPS);
         assert!(!t.eager_continue && !t.defer_to_waiters && !t.inline && !t.native_wait);
         assert_eq!(t.nap, Nap::Off);
-        assert_eq!(t.busy_query, Duration::from_nanos(vitamin_hal_cuda::BUSY_QUERY_NS));
+        assert_eq!(t.busy_query, None, "the backend's default");
+        assert_eq!(t.submit_spin, None, "the backend's default");
         assert_eq!(t.continuation_depth, CONTINUATION_DEPTH);
     }
 
     #[test]
     fn every_knob_can_be_turned_and_bad_values_keep_the_default() {
         let t = tuning(&[
-            ("VITAMIN_LAUNCH_FIRST", "0"),
-            ("VITAMIN_EAGER_CONTINUE", "1"),
-            ("VITAMIN_DEFER_TO_WAITERS", " 1 "),
-            ("VITAMIN_SPIN_YIELD", "0"),
-            ("VITAMIN_BUSY_QUERY_US", "100"),
-            ("VITAMIN_DISPATCH_NAP", "busy"),
-            ("VITAMIN_CONTINUATION_DEPTH", "0"),
-            ("VITAMIN_FAST_WAIT", "0"),
-            ("VITAMIN_LF_LOCK_WAIT_US", "0"),
-            ("VITAMIN_WAKE_GRACE_US", "0"),
-            ("VITAMIN_EAGER_CONTINUE_OPS", "0"),
+            ("launch_first", "0"),
+            ("eager_continue", "1"),
+            ("defer_to_waiters", " 1 "),
+            ("spin_yield", "0"),
+            ("busy_query_us", "100"),
+            ("dispatch_nap", "busy"),
+            ("continuation_depth", "0"),
+            ("fast_wait", "0"),
+            ("lf_lock_wait_us", "0"),
+            ("wake_grace_us", "0"),
+            ("eager_continue_ops", "0"),
         ]);
         assert!(!t.fast_wait);
         assert!(t.lf_lock_wait.is_zero() && t.wake_grace.is_zero() && t.eager_continue_ops == 0);
         assert!(!t.launch_first && t.eager_continue && t.defer_to_waiters && !t.spin_yield);
-        assert_eq!(t.busy_query, Duration::from_micros(100));
+        assert_eq!(t.busy_query, Some(Duration::from_micros(100)));
         assert_eq!(t.nap, Nap::Busy);
         assert_eq!(t.continuation_depth, 1, "a depth of 0 is clamped to 1");
-        let bad = tuning(&[("VITAMIN_BUSY_QUERY_US", "soon"), ("VITAMIN_DISPATCH_NAP", "sometimes")]);
-        assert_eq!(bad.busy_query, Duration::from_nanos(vitamin_hal_cuda::BUSY_QUERY_NS));
+        let bad = tuning(&[("busy_query_us", "soon"), ("dispatch_nap", "sometimes")]);
+        assert_eq!(bad.busy_query, None);
         assert_eq!(bad.nap, NAP);
     }
 }

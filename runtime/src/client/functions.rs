@@ -1,0 +1,110 @@
+//! What the client learns once per launched function handle, cached for the process: its
+//! parameter layout, handle kind, threads-per-block limit, compiled-in cluster shape and name.
+//! The interposer discovers it from the driver ([`Functions::get`]'s `discover`); the cache is
+//! here so that every interposer keeps the same fast path.
+//!
+//! A handle stays one function while its module is loaded; a module unloaded and a new one
+//! loaded at the same address would have to agree on the layout, which vitamin does not detect.
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, RwLock};
+
+use smallvec::SmallVec;
+use vitamin_hal::{Dim3, FunctionKind, ParamLayout};
+
+/// What one function handle is.
+#[derive(Debug)]
+pub struct FunctionInfo {
+    /// What kind of handle the application launched with.
+    pub kind: FunctionKind,
+    /// Parameter layout, `None` when the driver did not give one (its launches take the native
+    /// path).
+    pub layout: Option<Arc<[ParamLayout]>>,
+    /// The function's threads-per-block limit, `None` if unknown.
+    pub max_threads_per_block: Option<u32>,
+    /// Cluster dimensions compiled into the function: its launches are cluster launches even
+    /// without a cluster attribute.
+    pub required_cluster: Option<Dim3>,
+    /// The kernel's (mangled) name, kept for the process (one per distinct handle, like the
+    /// info itself): descriptors then copy it without a reference count (see
+    /// `FunctionRef::with_static_name`).
+    pub name: &'static str,
+}
+
+/// Per-handle cache, with a small per-thread cache in front of it: a launch looks its handle up
+/// without the shared lock (whose counter every launching thread would write) or hashing.
+#[derive(Debug)]
+pub struct Functions {
+    known: RwLock<HashMap<usize, Arc<FunctionInfo>>>,
+    /// Distinguishes this cache's entries in the per-thread caches.
+    id: u64,
+}
+
+impl Default for Functions {
+    fn default() -> Self {
+        static NEXT: AtomicU64 = AtomicU64::new(1);
+        Functions { known: RwLock::default(), id: NEXT.fetch_add(1, Ordering::Relaxed) }
+    }
+}
+
+thread_local! {
+    /// Handles this thread looked up most recently, keyed by the [`Functions`] id and handle.
+    static RECENT_FUNCTIONS: super::recent::Recent<(u64, usize), Arc<FunctionInfo>> = RefCell::new(SmallVec::new());
+}
+
+impl Functions {
+    /// The info of handle `f`, discovering it with `discover` on first use: from this thread's
+    /// recent handles when it is one of them, else from the shared cache (then kept among the
+    /// recent ones).
+    pub fn get(&self, f: usize, discover: impl FnOnce() -> FunctionInfo) -> Arc<FunctionInfo> {
+        super::recent::get_or_make(&RECENT_FUNCTIONS, (self.id, f), || self.get_shared(f, discover))
+    }
+
+    fn get_shared(&self, f: usize, discover: impl FnOnce() -> FunctionInfo) -> Arc<FunctionInfo> {
+        if let Some(i) = self.known.read().unwrap_or_else(|e| e.into_inner()).get(&f) {
+            return i.clone();
+        }
+        let info = Arc::new(discover());
+        self.known.write().unwrap_or_else(|e| e.into_inner()).entry(f).or_insert(info).clone()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn info(name: &'static str) -> FunctionInfo {
+        FunctionInfo {
+            kind: FunctionKind::Function,
+            layout: Some(Arc::from(vec![ParamLayout { offset: 0, size: 8 }])),
+            max_threads_per_block: Some(1024),
+            required_cluster: None,
+            name,
+        }
+    }
+
+    #[test]
+    fn a_handle_is_discovered_once_per_cache_whatever_the_thread() {
+        let functions = Functions::default();
+        let discovered = AtomicU64::new(0);
+        let discover = || {
+            discovered.fetch_add(1, Ordering::Relaxed);
+            info("k")
+        };
+        let a = functions.get(0x10, discover);
+        let again = functions.get(0x10, || unreachable!("cached"));
+        assert!(Arc::ptr_eq(&a, &again));
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                let there = functions.get(0x10, || unreachable!("in the shared cache"));
+                assert!(Arc::ptr_eq(&a, &there));
+            });
+        });
+        assert_eq!(discovered.load(Ordering::Relaxed), 1);
+        // Another cache (another process state) discovers for itself.
+        let other = Functions::default();
+        assert_eq!(other.get(0x10, || info("other")).name, "other");
+    }
+}
