@@ -76,7 +76,10 @@ pub struct DaemonClient {
     safe: Option<String>,
 }
 
-fn connect_once(opts: &ConnectOptions, held: Vec<HeldLease>) -> Result<(UnixStream, SharedRegion, Welcome), DaemonError> {
+fn connect_once(
+    opts: &ConnectOptions,
+    held: Vec<HeldLease>,
+) -> Result<(UnixStream, SharedRegion, Welcome), DaemonError> {
     let sock = transport::connect(&opts.socket, opts.timeout)?;
     let hello = Hello {
         version: PROTOCOL_VERSION,
@@ -88,10 +91,15 @@ fn connect_once(opts: &ConnectOptions, held: Vec<HeldLease>) -> Result<(UnixStre
         lanes: opts.lanes,
         held,
     };
-    transport::write_frame(&sock, &Request::Hello(hello))?;
-    let (reply, fd) = transport::read_frame_with_fd::<Reply>(&sock)?;
+    // A daemon that refuses the peer's credentials answers before reading anything and closes:
+    // the hello may then fail to send, but the refusal is still there to read.
+    let sent = transport::write_frame(&sock, &Request::Hello(Box::new(hello)));
+    let (reply, fd) = match transport::read_frame_with_fd::<Reply>(&sock) {
+        Ok(r) => r,
+        Err(e) => return Err(sent.err().unwrap_or(e)),
+    };
     let welcome = match reply {
-        Reply::Welcome(w) => w,
+        Reply::Welcome(w) => *w,
         Reply::Refused { reason } => return Err(DaemonError::Refused(reason)),
         other => return Err(DaemonError::Protocol(format!("unexpected reply to hello: {other:?}"))),
     };
@@ -365,7 +373,7 @@ pub fn status(socket: &std::path::Path, timeout: Duration) -> Result<super::cont
     let s = transport::connect(socket, timeout)?;
     transport::write_frame(&s, &Request::Status { version: PROTOCOL_VERSION })?;
     match transport::read_frame::<Reply>(&s)? {
-        Reply::Status(st) => Ok(st),
+        Reply::Status(st) => Ok(*st),
         Reply::Refused { reason } => Err(DaemonError::Refused(reason)),
         other => Err(DaemonError::Protocol(format!("unexpected reply to status: {other:?}"))),
     }

@@ -16,7 +16,7 @@ use crate::policy::ClientClass;
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum Request {
     /// Register as a client.
-    Hello(Hello),
+    Hello(Box<Hello>),
     /// Ask for a [`StatusReport`].
     Status {
         /// [`super::wire::PROTOCOL_VERSION`] of the asker.
@@ -70,14 +70,14 @@ pub struct HeldLease {
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum Reply {
     /// Registered; the memfd comes with this message.
-    Welcome(Welcome),
+    Welcome(Box<Welcome>),
     /// Not accepted, and why (wrong uid, version, topology mismatch, limits).
     Refused {
         /// What happened and what to do.
         reason: String,
     },
     /// The status report.
-    Status(StatusReport),
+    Status(Box<StatusReport>),
     /// The daemon is stopping.
     Stopping,
 }

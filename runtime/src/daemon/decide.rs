@@ -42,8 +42,8 @@ use super::control::{ClientStatus, Counters, DeviceStatus, Hello, StatusReport, 
 use super::ring::{Consumer, Layout, Producer, SharedRegion};
 use super::transport::PeerCred;
 use super::wire::{
-    self, DownKind, DownRecord, LeaseState, Ledger, Limits, Up, WireError, DOWN_WORDS, FLAG_CLUSTER,
-    FLAG_COOPERATIVE, FLAG_GRAPH, PROTOCOL_VERSION, UP_WORDS,
+    self, DownKind, DownRecord, LeaseState, Ledger, Limits, Up, WireError, DOWN_WORDS, FLAG_CLUSTER, FLAG_COOPERATIVE,
+    FLAG_GRAPH, PROTOCOL_VERSION, UP_WORDS,
 };
 use crate::policy::{
     AnyPolicy, ClientClass, ClientInfo, Completion, Curves, Hint, Policy, PolicyKind, Preparation, ReadyGraphView,
@@ -386,7 +386,11 @@ impl Decider {
     pub fn units_held(&self, id: u32) -> usize {
         let Some(c) = self.clients.get(&id) else { return 0 };
         let pool = &self.devices[c.device].pool;
-        pool.active_nodes().iter().filter(|&&n| holder_of(pool.state(n)) == Some(c.holder)).map(|&n| pool.node(n).size()).sum()
+        pool.active_nodes()
+            .iter()
+            .filter(|&&n| holder_of(pool.state(n)) == Some(c.holder))
+            .map(|&n| pool.node(n).size())
+            .sum()
     }
 
     /// A client hung up. `exited`: its process is gone (its submissions died with it), so its
@@ -408,7 +412,9 @@ impl Decider {
     /// reservations, pending reclamations, ready ops.
     pub fn remove(&mut self, id: u32) -> bool {
         let Some(c) = self.clients.remove(&id) else { return false };
-        c.region.set_state(wire::Disconnect::Shutdown as u64);
+        if c.region.state() == 0 {
+            c.region.set_state(wire::Disconnect::Shutdown as u64);
+        }
         let dev = &mut self.devices[c.device];
         dev.ready.retain(|e| e.client != id);
         dev.infos.retain(|i| i.holder != c.holder);
@@ -417,8 +423,13 @@ impl Decider {
         for t in pending {
             let _ = dev.pool.unreserve(t);
         }
-        let mine: Vec<NodeId> =
-            dev.pool.active_nodes().iter().copied().filter(|&n| holder_of(dev.pool.state(n)) == Some(c.holder)).collect();
+        let mine: Vec<NodeId> = dev
+            .pool
+            .active_nodes()
+            .iter()
+            .copied()
+            .filter(|&n| holder_of(dev.pool.state(n)) == Some(c.holder))
+            .collect();
         for n in mine {
             dev.late[n.index()] = 0;
             match *dev.pool.state(n) {
@@ -506,13 +517,12 @@ impl Decider {
         let dev = &mut self.devices[c.device];
         let mut records: Vec<[u64; UP_WORDS]> = Vec::new();
         let ring = c.region.up();
-        c.up
-            .drain(&ring, self.cfg.batch, &mut self.buf_up, |w| {
-                let mut r = [0u64; UP_WORDS];
-                r.copy_from_slice(w);
-                records.push(r);
-            })
-            .map_err(|e| (wire::Disconnect::Corrupt, e.to_string()))?;
+        c.up.drain(&ring, self.cfg.batch, &mut self.buf_up, |w| {
+            let mut r = [0u64; UP_WORDS];
+            r.copy_from_slice(w);
+            records.push(r);
+        })
+        .map_err(|e| (wire::Disconnect::Corrupt, e.to_string()))?;
         let n = records.len();
         for w in &records {
             let up = c.ledger.accept(w).map_err(|e| {

@@ -28,10 +28,18 @@ pub fn render(st: &StatusReport) -> String {
     counter("continued_total", "Ops continued locally on a held lease.", c.continued);
     counter("refused_records_total", "Records that failed validation.", c.refused_records);
     counter("clients_disconnected_total", "Clients disconnected for misbehaving.", c.clients_disconnected);
-    counter("connections_refused_total", "Connections refused (credentials, version, topology).", c.connections_refused);
+    counter(
+        "connections_refused_total",
+        "Connections refused (credentials, version, topology).",
+        c.connections_refused,
+    );
     counter("wakeups_total", "Futex wake-ups sent to sleeping clients.", c.wakeups_sent);
     counter("loop_sleeps_total", "Times the decision loop slept.", c.loop_sleeps);
-    counter("deferred_ring_full_total", "Bindings deferred because a client's down ring was full.", c.deferred_ring_full);
+    counter(
+        "deferred_ring_full_total",
+        "Bindings deferred because a client's down ring was full.",
+        c.deferred_ring_full,
+    );
     counter("cpu_seconds_total_ns", "Decision-loop CPU time, ns.", c.cpu_ns);
     let _ = writeln!(o, "# HELP vitamin_daemon_clients Registered clients.\n# TYPE vitamin_daemon_clients gauge");
     let _ = writeln!(o, "vitamin_daemon_clients {}", st.clients.len());
@@ -69,7 +77,10 @@ pub fn render(st: &StatusReport) -> String {
     for d in &st.devices {
         let _ = writeln!(o, "vitamin_daemon_units_in_use{{device=\"{}\"}} {}", d.device, d.units_in_use);
     }
-    let _ = writeln!(o, "# HELP vitamin_daemon_active_nodes Active nodes per device.\n# TYPE vitamin_daemon_active_nodes gauge");
+    let _ = writeln!(
+        o,
+        "# HELP vitamin_daemon_active_nodes Active nodes per device.\n# TYPE vitamin_daemon_active_nodes gauge"
+    );
     for d in &st.devices {
         let _ = writeln!(o, "vitamin_daemon_active_nodes{{device=\"{}\"}} {}", d.device, d.active.len());
     }

@@ -393,7 +393,7 @@ pub use region::{Layout, SharedRegion, HEADER_WORDS, MAX_CAPACITY, MAX_NODES, RE
 #[cfg(not(loom))]
 mod region {
     use std::fs::File;
-    use std::os::fd::{AsFd, OwnedFd};
+    use std::os::fd::OwnedFd;
 
     use memmap2::MmapMut;
     use rustix::fs::{MemfdFlags, SealFlags};
@@ -504,13 +504,26 @@ mod region {
     /// A mapped client region: the daemon's (created, sealed) or the client's (received).
     #[derive(Debug)]
     pub struct SharedRegion {
+        /// Base of the mapping, taken once from `map.as_mut_ptr()` so that writes through the
+        /// atomics derived from it have write provenance.
+        base: *mut u8,
         map: MmapMut,
         layout: Layout,
+        /// The memfd itself, kept open for the region's life (diagnostics: it shows in
+        /// `/proc/<pid>/fd` as `memfd:vitamin-client`).
+        _fd: OwnedFd,
     }
 
     fn os(call: &'static str) -> impl FnOnce(rustix::io::Errno) -> RingError {
         move |e| RingError::Os { call, err: e.to_string() }
     }
+
+    // SAFETY: `base` points into the mapping this value owns (it moves with it and is unmapped
+    // only when it drops), and every access through it is atomic: moving the owner to another
+    // thread, or sharing it, cannot create a data race.
+    unsafe impl Send for SharedRegion {}
+    // SAFETY: as for Send: shared access only hands out references to atomics.
+    unsafe impl Sync for SharedRegion {}
 
     impl SharedRegion {
         /// Daemon side: creates the memfd, sizes it, seals it (shrink, grow, seal), maps it and
@@ -580,7 +593,9 @@ mod region {
                 (H_VIEW, layout.view),
             ];
             if offsets.iter().any(|&(i, v)| word(i) != v as u64) || layout.len != size {
-                return Err(RingError::Layout(format!("header does not match the layout {layout:?} (file {size} bytes)")));
+                return Err(RingError::Layout(format!(
+                    "header does not match the layout {layout:?} (file {size} bytes)"
+                )));
             }
             drop(head);
             Self::map(&fd, layout)
@@ -612,17 +627,20 @@ mod region {
         }
 
         fn map_raw(fd: &OwnedFd, layout: Layout) -> Result<SharedRegion, RingError> {
-            let file = File::from(fd.as_fd().try_clone_to_owned().map_err(|e| RingError::Os {
-                call: "dup",
-                err: e.to_string(),
-            })?);
+            let file = File::from(fd.try_clone().map_err(|e| RingError::Os { call: "dup", err: e.to_string() })?);
             // SAFETY: the file is a memfd sealed against shrinking (checked by `open`, done by
             // `create`), so the mapped pages stay backed for the mapping's life and no access can
             // fault with SIGBUS. Another process writes the same pages concurrently; every access
             // through this mapping goes through atomics (`words`), so that is not a data race.
-            let map = unsafe { memmap2::MmapOptions::new().len(layout.len).map_mut(&file) }
+            let mut map = unsafe { memmap2::MmapOptions::new().len(layout.len).map_mut(&file) }
                 .map_err(|e| RingError::Os { call: "mmap", err: e.to_string() })?;
-            Ok(SharedRegion { map, layout })
+            let base = map.as_mut_ptr();
+            Ok(SharedRegion {
+                base,
+                map,
+                layout,
+                _fd: fd.try_clone().map_err(|e| RingError::Os { call: "dup", err: e.to_string() })?,
+            })
         }
 
         /// The layout.
@@ -632,25 +650,25 @@ mod region {
 
         /// `n` 64-bit atomics at byte offset `off`.
         fn words(&self, off: usize, n: usize) -> &[AtomicU64] {
-            assert!(off % 8 == 0 && off + n * 8 <= self.map.len(), "region access {off}+{n} words out of bounds");
+            assert!(off & 7 == 0 && off + n * 8 <= self.map.len(), "region access {off}+{n} words out of bounds");
             // SAFETY: in bounds (asserted) and 8-aligned (the map is page-aligned, `off` is a
             // multiple of 8); `AtomicU64` has the size and alignment of `u64`, and any bit pattern
             // is a valid value. Shared references to atomics allow concurrent writes by the peer.
-            unsafe { std::slice::from_raw_parts(self.map.as_ptr().add(off).cast::<AtomicU64>(), n) }
+            unsafe { std::slice::from_raw_parts(self.base.add(off).cast::<AtomicU64>(), n) }
         }
 
         /// `n` 32-bit atomics at byte offset `off`.
         fn words32(&self, off: usize, n: usize) -> &[AtomicU32] {
-            assert!(off % 4 == 0 && off + n * 4 <= self.map.len(), "region access {off}+{n} words out of bounds");
+            assert!(off & 3 == 0 && off + n * 4 <= self.map.len(), "region access {off}+{n} words out of bounds");
             // SAFETY: as in `words`, for 4-byte atomics at a 4-aligned offset.
-            unsafe { std::slice::from_raw_parts(self.map.as_ptr().add(off).cast::<AtomicU32>(), n) }
+            unsafe { std::slice::from_raw_parts(self.base.add(off).cast::<AtomicU32>(), n) }
         }
 
         fn ctl(&self, off: usize) -> &RingCtl {
-            assert!(off % std::mem::align_of::<RingCtl>() == 0 && off + RING_CTL_BYTES <= self.map.len());
+            assert!(off & (std::mem::align_of::<RingCtl>() - 1) == 0 && off + RING_CTL_BYTES <= self.map.len());
             // SAFETY: in bounds and aligned (asserted); RingCtl is repr(C) and made only of
             // atomics (and padding), valid for any bit pattern, shared by reference.
-            unsafe { &*self.map.as_ptr().add(off).cast::<RingCtl>() }
+            unsafe { &*self.base.add(off).cast::<RingCtl>() }
         }
 
         pub(crate) fn header(&self) -> &[AtomicU64] {
@@ -660,8 +678,13 @@ mod region {
         /// The up ring (client -> daemon).
         pub fn up(&self) -> Ring<'_> {
             let l = &self.layout;
-            Ring::new(self.ctl(l.up_ctl), self.words(l.up_slots, l.up_capacity as usize * l.up_words), l.up_capacity, l.up_words)
-                .expect("layout validated")
+            Ring::new(
+                self.ctl(l.up_ctl),
+                self.words(l.up_slots, l.up_capacity as usize * l.up_words),
+                l.up_capacity,
+                l.up_words,
+            )
+            .expect("layout validated")
         }
 
         /// The down ring (daemon -> client).
@@ -765,7 +788,7 @@ mod tests {
         assert!(!c.wait(&ring, Duration::from_millis(2)).unwrap());
         // The consumer went back to "awake": a publish now needs no wake-up.
         assert!(!p.publish(&ring));
-        assert_eq!(c.begin_sleep(&ring).unwrap().is_some(), true);
+        assert!(c.begin_sleep(&ring).unwrap().is_some());
         assert!(p.push(&ring, &[7]).unwrap());
         assert_eq!(p.wakes(), 1, "publishing to a sleeping consumer wakes it once");
         c.end_sleep(&ring);

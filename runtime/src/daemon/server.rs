@@ -62,8 +62,17 @@ impl DaemonConfig {
 
 /// Control thread -> decision loop.
 enum Event {
-    Hello { hello: Box<Hello>, cred: PeerCred, command: String, reply: Sender<Result<(super::control::Welcome, OwnedFd), String>> },
-    Gone { id: u32, exited: bool, at: Instant },
+    Hello {
+        hello: Box<Hello>,
+        cred: PeerCred,
+        command: String,
+        reply: Sender<Result<(super::control::Welcome, OwnedFd), String>>,
+    },
+    Gone {
+        id: u32,
+        exited: bool,
+        at: Instant,
+    },
     Refused,
 }
 
@@ -293,10 +302,14 @@ fn decision_loop(mut d: Decider, rx: Receiver<Event>, shared: &Shared, cfg: &Dae
                 abs.tv_sec += 1;
                 abs.tv_nsec -= 1_000_000_000;
             }
-            match rustix::thread::futex::waitv(&waiters, WaitvFlags::empty(), Some(&abs), rustix::time::ClockId::Monotonic)
-            {
-                Err(rustix::io::Errno::NOSYS) => waitv_works = false,
-                _ => {}
+            let r = rustix::thread::futex::waitv(
+                &waiters,
+                WaitvFlags::empty(),
+                Some(&abs),
+                rustix::time::ClockId::Monotonic,
+            );
+            if r == Err(rustix::io::Errno::NOSYS) {
+                waitv_works = false;
             }
         } else {
             futex::wait(&shared.doorbell, bell, Duration::from_millis(1));
@@ -314,6 +327,8 @@ struct Session {
     /// The session socket; `None` once it hung up (then only the pidfd is watched).
     stream: Option<UnixStream>,
     pidfd: Option<OwnedFd>,
+    /// When its socket hung up (the start of the hang-up-to-free measurement).
+    hung_at: Option<Instant>,
 }
 
 fn pid_exited(pidfd: Option<&OwnedFd>) -> bool {
@@ -368,7 +383,7 @@ fn control_loop(listener: UnixListener, kick_rx: UnixStream, shared: &Arc<Shared
             let s = &mut sessions[i];
             let Some(stream) = &s.stream else {
                 // The pidfd fired: the departed process exited.
-                shared.send(Event::Gone { id: s.id, exited: true, at: now });
+                shared.send(Event::Gone { id: s.id, exited: true, at: s.hung_at.unwrap_or(now) });
                 drop_ids.push(s.id);
                 continue;
             };
@@ -391,7 +406,10 @@ fn control_loop(listener: UnixListener, kick_rx: UnixStream, shared: &Arc<Shared
                     if exited || s.pidfd.is_none() {
                         drop_ids.push(s.id);
                     } else {
+                        // Usually the process is still exiting (its sockets close before its
+                        // pidfd signals): the pidfd watch frees the leases a moment later.
                         s.stream = None;
+                        s.hung_at = Some(now);
                     }
                 }
             }
@@ -444,8 +462,11 @@ fn control_loop(listener: UnixListener, kick_rx: UnixStream, shared: &Arc<Shared
 fn command_of(pid: u32) -> String {
     match std::fs::read(format!("/proc/{pid}/cmdline")) {
         Ok(b) => {
-            let s: Vec<String> =
-                b.split(|&c| c == 0).filter(|p| !p.is_empty()).map(|p| String::from_utf8_lossy(p).into_owned()).collect();
+            let s: Vec<String> = b
+                .split(|&c| c == 0)
+                .filter(|p| !p.is_empty())
+                .map(|p| String::from_utf8_lossy(p).into_owned())
+                .collect();
             let s = s.join(" ");
             if s.len() > 200 {
                 format!("{}...", &s[..s.char_indices().nth(197).map_or(s.len(), |(i, _)| i)])
@@ -484,7 +505,7 @@ fn handshake(stream: UnixStream, shared: &Shared, cfg: &DaemonConfig) -> Option<
     match req {
         Request::Status { .. } => {
             let st = shared.status.lock().map(|s| s.clone()).unwrap_or_default();
-            let _ = transport::write_frame(&stream, &Reply::Status(st));
+            let _ = transport::write_frame(&stream, &Reply::Status(Box::new(st)));
             None
         }
         Request::Stop { .. } => {
@@ -503,12 +524,16 @@ fn handshake(stream: UnixStream, shared: &Shared, cfg: &DaemonConfig) -> Option<
                 ));
             }
             if hello.pid != cred.pid {
-                tracing::debug!(said = hello.pid, kernel = cred.pid, "hello pid differs from SO_PEERCRED (pid namespace?)");
+                tracing::debug!(
+                    said = hello.pid,
+                    kernel = cred.pid,
+                    "hello pid differs from SO_PEERCRED (pid namespace?)"
+                );
             }
             let pidfd = rustix::process::Pid::from_raw(cred.pid as i32)
                 .and_then(|p| rustix::process::pidfd_open(p, rustix::process::PidfdFlags::empty()).ok());
             let (tx, rx) = mpsc::channel();
-            shared.send(Event::Hello { hello: Box::new(hello), cred, command: command_of(cred.pid), reply: tx });
+            shared.send(Event::Hello { hello, cred, command: command_of(cred.pid), reply: tx });
             let (welcome, fd) = match rx.recv_timeout(IO_TIMEOUT) {
                 Ok(Ok(w)) => w,
                 Ok(Err(why)) => {
@@ -518,14 +543,14 @@ fn handshake(stream: UnixStream, shared: &Shared, cfg: &DaemonConfig) -> Option<
                 Err(_) => return refuse("the decision loop did not answer in time".into()),
             };
             let id = welcome.client;
-            if let Err(e) = transport::write_frame_with_fd(&stream, &Reply::Welcome(welcome), &fd) {
+            if let Err(e) = transport::write_frame_with_fd(&stream, &Reply::Welcome(Box::new(welcome)), &fd) {
                 tracing::warn!(client = id, error = %e, "welcome not delivered");
                 shared.send(Event::Gone { id, exited: true, at: Instant::now() });
                 return None;
             }
             drop(fd);
             tracing::info!(client = id, pid = cred.pid, uid = cred.uid, "client registered");
-            Some(Session { id, stream: Some(stream), pidfd })
+            Some(Session { id, stream: Some(stream), pidfd, hung_at: None })
         }
     }
 }

@@ -180,11 +180,12 @@ pub fn read_frame_with_fd<T: DeserializeOwned>(s: &UnixStream) -> Result<(T, Opt
     let mut head = [0u8; 4];
     let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(1))];
     let mut cmsg = RecvAncillaryBuffer::new(&mut space);
-    let got = rustix::net::recvmsg(s, &mut [IoSliceMut::new(&mut head)], &mut cmsg, RecvFlags::CMSG_CLOEXEC)
-        .map_err(|e| match e {
+    let got = rustix::net::recvmsg(s, &mut [IoSliceMut::new(&mut head)], &mut cmsg, RecvFlags::CMSG_CLOEXEC).map_err(
+        |e| match e {
             rustix::io::Errno::AGAIN => DaemonError::Timeout("control socket".into()),
             e => DaemonError::os("recvmsg", e),
-        })?;
+        },
+    )?;
     if got.bytes == 0 {
         return Err(DaemonError::HungUp);
     }

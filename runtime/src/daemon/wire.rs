@@ -484,13 +484,9 @@ impl Up {
                 deadline_ns: r.deadline_ns.unwrap_or(0),
                 ..UpRecord::default()
             },
-            Up::Completion { op, node, completed_ns } => UpRecord {
-                kind: UpKind::Completion as u8,
-                aux: node,
-                op,
-                time_ns: completed_ns,
-                ..UpRecord::default()
-            },
+            Up::Completion { op, node, completed_ns } => {
+                UpRecord { kind: UpKind::Completion as u8, aux: node, op, time_ns: completed_ns, ..UpRecord::default() }
+            }
             Up::Hint(h) => UpRecord {
                 kind: UpKind::Hint as u8,
                 op: h.op,
@@ -723,8 +719,7 @@ impl Ledger {
     /// The daemon bound ready op `op` to (node, lane). Returns false (and changes nothing) if
     /// the op is not ready, the place is out of range, or the outstanding limit is reached.
     pub fn bind(&mut self, op: u64, node: u16, lane: u16) -> bool {
-        if node >= self.limits.nodes || lane >= self.limits.lanes || self.outstanding >= self.limits.max_outstanding
-        {
+        if node >= self.limits.nodes || lane >= self.limits.lanes || self.outstanding >= self.limits.max_outstanding {
             return false;
         }
         match self.ops.get_mut(&op) {
