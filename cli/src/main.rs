@@ -2,6 +2,7 @@
 #![forbid(unsafe_code)]
 
 mod backends;
+mod daemon_cmd;
 mod demo_cmd;
 mod determinism_cmd;
 mod pool_cmd;
@@ -48,17 +49,26 @@ enum Command {
     },
     /// Fixed-structure launches on random pool nodes vs reshaped launches (NVIDIA GPU).
     Determinism(determinism_cmd::Args),
+    /// The coordination daemon: one arbiter for every vitamin process on this host
+    /// (`vitamin daemon [--detach] [--policy P] [--mps start]`, `vitamin daemon status`, `vitamin daemon stop`).
+    Daemon(daemon_cmd::DaemonArgs),
     /// Run a CUDA application under the interposer, in bind mode (default) or --observe:
     /// vitamin run [--policy P | --observe] [--census FILE] -- <command>.
     Run(run_cmd::RunArgs),
 }
 
 fn main() -> Result<()> {
-    tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::try_from_env("VITAMIN_LOG").unwrap_or_else(|_| "warn".into()))
-        .with_writer(std::io::stderr)
-        .init();
     let cli = Cli::parse();
+    // The daemon's log is its user interface: info by default there, warnings elsewhere.
+    let default_log =
+        if matches!(&cli.command, Command::Daemon(a) if daemon_cmd::runs_daemon(a)) { "info" } else { "warn" };
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("VITAMIN_LOG").unwrap_or_else(|_| default_log.into()),
+        )
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .init();
     let choice = if cli.sim { BackendChoice::Sim } else { cli.backend };
     match cli.command {
         Command::Info { json } => info(choice, json),
@@ -67,6 +77,7 @@ fn main() -> Result<()> {
         Command::Profile(args) => profile_cmd::run(args),
         Command::Determinism(args) => determinism_cmd::run(choice, &args),
         Command::Run(args) => run_cmd::run(args),
+        Command::Daemon(args) => daemon_cmd::run(args, choice),
     }
 }
 

@@ -152,6 +152,9 @@ impl DaemonClient {
             c if c == wire::Disconnect::Protocol as u64 => Some("disconnected: a record failed validation".into()),
             c if c == wire::Disconnect::Flood as u64 => Some("disconnected: too many ready or outstanding ops".into()),
             c if c == wire::Disconnect::Corrupt as u64 => Some("disconnected: a ring index was corrupted".into()),
+            c if c == wire::Disconnect::Stalled as u64 => {
+                Some("disconnected: bindings were left untaken past the daemon's stall timeout".into())
+            }
             _ => Some("the daemon ended the session (shutdown)".into()),
         };
         let why = why.or_else(|| {

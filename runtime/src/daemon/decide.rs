@@ -92,6 +92,10 @@ pub struct DecideConfig {
     pub topology: Option<Topology>,
     /// A departing client (hung up, still alive) keeps its leases at most this long, ns.
     pub drain_grace_ns: u64,
+    /// A client that leaves bindings in its down ring untaken this long is stalled: it is
+    /// disconnected and its leases freed, ns. (Ops it never took were never submitted; leases
+    /// only steer placement, so freeing them cannot change any output.)
+    pub stall_timeout_ns: u64,
     /// Whether a cross-process concurrency service serves the devices (checked by the CLI; passed to clients).
     pub concurrency: Option<bool>,
 }
@@ -110,6 +114,7 @@ impl Default for DecideConfig {
             batch: 256,
             topology: None,
             drain_grace_ns: 10_000_000_000,
+            stall_timeout_ns: 5_000_000_000,
             concurrency: None,
         }
     }
@@ -168,6 +173,8 @@ struct Client {
     bound_mark: (u64, u64),
     bound_per_s: f64,
     departing_since: Option<u64>,
+    /// The client's down-ring head when last seen moving (or the ring empty), and when.
+    down_head: (u32, u64),
 }
 
 /// What a turn did.
@@ -354,6 +361,7 @@ impl Decider {
                 bound_mark: (0, super::now_ns()),
                 bound_per_s: 0.0,
                 departing_since: None,
+                down_head: (0, super::now_ns()),
             },
         );
         self.counters.clients_registered += 1;
@@ -485,6 +493,7 @@ impl Decider {
                 }
             }
         }
+        self.check_stalls(now, &mut out);
         for di in 0..self.devices.len() {
             out.progress += self.round(di, now, &mut out);
         }
@@ -510,6 +519,26 @@ impl Decider {
             c.region.set_heartbeat(now);
         }
         out
+    }
+
+    /// Disconnects clients whose down ring is non-empty and whose head has not moved for the
+    /// stall timeout.
+    fn check_stalls(&mut self, now: u64, out: &mut TurnOutcome) {
+        let mut stalled = Vec::new();
+        for c in self.clients.values_mut() {
+            let ring = c.region.down();
+            let used = c.down.free(&ring).map(|f| ring.capacity() - f).unwrap_or(0);
+            let head = ring.ctl().head.0.load(std::sync::atomic::Ordering::Relaxed);
+            if used == 0 || head != c.down_head.0 {
+                c.down_head = (head, now);
+            } else if now.saturating_sub(c.down_head.1) > self.cfg.stall_timeout_ns {
+                stalled.push((c.id, used));
+            }
+        }
+        for (id, used) in stalled {
+            let why = format!("{used} bindings untaken for {} ms: stalled", self.cfg.stall_timeout_ns / 1_000_000);
+            self.disconnect(id, wire::Disconnect::Stalled, why, out);
+        }
     }
 
     fn intake(&mut self, id: u32, now: u64) -> Result<usize, (wire::Disconnect, String)> {

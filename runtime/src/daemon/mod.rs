@@ -86,6 +86,7 @@ pub enum DaemonError {
 }
 
 impl DaemonError {
+    #[cfg(not(loom))]
     fn os(call: &str, e: rustix::io::Errno) -> DaemonError {
         DaemonError::Io(format!("{call} failed: {e}"))
     }

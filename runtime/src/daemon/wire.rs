@@ -249,6 +249,8 @@ pub enum Disconnect {
     Shutdown = 3,
     /// A ring index was corrupted.
     Corrupt = 4,
+    /// It left bindings untaken for longer than the stall timeout.
+    Stalled = 5,
 }
 
 /// The per-node lease state in a client's lease view.
