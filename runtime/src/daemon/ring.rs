@@ -12,12 +12,16 @@
 //! - **Each side keeps its own index locally** and only *reads* the other's from shared memory,
 //!   validating it: a head ahead of the tail, or more than `capacity` records outstanding, is a
 //!   [`RingError::Corrupt`] (a hostile peer), never an out-of-bounds access.
-//! - **Sleeping** (consumer, ring empty): store `waiting = 1`, read `seq`, re-check `tail`; still
-//!   empty: `futex_wait(seq, that value, timeout)`. **Waking** (producer, after publishing):
-//!   `if waiting.swap(0) == 1 { seq += 1; futex_wake(seq) }`. The store/load pairs are SeqCst, so
-//!   either the consumer sees the new tail or the producer sees `waiting` (no lost wake-up; the
-//!   loom model in this file checks it), and a producer pays a system call only when the consumer
-//!   actually went to sleep on an empty ring: the wake-ups are idle-only.
+//! - **Sleeping** (consumer, ring empty): read `seq`, `waiting.swap(1)`, re-check `tail`; still
+//!   empty: `futex_wait(seq, the value read, timeout)`, then `waiting.swap(0)`. **Waking** (producer,
+//!   after publishing `tail`): `if waiting.swap(0) == 1 { seq += 1; futex_wake(seq) }`. Every
+//!   access to `waiting` is an acquire-release read-modify-write, so they all lie in one release
+//!   sequence: if the producer's swap precedes the consumer's announcement, the announcement
+//!   synchronizes with it and the re-check sees the new tail; otherwise the producer's swap reads
+//!   the announcement and bumps `seq` after the consumer read it, so the wait returns at once.
+//!   No wake-up is lost (the loom model in this file checks it), and a producer pays a system
+//!   call only when the consumer really went to sleep on an empty ring: the wake-ups are
+//!   idle-only.
 //! - Every wait is bounded by a timeout.
 //!
 //! Slots and control words are atomics even though each has one writer: the peer is another
@@ -194,8 +198,12 @@ impl Producer {
     /// Publishes every staged record and wakes the consumer if it sleeps. Returns whether a
     /// wake-up was sent.
     pub fn publish(&mut self, ring: &Ring<'_>) -> bool {
-        ring.ctl.tail.0.store(self.tail, Ordering::SeqCst);
-        if ring.ctl.wake.0.waiting.swap(0, Ordering::SeqCst) != 0 {
+        ring.ctl.tail.0.store(self.tail, Ordering::Release);
+        // Every access to `waiting` is an acquire-release RMW, so they form one release
+        // sequence: if this swap comes before the consumer's announcing swap, that swap
+        // synchronizes with this one and the consumer's re-check sees this tail; otherwise this
+        // swap reads the announcement and wakes it.
+        if ring.ctl.wake.0.waiting.swap(0, Ordering::AcqRel) != 0 {
             ring.ctl.wake.0.seq.fetch_add(1, Ordering::SeqCst);
             futex::wake(&ring.ctl.wake.0.seq);
             self.wakes += 1;
@@ -276,10 +284,14 @@ impl Consumer {
     /// `None` if records arrived meanwhile (then the announcement is withdrawn). After a
     /// `Some`, sleep on [`Ring::wake_word`] and call [`Consumer::end_sleep`].
     pub fn begin_sleep(&mut self, ring: &Ring<'_>) -> Result<Option<u32>, RingError> {
-        ring.ctl.wake.0.waiting.store(1, Ordering::SeqCst);
-        let seq = ring.ctl.wake.0.seq.load(Ordering::SeqCst);
-        if self.available_with(ring, Ordering::SeqCst)? > 0 {
-            ring.ctl.wake.0.waiting.store(0, Ordering::SeqCst);
+        // The futex value is read *before* the announcement: a wake-up answering this
+        // announcement bumps it afterwards, so the wait cannot sleep on a value already bumped.
+        // (Reading it after the announcement loses a wake-up when the producer answers the
+        // announcement with data the consumer had already seen: the loom model found that.)
+        let seq = ring.ctl.wake.0.seq.load(Ordering::Acquire);
+        ring.ctl.wake.0.waiting.swap(1, Ordering::AcqRel);
+        if self.available_with(ring, Ordering::Acquire)? > 0 {
+            ring.ctl.wake.0.waiting.swap(0, Ordering::AcqRel);
             return Ok(None);
         }
         self.sleeps += 1;
@@ -288,7 +300,7 @@ impl Consumer {
 
     /// Second half: withdraws the announcement (the producer may have done so already).
     pub fn end_sleep(&mut self, ring: &Ring<'_>) {
-        ring.ctl.wake.0.waiting.store(0, Ordering::SeqCst);
+        ring.ctl.wake.0.waiting.swap(0, Ordering::AcqRel);
     }
 
     /// Waits until a record is available or `timeout` passes. Returns whether one is available.
@@ -879,7 +891,11 @@ mod loom_tests {
     use super::*;
 
     fn model_ring(items: u64, cap: u32, batch: u64) {
-        loom::model(move || {
+        // Bounded preemptions (as tokio's loom tests do in CI): every schedule with at most 3
+        // preemptions is explored.
+        let mut b = loom::model::Builder::new();
+        b.preemption_bound = Some(3);
+        b.check(move || {
             let ctl: &'static RingCtl = Box::leak(Box::default());
             let slots: &'static [AtomicU64] =
                 Box::leak((0..cap as usize).map(|_| AtomicU64::new(0)).collect::<Vec<_>>().into_boxed_slice());
