@@ -555,9 +555,10 @@ fn clients_survive_a_daemon_restart_in_safe_mode() {
         assert!(l.starts_with("ADOPTED: ["), "{l}");
         assert!(!l.contains("[]"), "the held leases were adopted: {l}");
         lines.push(l);
+        assert_eq!(read_marker(&mut r, "DONE"), "DONE", "the client finished its work");
         drop(r);
         let (ok, s) = wait(child, CHILD_LIMIT);
-        assert!(ok && s.contains("DONE"), "{s}");
+        assert!(ok, "{s}");
         // The 2 adopted ops and 5 new ones completed through the new daemon.
         assert!(
             poll_until(Duration::from_secs(5), || d2.status().counters.completions >= 7),
