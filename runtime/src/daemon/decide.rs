@@ -18,8 +18,8 @@
 //! ## Cross-client policies
 //! The shipped policies run unchanged: each client is one lease holder, so Throughput-Oriented's
 //! age-aware round robin across holders is round robin across processes, Static gives each
-//! client a fixed cut in registration order, Exclusive time-slices the whole device, Chaos picks
-//! random nodes, and TPOT-First sees the clients' classes and deadlines. The policies see a
+//! client a fixed cut in registration order (re-cut when clients come or go), Exclusive
+//! time-slices the whole device, Chaos picks random nodes, and TPOT-First sees the clients' classes and deadlines. The policies see a
 //! launch as a [`KernelLaunch`] built from the record (kernel name `#<hash>`, grid, block,
 //! shared memory, cooperative/cluster attributes, no arguments): profiles are keyed by that name.
 //!
@@ -338,6 +338,7 @@ impl Decider {
             adopted.push(h.node);
         }
         dev.infos.push(ClientInfo { holder, name: hello.name.clone(), class: hello.class, deadline_ns: None });
+        restatic(dev, &self.cfg);
         let view = vec![0; nodes];
         self.clients.insert(
             id,
@@ -426,6 +427,7 @@ impl Decider {
         let dev = &mut self.devices[c.device];
         dev.ready.retain(|e| e.client != id);
         dev.infos.retain(|i| i.holder != c.holder);
+        restatic(dev, &self.cfg);
         let pending: Vec<NodeId> =
             dev.pool.pending().iter().filter(|(_, r)| r.holder == c.holder).map(|(t, _)| *t).collect();
         for t in pending {
@@ -860,6 +862,15 @@ impl Decider {
             }
         }
         Ok(())
+    }
+}
+
+/// Static remembers each client's cut from the client count it first saw; across processes that
+/// come and go the device is re-cut whenever the set of clients changes (a fresh policy). Work
+/// already leased on the old cut finishes there; the new cut applies as those leases drain.
+fn restatic(dev: &mut Device, cfg: &DecideConfig) {
+    if cfg.policy == PolicyKind::Static {
+        dev.policy = cfg.policy.build(cfg.seed ^ u64::from(dev.index));
     }
 }
 
