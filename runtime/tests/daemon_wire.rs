@@ -1,7 +1,7 @@
 //! Property tests of the daemon's record decoder and ledger.
 //!
-//! - Arbitrary words: the decoder never panics, and whatever it accepts re-encodes to exactly the
-//!   same words (one encoding per value, so a torn or altered record can never decode to the
+//! - Arbitrary words (random, mutated valid records, and random fields under a correct checksum):
+//!   the decoder never panics, and whatever it accepts re-encodes to exactly the same words (one encoding per value, so a torn or altered record can never decode to the
 //!   value that was meant). 10^5 cases in CI; `decoder_fuzz_10m` (ignored) runs 10^7:
 //!   `cargo test -p vitamin-runtime --release --test daemon_wire -- --ignored`.
 //! - Valid records round-trip; single-bit flips never decode to the original.
@@ -10,7 +10,7 @@
 use proptest::prelude::*;
 use rand::{Rng, SeedableRng};
 use vitamin_runtime::daemon::wire::{
-    decode_up, kernel_hash, HintRecord, Ledger, Limits, ReadyRecord, Up, WireError, UP_WORDS,
+    checksum, decode_up, kernel_hash, HintRecord, Ledger, Limits, ReadyRecord, Up, WireError, UP_WORDS,
 };
 
 const LIM: Limits = Limits { nodes: 59, lanes: 4, units: 132, max_ready: 8, max_outstanding: 6 };
@@ -61,10 +61,25 @@ fn arb_up() -> impl Strategy<Value = Up> {
     ]
 }
 
-/// Words that are often almost valid: a valid record with some words or bits replaced.
+/// Random words with a known kind and a correct checksum: they get past the checksum, so the
+/// field checks behind it are exercised.
+fn sealed(mut w: [u64; UP_WORDS], kind: u64) -> [u64; UP_WORDS] {
+    w[0] = (w[0] & 0xffff_ff00) | kind;
+    w[0] |= u64::from(checksum(&w)) << 32;
+    w
+}
+
+/// Words that are often almost valid: a valid record with some words or bits replaced, or random
+/// fields under a correct checksum.
 fn arb_words() -> impl Strategy<Value = [u64; UP_WORDS]> {
     prop_oneof![
         prop::array::uniform9(any::<u64>()),
+        (prop::array::uniform9(any::<u64>()), 1u64..=4).prop_map(|(w, k)| sealed(w, k)),
+        (arb_up(), 0usize..UP_WORDS, any::<u64>()).prop_map(|(u, i, w)| {
+            let mut words = u.encode().to_words();
+            words[i] = w;
+            sealed(words, words[0] & 0xff)
+        }),
         (arb_up(), 0usize..UP_WORDS, any::<u64>()).prop_map(|(u, i, w)| {
             let mut words = u.encode().to_words();
             words[i] = w;
@@ -226,16 +241,20 @@ fn decoder_fuzz_10m() {
     ];
     let mut accepted = 0u64;
     for i in 0..10_000_000u64 {
-        let mut w: [u64; UP_WORDS] = match i % 3 {
+        let mut w: [u64; UP_WORDS] = match i % 4 {
             0 => std::array::from_fn(|_| rng.gen()),
             _ => valid[rng.gen_range(0..valid.len())],
         };
-        if i % 3 != 0 {
+        if i % 4 != 0 {
             let j = rng.gen_range(0..UP_WORDS);
-            if i % 3 == 1 {
+            if i % 4 == 1 {
                 w[j] ^= 1 << rng.gen_range(0..64);
             } else {
                 w[j] = rng.gen();
+            }
+            if i % 4 == 3 {
+                // A changed field under a correct checksum: the field checks decide.
+                w = sealed(w, w[0] & 0xff);
             }
         }
         if let Err(e) = check_canonical(&w) {
