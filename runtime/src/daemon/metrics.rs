@@ -40,7 +40,7 @@ pub fn render(st: &StatusReport) -> String {
         "Bindings deferred because a client's down ring was full.",
         c.deferred_ring_full,
     );
-    counter("cpu_seconds_total_ns", "Decision-loop CPU time, ns.", c.cpu_ns);
+    counter("loop_cpu_ns_total", "Decision-loop thread CPU time, ns.", c.cpu_ns);
     let _ = writeln!(o, "# HELP vitamin_daemon_clients Registered clients.\n# TYPE vitamin_daemon_clients gauge");
     let _ = writeln!(o, "vitamin_daemon_clients {}", st.clients.len());
     let gauges: [(&str, &str); 6] = [
