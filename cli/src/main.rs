@@ -4,6 +4,7 @@
 mod backends;
 mod compare_cmd;
 mod config_cmd;
+mod daemon_cmd;
 mod demo_cmd;
 mod determinism_cmd;
 mod pool_cmd;
@@ -61,6 +62,9 @@ enum Command {
     /// Compare determinism records: vitamin compare A B [...] [--out DIR] [--json FILE]; exit 0 if
     /// everything matched bitwise, 1 if not, 2 on usage or input errors.
     Compare(compare_cmd::Args),
+    /// The coordination daemon: one arbiter for every vitamin process on this host
+    /// (`vitamin daemon [--detach] [--policy P] [--mps start]`, `vitamin daemon status`, `vitamin daemon stop`).
+    Daemon(daemon_cmd::DaemonArgs),
     /// Run a CUDA application under the interposer, in bind mode (default) or --observe:
     /// vitamin run [--policy P | --observe] [--census FILE] -- <command>.
     Run(run_cmd::RunArgs),
@@ -74,11 +78,17 @@ enum Command {
 }
 
 fn main() -> Result<()> {
-    tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::try_from_env("VITAMIN_LOG").unwrap_or_else(|_| "warn".into()))
-        .with_writer(std::io::stderr)
-        .init();
     let cli = Cli::parse();
+    // The daemon's log is its user interface: info by default there, warnings elsewhere.
+    let default_log =
+        if matches!(&cli.command, Command::Daemon(a) if daemon_cmd::runs_daemon(a)) { "info" } else { "warn" };
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("VITAMIN_LOG").unwrap_or_else(|_| default_log.into()),
+        )
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .init();
     let choice = if cli.sim { BackendChoice::Sim } else { cli.backend };
     match cli.command {
         Command::Info { json } => info(choice, cli.sim_device, json),
@@ -95,6 +105,7 @@ fn main() -> Result<()> {
             }
         },
         Command::Config { json } => config_cmd::run(json),
+        Command::Daemon(args) => daemon_cmd::run(args, choice),
     }
 }
 

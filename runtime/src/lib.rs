@@ -15,6 +15,8 @@
 //! - `policy`: Pick / Select / Prepare and the shipped policies (Throughput-Oriented, TPOT-First,
 //!   Static, Exclusive, Chaos).
 //! - `profile`: execution-time profiles per launch configuration and pool size.
+//! - `daemon`: the host-wide arbiter process: shared-memory rings, control socket, decision
+//!   loop, client session.
 //! - `scenario`: simulated tenants driven through all of the above on `hal::sim` (`vitamin demo`).
 //!
 //! ## Invariants
@@ -26,7 +28,8 @@
 //!   A launch-first op has no predecessor: it is launched only if recording it now would leave it
 //!   ready at once, with the vCtx lock held until it is recorded.
 //! - Every op completes or fails visibly; nothing is dropped or kept ready for ever.
-#![forbid(unsafe_code)]
+// `unsafe` is denied everywhere except `daemon::ring` (shared memory), which allows it.
+#![deny(unsafe_code)]
 #![warn(missing_docs)]
 
 pub mod pool;
@@ -48,6 +51,7 @@ pub use vctx::{
 pub mod arbiter;
 pub mod client;
 pub mod config;
+pub mod daemon;
 pub mod dispatch;
 pub mod policy;
 pub mod profile;

@@ -1,0 +1,1098 @@
+//! The decision loop's state: per device the pool's lease state and a policy, per client its
+//! rings, ledger and leases. No sockets and no threads here ([`super::server`] drives it), so it
+//! is tested directly.
+//!
+//! ## One turn ([`Decider::turn`])
+//! 1. **Intake**, per client, at most `batch` records (so a flooding client cannot starve the
+//!    others): each is validated by the client's [`Ledger`]; ready ops join the device queue,
+//!    completions and continuations update the pool, hints go to [`Policy::prepare`]. A failure
+//!    disconnects the client ([`TurnOutcome::disconnect`]) and frees its leases.
+//! 2. **Round**, per device, as the in-process dispatcher does it: release idle leases,
+//!    [`Policy::maintain`] (validated preparations), then Pick/Select over the ready ops of every
+//!    client, then graph launches oldest first. A proposal is applied only if the node is eligible
+//!    for the client, at least the op's minimum size, and the client's down ring has room; a
+//!    client whose down ring is full (stalled) is simply skipped.
+//! 3. **Publish**: each client's lease view (when it changed), then its bindings (tagged with
+//!    the view's epoch), then one wake-up if it sleeps.
+//!
+//! ## Cross-client policies
+//! The shipped policies run unchanged: each client is one lease holder, so Throughput-Oriented's
+//! age-aware round robin across holders is round robin across processes, Static gives each
+//! client a fixed cut in registration order (re-cut when clients come or go), Exclusive
+//! time-slices the whole device, Chaos picks random nodes, and TPOT-First sees the clients' classes and deadlines. The policies see a
+//! launch as a [`KernelLaunch`] built from the record (kernel name `#<hash>`, grid, block,
+//! shared memory, cooperative/cluster attributes, no arguments): profiles are keyed by that name.
+//!
+//! ## Lease accounting of continued ops
+//! A client may submit an op itself on a lane where it has an op outstanding (lane
+//! continuation) and reports it with a `Continued` record *before* that predecessor's
+//! completion (one ring, one producer: order is kept). The node is then leased or draining by
+//! that client. If it is draining, [`Pool::begin_submit`] refuses, so the op is counted in
+//! `late[node]` and the next completion on that node consumes it first: the pool's count reaches
+//! zero only after every op physically there completed.
+
+use std::collections::BTreeMap;
+use std::os::fd::OwnedFd;
+use std::time::Instant;
+
+use rustc_hash::FxHashMap as HashMap;
+use vitamin_hal::{Dim3, FunctionKind, FunctionRef, GraphLaunch, KernelArgs, KernelLaunch, LaunchAttributes, Topology};
+
+use super::control::{ClientStatus, Counters, DeviceStatus, Hello, StatusReport, Welcome};
+use super::ring::{Consumer, Layout, Producer, SharedRegion};
+use super::transport::PeerCred;
+use super::wire::{
+    self, DownKind, DownRecord, LeaseState, Ledger, Limits, Up, WireError, DOWN_WORDS, FLAG_CLUSTER, FLAG_COOPERATIVE,
+    FLAG_GRAPH, PROTOCOL_VERSION, UP_WORDS,
+};
+use crate::policy::{
+    AnyPolicy, ClientClass, ClientInfo, Completion, Curves, Hint, Policy, PolicyKind, Preparation, ReadyGraphView,
+    ReadyOpView, SchedState,
+};
+use crate::pool::{HolderId, NodeId, NodeState, Pool};
+use crate::profile::Profiles;
+use crate::vctx::OpId;
+
+/// The policies' read-only view of a device, borrowing its fields one by one (so the policy
+/// itself can be borrowed mutably next to it).
+macro_rules! sched {
+    ($dev:expr, $now:expr) => {
+        SchedState {
+            pool: &$dev.pool,
+            now_ns: $now,
+            profiles: &$dev.profiles,
+            clients: &$dev.infos,
+            lane_busy_until: &$dev.lane_busy,
+        }
+    };
+}
+
+/// Tuning of the decision loop.
+#[derive(Debug, Clone)]
+pub struct DecideConfig {
+    /// Policy.
+    pub policy: PolicyKind,
+    /// Seed (Chaos).
+    pub seed: u64,
+    /// Up ring slots per client.
+    pub up_capacity: u32,
+    /// Down ring slots per client.
+    pub down_capacity: u32,
+    /// Most ready ops per client.
+    pub max_ready: u32,
+    /// Most outstanding ops per client.
+    pub max_outstanding: u32,
+    /// Most clients.
+    pub max_clients: usize,
+    /// Most lanes per node a client may declare.
+    pub max_lanes: u16,
+    /// Records read per client per turn.
+    pub batch: u32,
+    /// A fixed topology for device 0 (otherwise the first client's report fixes it).
+    pub topology: Option<Topology>,
+    /// A departing client (hung up, still alive) keeps its leases at most this long, ns.
+    pub drain_grace_ns: u64,
+    /// A client that leaves bindings in its down ring untaken this long is stalled: it is
+    /// disconnected and its leases freed, ns. (Ops it never took were never submitted; leases
+    /// only steer placement, so freeing them cannot change any output.)
+    pub stall_timeout_ns: u64,
+    /// Whether a cross-process concurrency service serves the devices (checked by the CLI; passed to clients).
+    pub concurrency: Option<bool>,
+}
+
+impl Default for DecideConfig {
+    fn default() -> Self {
+        DecideConfig {
+            policy: PolicyKind::Throughput,
+            seed: 0,
+            up_capacity: 1024,
+            down_capacity: 1024,
+            max_ready: 4096,
+            max_outstanding: 4096,
+            max_clients: 64,
+            max_lanes: 16,
+            batch: 256,
+            topology: None,
+            drain_grace_ns: 10_000_000_000,
+            stall_timeout_ns: 5_000_000_000,
+            concurrency: None,
+        }
+    }
+}
+
+struct ReadyEntry {
+    client: u32,
+    op: u64,
+    kernel: KernelLaunch,
+    graph: Option<GraphLaunch>,
+    min_units: usize,
+    ready_since_ns: u64,
+    deadline_ns: Option<u64>,
+    seq: u64,
+}
+
+struct Device {
+    index: u32,
+    topology: Topology,
+    pool: Pool,
+    policy: AnyPolicy,
+    profiles: Profiles,
+    curves: Curves,
+    infos: Vec<ClientInfo>,
+    lane_busy: Vec<Vec<u64>>,
+    late: Vec<u32>,
+    ready: Vec<ReadyEntry>,
+    seq: u64,
+    names: HashMap<u64, std::sync::Arc<str>>,
+}
+
+/// An op in flight, for policy feedback.
+struct Inflight {
+    kernel: Option<KernelLaunch>,
+    node: u16,
+    submitted_ns: u64,
+}
+
+struct Client {
+    id: u32,
+    holder: HolderId,
+    device: usize,
+    cred: PeerCred,
+    name: String,
+    command: String,
+    class: ClientClass,
+    lanes: u16,
+    region: SharedRegion,
+    up: Consumer,
+    down: Producer,
+    ledger: Ledger,
+    inflight: HashMap<u64, Inflight>,
+    pending_down: Vec<DownRecord>,
+    view: Vec<u32>,
+    bound: u64,
+    bound_mark: (u64, u64),
+    bound_per_s: f64,
+    departing_since: Option<u64>,
+    /// The client's down-ring head when last seen moving (or the ring empty), and when.
+    down_head: (u32, u64),
+}
+
+/// What a turn did.
+#[derive(Debug, Default)]
+pub struct TurnOutcome {
+    /// Records consumed, ops bound, completions processed.
+    pub progress: usize,
+    /// Clients disconnected this turn, with the reason (the server closes their sockets).
+    pub disconnect: Vec<(u32, String)>,
+    /// Clients removed this turn (departed and drained).
+    pub removed: Vec<u32>,
+}
+
+/// The daemon's decision state. See the module documentation.
+pub struct Decider {
+    cfg: DecideConfig,
+    devices: Vec<Device>,
+    clients: BTreeMap<u32, Client>,
+    next_id: u32,
+    counters: Counters,
+    buf_up: [u64; UP_WORDS],
+    started: Instant,
+}
+
+impl std::fmt::Debug for Decider {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Decider").field("clients", &self.clients.len()).field("devices", &self.devices.len()).finish()
+    }
+}
+
+fn revalidate(t: &Topology) -> Result<Topology, String> {
+    Topology::new(vitamin_hal::TopologySpec {
+        vendor: t.vendor(),
+        device_name: t.device_name().to_owned(),
+        unit_kind: t.unit_kind(),
+        unit_count: t.unit_count(),
+        leaves: t.leaves().to_vec(),
+        domains: t.domains().to_vec(),
+        min_partition_size: t.min_partition_size(),
+        alignment: t.alignment(),
+        capabilities: t.capabilities().clone(),
+    })
+    .map_err(|e| format!("the reported topology is invalid: {e}"))
+}
+
+impl Decider {
+    /// An empty decider.
+    pub fn new(cfg: DecideConfig) -> Result<Decider, String> {
+        let mut d = Decider {
+            devices: Vec::new(),
+            clients: BTreeMap::new(),
+            next_id: 1,
+            counters: Counters::default(),
+            buf_up: [0; UP_WORDS],
+            started: Instant::now(),
+            cfg,
+        };
+        if let Some(t) = d.cfg.topology.clone() {
+            d.device_for(0, &revalidate(&t)?)?;
+        }
+        Ok(d)
+    }
+
+    /// Policy name.
+    pub fn policy_name(&self) -> &'static str {
+        self.cfg.policy.name()
+    }
+
+    fn device_for(&mut self, index: u32, top: &Topology) -> Result<usize, String> {
+        if let Some(i) = self.devices.iter().position(|d| d.index == index) {
+            let d = &self.devices[i];
+            if &d.topology != top {
+                return Err(format!(
+                    "device {index} is registered as {} with {} leaves; this client reports {} with {} leaves",
+                    d.topology.device_name(),
+                    d.topology.leaves().len(),
+                    top.device_name(),
+                    top.leaves().len()
+                ));
+            }
+            return Ok(i);
+        }
+        let pool = Pool::build(top);
+        if pool.nodes().len() > wire_max_nodes() {
+            return Err(format!("{} pool nodes exceed the protocol's {}", pool.nodes().len(), wire_max_nodes()));
+        }
+        let n = pool.nodes().len();
+        self.devices.push(Device {
+            index,
+            topology: top.clone(),
+            profiles: Profiles::new(top.device_name()),
+            policy: self.cfg.policy.build(self.cfg.seed ^ u64::from(index)),
+            curves: Curves::default(),
+            infos: Vec::new(),
+            lane_busy: vec![vec![0; usize::from(self.cfg.max_lanes)]; n],
+            late: vec![0; n],
+            ready: Vec::new(),
+            seq: 0,
+            names: HashMap::default(),
+            pool,
+        });
+        Ok(self.devices.len() - 1)
+    }
+
+    /// Registers a client: validates its hello, sets up its device, creates and seals its
+    /// region, adopts the leases it reports holding. Returns the welcome and the memfd to pass.
+    pub fn register(&mut self, hello: &Hello, cred: PeerCred, command: String) -> Result<(Welcome, OwnedFd), String> {
+        if hello.version != PROTOCOL_VERSION {
+            return Err(format!(
+                "protocol version {} but this daemon speaks {PROTOCOL_VERSION}: use matching vitamin builds",
+                hello.version
+            ));
+        }
+        if self.clients.len() >= self.cfg.max_clients {
+            return Err(format!("the daemon serves its maximum of {} clients", self.cfg.max_clients));
+        }
+        if hello.lanes == 0 || hello.lanes > self.cfg.max_lanes {
+            return Err(format!("{} lanes per node (1..={})", hello.lanes, self.cfg.max_lanes));
+        }
+        if hello.name.len() > 256 || hello.held.len() > 4096 {
+            return Err("hello too large".into());
+        }
+        if let ClientClass::LatencyCritical { tpot_target_ns: 0 } = hello.class {
+            return Err("a latency-critical client needs a TPOT target above zero".into());
+        }
+        let top = revalidate(&hello.topology)?;
+        let di = self.device_for(hello.device, &top)?;
+        let dev = &mut self.devices[di];
+        let nodes = dev.pool.nodes().len();
+        let units = dev.topology.unit_count();
+        let layout = Layout::new(nodes, self.cfg.up_capacity, UP_WORDS, self.cfg.down_capacity, DOWN_WORDS)
+            .map_err(|e| e.to_string())?;
+        let (region, fd) = SharedRegion::create(layout, PROTOCOL_VERSION).map_err(|e| e.to_string())?;
+        let id = self.next_id;
+        self.next_id += 1;
+        let holder = HolderId(id);
+        let limits = Limits {
+            nodes: nodes as u16,
+            lanes: hello.lanes,
+            units: units as u16,
+            max_ready: self.cfg.max_ready,
+            max_outstanding: self.cfg.max_outstanding,
+        };
+        let mut ledger = Ledger::new(limits);
+        let mut adopted = Vec::new();
+        for h in &hello.held {
+            let node = NodeId(h.node);
+            let ok = usize::from(h.node) < nodes
+                && dev.pool.is_eligible(node, holder)
+                && matches!(dev.pool.state(node), NodeState::Idle)
+                && h.ops.iter().all(|&(_, lane)| lane < hello.lanes)
+                && h.ops.len() <= self.cfg.max_outstanding as usize;
+            if !ok || h.ops.is_empty() || dev.pool.lease(node, holder).is_err() {
+                continue;
+            }
+            for &(op, lane) in &h.ops {
+                if ledger.adopt(op, h.node, lane).is_ok() && dev.pool.begin_submit(node, holder).is_ok() {
+                    continue;
+                }
+            }
+            adopted.push(h.node);
+        }
+        dev.infos.push(ClientInfo { holder, name: hello.name.clone(), class: hello.class, deadline_ns: None });
+        restatic(dev, &self.cfg);
+        let view = vec![0; nodes];
+        self.clients.insert(
+            id,
+            Client {
+                id,
+                holder,
+                device: di,
+                cred,
+                name: hello.name.clone(),
+                command,
+                class: hello.class,
+                lanes: hello.lanes,
+                region,
+                up: Consumer::new(),
+                down: Producer::new(),
+                ledger,
+                inflight: HashMap::default(),
+                pending_down: Vec::new(),
+                view,
+                bound: 0,
+                bound_mark: (0, super::now_ns()),
+                bound_per_s: 0.0,
+                departing_since: None,
+                down_head: (0, super::now_ns()),
+            },
+        );
+        self.counters.clients_registered += 1;
+        self.publish_views(di);
+        let welcome = Welcome {
+            version: PROTOCOL_VERSION,
+            client: id,
+            nodes: nodes as u16,
+            lanes: hello.lanes,
+            max_ready: self.cfg.max_ready,
+            max_outstanding: self.cfg.max_outstanding,
+            policy: self.cfg.policy.name().into(),
+            adopted,
+            concurrency: self.cfg.concurrency,
+        };
+        Ok((welcome, fd))
+    }
+
+    /// Registered client ids.
+    pub fn client_ids(&self) -> Vec<u32> {
+        self.clients.keys().copied().collect()
+    }
+
+    /// Whether a client is registered.
+    pub fn has_client(&self, id: u32) -> bool {
+        self.clients.contains_key(&id)
+    }
+
+    /// Units a client holds (leased, draining or reserved nodes).
+    pub fn units_held(&self, id: u32) -> usize {
+        let Some(c) = self.clients.get(&id) else { return 0 };
+        let pool = &self.devices[c.device].pool;
+        pool.active_nodes()
+            .iter()
+            .filter(|&&n| holder_of(pool.state(n)) == Some(c.holder))
+            .map(|&n| pool.node(n).size())
+            .sum()
+    }
+
+    /// A client hung up. `exited`: its process is gone (its submissions died with it), so its
+    /// leases are freed now; otherwise it departs: no new bindings, leases freed when its
+    /// outstanding ops completed or after the grace period.
+    pub fn client_gone(&mut self, id: u32, exited: bool) {
+        if exited {
+            self.remove(id);
+            return;
+        }
+        if let Some(c) = self.clients.get_mut(&id) {
+            c.departing_since.get_or_insert(super::now_ns());
+            let di = c.device;
+            self.devices[di].ready.retain(|e| e.client != id);
+        }
+    }
+
+    /// Removes a client and frees everything it holds: leases (outstanding counts dropped),
+    /// reservations, pending reclamations, ready ops.
+    pub fn remove(&mut self, id: u32) -> bool {
+        let Some(c) = self.clients.remove(&id) else { return false };
+        if c.region.state() == 0 {
+            c.region.set_state(wire::Disconnect::Shutdown as u64);
+        }
+        let dev = &mut self.devices[c.device];
+        dev.ready.retain(|e| e.client != id);
+        dev.infos.retain(|i| i.holder != c.holder);
+        restatic(dev, &self.cfg);
+        let pending: Vec<NodeId> =
+            dev.pool.pending().iter().filter(|(_, r)| r.holder == c.holder).map(|(t, _)| *t).collect();
+        for t in pending {
+            let _ = dev.pool.unreserve(t);
+        }
+        let mine: Vec<NodeId> = dev
+            .pool
+            .active_nodes()
+            .iter()
+            .copied()
+            .filter(|&n| holder_of(dev.pool.state(n)) == Some(c.holder))
+            .collect();
+        for n in mine {
+            dev.late[n.index()] = 0;
+            match *dev.pool.state(n) {
+                NodeState::Leased { outstanding, .. } => {
+                    for _ in 0..outstanding {
+                        let _ = dev.pool.complete(n);
+                    }
+                    let _ = dev.pool.release(n, c.holder);
+                }
+                NodeState::Draining { outstanding, .. } => {
+                    for _ in 0..outstanding {
+                        let _ = dev.pool.complete(n);
+                    }
+                }
+                NodeState::Reserved { .. } => {
+                    let _ = dev.pool.unreserve(n);
+                }
+                NodeState::Idle => {}
+            }
+            for b in &mut dev.lane_busy[n.index()] {
+                *b = 0;
+            }
+        }
+        let di = c.device;
+        drop(c);
+        self.publish_views(di);
+        true
+    }
+
+    /// Disconnects a misbehaving client: records the reason in its region, then removes it.
+    fn disconnect(&mut self, id: u32, code: wire::Disconnect, why: String, out: &mut TurnOutcome) {
+        if let Some(c) = self.clients.get(&id) {
+            c.region.set_state(code as u64);
+            tracing::warn!(client = id, pid = c.cred.pid, reason = %why, "disconnecting client");
+        }
+        self.counters.clients_disconnected += 1;
+        self.remove(id);
+        out.disconnect.push((id, why));
+    }
+
+    /// One turn: intake, rounds, publish. See the module documentation.
+    pub fn turn(&mut self) -> TurnOutcome {
+        let mut out = TurnOutcome::default();
+        let now = super::now_ns();
+        self.counters.loop_turns += 1;
+        let ids: Vec<u32> = self.clients.keys().copied().collect();
+        for id in ids {
+            match self.intake(id, now) {
+                Ok(n) => out.progress += n,
+                Err((code, why)) => {
+                    self.counters.refused_records += 1;
+                    self.disconnect(id, code, why, &mut out);
+                }
+            }
+        }
+        self.check_stalls(now, &mut out);
+        for di in 0..self.devices.len() {
+            out.progress += self.round(di, now, &mut out);
+        }
+        // Departed clients whose work drained, or whose grace passed.
+        let done: Vec<u32> = self
+            .clients
+            .values()
+            .filter(|c| {
+                c.departing_since
+                    .is_some_and(|t| c.ledger.outstanding() == 0 || now.saturating_sub(t) > self.cfg.drain_grace_ns)
+            })
+            .map(|c| c.id)
+            .collect();
+        for id in done {
+            self.remove(id);
+            out.removed.push(id);
+        }
+        for di in 0..self.devices.len() {
+            self.publish_views(di);
+        }
+        self.flush_down();
+        for c in self.clients.values_mut() {
+            c.region.set_heartbeat(now);
+        }
+        out
+    }
+
+    /// Disconnects clients whose down ring is non-empty and whose head has not moved for the
+    /// stall timeout.
+    fn check_stalls(&mut self, now: u64, out: &mut TurnOutcome) {
+        let mut stalled = Vec::new();
+        for c in self.clients.values_mut() {
+            let ring = c.region.down();
+            let used = c.down.free(&ring).map(|f| ring.capacity() - f).unwrap_or(0);
+            let head = ring.ctl().head.0.load(std::sync::atomic::Ordering::Relaxed);
+            if used == 0 || head != c.down_head.0 {
+                c.down_head = (head, now);
+            } else if now.saturating_sub(c.down_head.1) > self.cfg.stall_timeout_ns {
+                stalled.push((c.id, used));
+            }
+        }
+        for (id, used) in stalled {
+            let why = format!("{used} bindings untaken for {} ms: stalled", self.cfg.stall_timeout_ns / 1_000_000);
+            self.disconnect(id, wire::Disconnect::Stalled, why, out);
+        }
+    }
+
+    fn intake(&mut self, id: u32, now: u64) -> Result<usize, (wire::Disconnect, String)> {
+        let Some(c) = self.clients.get_mut(&id) else { return Ok(0) };
+        let dev = &mut self.devices[c.device];
+        let mut records: Vec<[u64; UP_WORDS]> = Vec::new();
+        let ring = c.region.up();
+        c.up.drain(&ring, self.cfg.batch, &mut self.buf_up, |w| {
+            let mut r = [0u64; UP_WORDS];
+            r.copy_from_slice(w);
+            records.push(r);
+        })
+        .map_err(|e| (wire::Disconnect::Corrupt, e.to_string()))?;
+        let n = records.len();
+        for w in &records {
+            let up = c.ledger.accept(w).map_err(|e| {
+                let code = match e {
+                    WireError::TooManyReady(_) | WireError::TooManyOutstanding(_) => wire::Disconnect::Flood,
+                    _ => wire::Disconnect::Protocol,
+                };
+                (code, e.to_string())
+            })?;
+            apply(dev, c, up, now, &mut self.counters).map_err(|e| (wire::Disconnect::Protocol, e))?;
+        }
+        Ok(n)
+    }
+
+    fn round(&mut self, di: usize, now: u64, _out: &mut TurnOutcome) -> usize {
+        let dev = &mut self.devices[di];
+        release_idle_leases(&mut dev.pool);
+        let mut plan = Vec::new();
+        {
+            let state = sched!(dev, now);
+            dev.policy.maintain(&state, &mut plan);
+        }
+        apply_preparations(&mut dev.pool, plan);
+        if dev.ready.is_empty() {
+            return 0;
+        }
+        // Room in each client's down ring this round (a stalled client gets none).
+        let mut room: HashMap<u32, u32> = HashMap::default();
+        let mut corrupt = Vec::new();
+        for c in self.clients.values_mut().filter(|c| c.device == di) {
+            let ring = c.region.down();
+            match c.down.free(&ring) {
+                Ok(f) => {
+                    room.insert(c.id, f.saturating_sub(c.pending_down.len() as u32));
+                }
+                Err(e) => corrupt.push((c.id, e.to_string())),
+            }
+        }
+        for (id, why) in corrupt {
+            self.counters.refused_records += 1;
+            self.disconnect(id, wire::Disconnect::Corrupt, why, _out);
+        }
+        let dev = &mut self.devices[di];
+        let clients = &mut self.clients;
+        let blocked = |room: &HashMap<u32, u32>, c: u32| room.get(&c).copied().unwrap_or(0) == 0;
+        let mut tried = vec![false; dev.ready.len()];
+        for (i, e) in dev.ready.iter().enumerate() {
+            if blocked(&room, e.client) {
+                tried[i] = true;
+                self.counters.deferred_ring_full += 1;
+            }
+        }
+        let mut bound_idx: Vec<usize> = Vec::new();
+        let mut eligible = Vec::new();
+        {
+            let views = kernel_views(&dev.ready, &tried);
+            let state = sched!(dev, now);
+            dev.policy.begin_round(&views.iter().map(|v| v.1).collect::<Vec<_>>(), &state);
+        }
+        loop {
+            let (idx, node) = {
+                let v = kernel_views(&dev.ready, &tried);
+                if v.is_empty() {
+                    break;
+                }
+                let queue: Vec<ReadyOpView<'_>> = v.iter().map(|x| x.1).collect();
+                let state = sched!(dev, now);
+                let Some(pick) = dev.policy.pick(&queue, &state) else { break };
+                let Some(&(idx, view)) = v.get(pick) else { break };
+                dev.pool.eligible(view.client, dev.ready[idx].min_units, &mut eligible);
+                (idx, dev.policy.select(&view, &eligible, &state))
+            };
+            tried[idx] = true;
+            let Some(node) = node else { continue };
+            if bind_at(dev, clients, idx, node, now, &mut room, &mut self.counters) {
+                bound_idx.push(idx);
+            }
+        }
+        // Graph launches after the kernels, oldest first.
+        let mut graphs: Vec<usize> =
+            (0..dev.ready.len()).filter(|&i| dev.ready[i].graph.is_some() && !tried[i]).collect();
+        graphs.sort_by_key(|&i| dev.ready[i].seq);
+        for idx in graphs {
+            if blocked(&room, dev.ready[idx].client) {
+                continue;
+            }
+            let e = &dev.ready[idx];
+            let holder = HolderId(e.client);
+            dev.pool.eligible(holder, e.min_units, &mut eligible);
+            let node = {
+                let view = ReadyGraphView {
+                    client: holder,
+                    op: OpId(e.op),
+                    graph: e.graph.as_ref().expect("filtered to graphs"),
+                    ready_since_ns: e.ready_since_ns,
+                    seq: e.seq,
+                    deadline_ns: e.deadline_ns,
+                };
+                let state = sched!(dev, now);
+                dev.policy.select_graph(&view, &eligible, &state)
+            };
+            if let Some(node) = node {
+                if bind_at(dev, clients, idx, node, now, &mut room, &mut self.counters) {
+                    bound_idx.push(idx);
+                }
+            }
+        }
+        bound_idx.sort_unstable();
+        let n = bound_idx.len();
+        for idx in bound_idx.into_iter().rev() {
+            dev.ready.swap_remove(idx);
+        }
+        dev.ready.sort_by_key(|e| e.seq);
+        n
+    }
+
+    /// Rewrites the lease view of every client of device `di` whose leases changed.
+    fn publish_views(&mut self, di: usize) {
+        let dev = &self.devices[di];
+        let pool = &dev.pool;
+        let mut states = Vec::new();
+        for c in self.clients.values_mut().filter(|c| c.device == di) {
+            states.clear();
+            states.resize(pool.nodes().len(), LeaseState::None as u32);
+            for &n in pool.active_nodes() {
+                let s = match *pool.state(n) {
+                    NodeState::Leased { holder, .. } if holder == c.holder => LeaseState::Open,
+                    NodeState::Draining { holder, .. } if holder == c.holder => LeaseState::Draining,
+                    NodeState::Reserved { purpose } if purpose.holder == c.holder => LeaseState::Reserved,
+                    _ => continue,
+                };
+                states[n.index()] = s as u32;
+            }
+            if states != c.view {
+                c.region.view().publish(&states);
+                c.view.clone_from(&states);
+            }
+        }
+    }
+
+    /// Stages every pending binding (with the current view epoch) and publishes each down ring.
+    fn flush_down(&mut self) {
+        for c in self.clients.values_mut() {
+            if c.pending_down.is_empty() {
+                continue;
+            }
+            let ring = c.region.down();
+            let mut seen = Vec::new();
+            let epoch = c.region.view().read(&mut seen).unwrap_or(0);
+            for mut d in c.pending_down.drain(..) {
+                d.epoch = epoch;
+                // Room was reserved when the op was bound; a full ring here means the client
+                // scribbled its head: the record is dropped and the next turn's check
+                // disconnects it.
+                let _ = c.down.stage(&ring, &d.to_words());
+            }
+            if c.down.publish(&ring) {
+                self.counters.wakeups_sent += 1;
+            }
+        }
+    }
+
+    /// Prepares to sleep: announces it on every client's up ring. Returns the futex words and
+    /// the values to wait on, or `None` if a ring received records meanwhile (do not sleep).
+    /// Call [`Decider::end_sleep`] after waking.
+    pub fn begin_sleep(&mut self) -> Option<Vec<(*const super::sync::AtomicU32, u32)>> {
+        let mut words = Vec::with_capacity(self.clients.len());
+        let mut ready = false;
+        for c in self.clients.values_mut() {
+            let ring = c.region.up();
+            match c.up.begin_sleep(&ring) {
+                Ok(Some(seq)) => words.push((ring.wake_word() as *const _, seq)),
+                // Records arrived, or a corrupted index (the next turn disconnects it).
+                Ok(None) | Err(_) => ready = true,
+            }
+        }
+        if ready {
+            self.end_sleep();
+            return None;
+        }
+        self.counters.loop_sleeps += 1;
+        Some(words)
+    }
+
+    /// Withdraws the sleep announcements.
+    pub fn end_sleep(&mut self) {
+        for c in self.clients.values_mut() {
+            let ring = c.region.up();
+            c.up.end_sleep(&ring);
+        }
+    }
+
+    /// Counters.
+    pub fn counters(&self) -> &Counters {
+        &self.counters
+    }
+
+    /// Sets the loop thread's CPU time (the server measures it).
+    pub fn set_cpu_ns(&mut self, ns: u64) {
+        self.counters.cpu_ns = ns;
+    }
+
+    /// Records a hang-up-to-free latency.
+    pub fn note_free_latency(&mut self, ns: u64) {
+        self.counters.last_hangup_to_free_ns = Some(ns);
+    }
+
+    /// Counts a refused connection.
+    pub fn note_refused_connection(&mut self) {
+        self.counters.connections_refused += 1;
+    }
+
+    /// A status report (clients, leases, units in use, rates).
+    pub fn status(&mut self, socket: &str, concurrency: &str) -> StatusReport {
+        let now = super::now_ns();
+        let mut clients = Vec::new();
+        for c in self.clients.values_mut() {
+            let (b0, t0) = c.bound_mark;
+            let dt = now.saturating_sub(t0);
+            if dt >= 500_000_000 {
+                c.bound_per_s = (c.bound - b0) as f64 / (dt as f64 / 1e9);
+                c.bound_mark = (c.bound, now);
+            }
+            let pool = &self.devices[c.device].pool;
+            let mut leases = Vec::new();
+            let mut units = 0;
+            for &n in pool.active_nodes() {
+                if holder_of(pool.state(n)) == Some(c.holder) {
+                    leases.push(format!("{n} ({} units) {}", pool.node(n).size(), pool.state(n).name()));
+                    units += pool.node(n).size();
+                }
+            }
+            clients.push(ClientStatus {
+                id: c.id,
+                pid: c.cred.pid,
+                uid: c.cred.uid,
+                name: c.name.clone(),
+                command: c.command.clone(),
+                class: match c.class {
+                    ClientClass::BestEffort => "batch".into(),
+                    ClientClass::LatencyCritical { tpot_target_ns } => {
+                        format!("latency (tpot {:.1} ms)", tpot_target_ns as f64 / 1e6)
+                    }
+                },
+                device: self.devices[c.device].index,
+                ready: c.ledger.ready(),
+                outstanding: c.ledger.outstanding(),
+                leases,
+                units,
+                bound: c.bound,
+                bound_per_s: c.bound_per_s,
+                up_depth: c.region.up().depth_hint(),
+                down_depth: c.region.down().depth_hint(),
+                departing: c.departing_since.is_some(),
+            });
+        }
+        let devices = self
+            .devices
+            .iter()
+            .map(|d| DeviceStatus {
+                device: d.index,
+                name: d.topology.device_name().to_owned(),
+                units: d.topology.unit_count(),
+                units_in_use: d.pool.active_units().len(),
+                nodes: d.pool.nodes().len(),
+                active: d
+                    .pool
+                    .active_nodes()
+                    .iter()
+                    .map(|&n| {
+                        let who = holder_of(d.pool.state(n)).map_or(String::new(), |h| format!(" client {}", h.0));
+                        format!("{n} ({} units) {}{who}", d.pool.node(n).size(), d.pool.state(n).name())
+                    })
+                    .collect(),
+            })
+            .collect();
+        StatusReport {
+            schema: "vitamin.daemon.status.v1".into(),
+            pid: std::process::id(),
+            policy: self.cfg.policy.name().into(),
+            uptime_s: self.started.elapsed().as_secs_f64(),
+            socket: socket.into(),
+            concurrency: concurrency.into(),
+            clients,
+            devices,
+            counters: self.counters.clone(),
+        }
+    }
+
+    /// Checks the pool invariant that matters across clients: active nodes are pairwise
+    /// disjoint and each belongs to a registered client (for tests).
+    pub fn check_invariants(&self) -> Result<(), String> {
+        for d in &self.devices {
+            let act = d.pool.active_nodes();
+            for (i, &a) in act.iter().enumerate() {
+                for &b in &act[i + 1..] {
+                    if d.pool.node(a).units.intersects(&d.pool.node(b).units) {
+                        return Err(format!("active nodes {a} and {b} overlap"));
+                    }
+                }
+                if let Some(h) = holder_of(d.pool.state(a)) {
+                    if !self.clients.contains_key(&h.0) {
+                        return Err(format!("node {a} is held by unknown client {}", h.0));
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Static remembers each client's cut from the client count it first saw; across processes that
+/// come and go the device is re-cut whenever the set of clients changes (a fresh policy). Work
+/// already leased on the old cut finishes there; the new cut applies as those leases drain.
+fn restatic(dev: &mut Device, cfg: &DecideConfig) {
+    if cfg.policy == PolicyKind::Static {
+        dev.policy = cfg.policy.build(cfg.seed ^ u64::from(dev.index));
+    }
+}
+
+fn wire_max_nodes() -> usize {
+    super::ring::MAX_NODES
+}
+
+fn holder_of(s: &NodeState) -> Option<HolderId> {
+    match *s {
+        NodeState::Leased { holder, .. } | NodeState::Draining { holder, .. } => Some(holder),
+        NodeState::Reserved { purpose } => Some(purpose.holder),
+        NodeState::Idle => None,
+    }
+}
+
+fn kernel_views<'a>(ready: &'a [ReadyEntry], tried: &[bool]) -> Vec<(usize, ReadyOpView<'a>)> {
+    ready
+        .iter()
+        .enumerate()
+        .filter(|(i, e)| !tried[*i] && e.graph.is_none())
+        .map(|(i, e)| {
+            (
+                i,
+                ReadyOpView {
+                    client: HolderId(e.client),
+                    op: OpId(e.op),
+                    kernel: &e.kernel,
+                    ready_since_ns: e.ready_since_ns,
+                    seq: e.seq,
+                    deadline_ns: e.deadline_ns,
+                },
+            )
+        })
+        .collect()
+}
+
+fn release_idle_leases(pool: &mut Pool) {
+    let idle: Vec<(NodeId, HolderId)> = pool
+        .active_nodes()
+        .iter()
+        .filter_map(|&n| match *pool.state(n) {
+            NodeState::Leased { holder, outstanding: 0 } => Some((n, holder)),
+            _ => None,
+        })
+        .collect();
+    for (n, h) in idle {
+        let _ = pool.release(n, h);
+    }
+}
+
+fn apply_preparations(pool: &mut Pool, plan: Vec<Preparation>) {
+    for p in plan {
+        let r = match &p {
+            Preparation::Reserve(n, r) => pool.reserve(*n, *r),
+            Preparation::Reclaim(n, r) => pool.reclaim_for(*n, *r).map(|_| ()),
+            Preparation::Unreserve(n) => pool.unreserve(*n),
+        };
+        if let Err(e) = r {
+            tracing::debug!(?p, error = %e, "preparation rejected");
+        }
+    }
+}
+
+fn synthetic_kernel(dev: &mut Device, r: &wire::ReadyRecord) -> KernelLaunch {
+    let name = dev.names.entry(r.kernel).or_insert_with(|| format!("#{:016x}", r.kernel).into()).clone();
+    let cluster = (r.flags & FLAG_CLUSTER != 0).then_some(Dim3::new(1, 1, 1));
+    KernelLaunch::new(
+        FunctionRef::new(0, FunctionKind::Kernel, name),
+        Dim3::new(r.grid[0], r.grid[1], r.grid[2]),
+        Dim3::new(r.block[0], r.block[1], r.block[2]),
+        r.smem,
+        KernelArgs::from_layout(Vec::new(), Vec::new()).expect("empty arguments are valid"),
+        LaunchAttributes::new(r.flags & FLAG_COOPERATIVE != 0, cluster, None, Vec::new()),
+    )
+}
+
+/// Applies one validated record to the device and client state.
+fn apply(dev: &mut Device, c: &mut Client, up: Up, now: u64, counters: &mut Counters) -> Result<(), String> {
+    match up {
+        Up::Ready(r) => {
+            if c.departing_since.is_some() {
+                c.ledger.refuse(r.op);
+                return Ok(());
+            }
+            let kernel = synthetic_kernel(dev, &r);
+            let graph = (r.flags & FLAG_GRAPH != 0).then(|| GraphLaunch::new(0, format!("#{:016x}", r.kernel)));
+            dev.seq += 1;
+            if let Some(d) = r.deadline_ns {
+                if let Some(info) = dev.infos.iter_mut().find(|i| i.holder == c.holder) {
+                    info.deadline_ns = Some(info.deadline_ns.map_or(d, |x| x.min(d)));
+                }
+            }
+            dev.ready.push(ReadyEntry {
+                client: c.id,
+                op: r.op,
+                kernel,
+                graph,
+                min_units: usize::from(r.min_units),
+                ready_since_ns: r.ready_since_ns.min(now),
+                deadline_ns: r.deadline_ns,
+                seq: dev.seq,
+            });
+        }
+        Up::Completion { op, node, completed_ns } => {
+            let n = NodeId(node);
+            if dev.late[n.index()] > 0 {
+                dev.late[n.index()] -= 1;
+            } else {
+                dev.pool.complete(n).map_err(|e| format!("completion of op {op}: {e}"))?;
+            }
+            counters.completions += 1;
+            if let Some(inf) = c.inflight.remove(&op) {
+                debug_assert_eq!(inf.node, node);
+                if let Some(k) = &inf.kernel {
+                    let done = Completion {
+                        client: c.holder,
+                        kernel: k,
+                        node: n,
+                        submitted_ns: inf.submitted_ns,
+                        completed_ns: completed_ns.min(now),
+                    };
+                    let state = sched!(dev, now);
+                    dev.policy.on_complete(&done, &state);
+                }
+            }
+            if c.ledger.outstanding() == 0 {
+                if let Some(info) = dev.infos.iter_mut().find(|i| i.holder == c.holder) {
+                    info.deadline_ns = None;
+                }
+            }
+        }
+        Up::Hint(h) => {
+            let hint = Hint {
+                client: c.holder,
+                op: None,
+                demand_units: (h.demand_units > 0).then_some(usize::from(h.demand_units)),
+                ready_at_ns: (h.ready_at_ns > 0).then_some(h.ready_at_ns),
+                deadline_ns: h.deadline_ns,
+            };
+            if let Some(d) = h.deadline_ns {
+                if let Some(info) = dev.infos.iter_mut().find(|i| i.holder == c.holder) {
+                    info.deadline_ns = Some(d);
+                }
+            }
+            let mut plan = Vec::new();
+            {
+                let state = sched!(dev, now);
+                dev.policy.prepare(&hint, &state, &mut plan);
+            }
+            apply_preparations(&mut dev.pool, plan);
+        }
+        Up::Continued { op, node, submitted_ns, .. } => {
+            let n = NodeId(node);
+            match *dev.pool.state(n) {
+                NodeState::Leased { holder, .. } if holder == c.holder => {
+                    dev.pool.begin_submit(n, c.holder).map_err(|e| format!("continued op {op}: {e}"))?;
+                }
+                NodeState::Draining { holder, .. } if holder == c.holder => dev.late[n.index()] += 1,
+                s => return Err(format!("op {op} continued on node {n}, which is {} and not this client's", s.name())),
+            }
+            counters.continued += 1;
+            c.inflight.insert(op, Inflight { kernel: None, node, submitted_ns: submitted_ns.min(now) });
+        }
+    }
+    Ok(())
+}
+
+/// Validates and applies a policy's proposal for ready entry `idx`: eligible for the client,
+/// large enough, room in its down ring, lease and submission accounted. Returns whether bound.
+fn bind_at(
+    dev: &mut Device,
+    clients: &mut BTreeMap<u32, Client>,
+    idx: usize,
+    node: NodeId,
+    now: u64,
+    room: &mut HashMap<u32, u32>,
+    counters: &mut Counters,
+) -> bool {
+    let e = &dev.ready[idx];
+    let Some(c) = clients.get_mut(&e.client) else { return false };
+    let holder = c.holder;
+    let valid = node.index() < dev.pool.nodes().len()
+        && dev.pool.is_eligible(node, holder)
+        && dev.pool.node(node).size() >= e.min_units
+        && room.get(&c.id).copied().unwrap_or(0) > 0;
+    if !valid {
+        return false;
+    }
+    if !matches!(dev.pool.state(node), NodeState::Leased { holder: h, .. } if *h == holder)
+        && dev.pool.lease(node, holder).is_err()
+    {
+        return false;
+    }
+    // The client's least-loaded lane on the node.
+    let lane = (0..c.lanes).min_by_key(|&l| c.ledger.on_lane(node.0, l)).unwrap_or(0);
+    if !c.ledger.bind(e.op, node.0, lane) {
+        return false;
+    }
+    if dev.pool.begin_submit(node, holder).is_err() {
+        return false;
+    }
+    let size = dev.pool.node(node).size();
+    let est = if e.graph.is_none() { dev.curves.time(&e.kernel, size, &dev.pool, &dev.profiles) as u64 } else { 0 };
+    if let Some(b) = dev.lane_busy[node.index()].get_mut(usize::from(lane)) {
+        *b = (*b).max(now) + est;
+    }
+    c.inflight.insert(
+        e.op,
+        Inflight { kernel: e.graph.is_none().then(|| e.kernel.clone()), node: node.0, submitted_ns: now },
+    );
+    c.pending_down.push(DownRecord {
+        kind: DownKind::Binding as u8,
+        node: node.0,
+        op: e.op,
+        lane,
+        time_ns: now,
+        ..DownRecord::default()
+    });
+    if let Some(r) = room.get_mut(&c.id) {
+        *r -= 1;
+    }
+    c.bound += 1;
+    counters.bound += 1;
+    true
+}
