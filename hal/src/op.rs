@@ -32,9 +32,10 @@ impl Dim3 {
     pub const fn x(x: u32) -> Self {
         Dim3 { x, y: 1, z: 1 }
     }
-    /// Number of elements `x*y*z`.
+    /// Number of elements `x*y*z`, saturating at `u64::MAX` (three `u32` extents can exceed
+    /// `u64`: a hostile launch's shape must compare as too large, never wrap or panic).
     pub fn volume(&self) -> u64 {
-        u64::from(self.x) * u64::from(self.y) * u64::from(self.z)
+        u64::from(self.x).saturating_mul(u64::from(self.y)).saturating_mul(u64::from(self.z))
     }
 }
 
