@@ -59,7 +59,9 @@ pub fn observing() -> bool {
 fn init() -> Config {
     let layers = vitamin_runtime::config::process();
     let cfg = Config::from_lookup(|k| layers.get(k));
-    install_logging(layers.get("VITAMIN_LOG").as_deref(), cfg.log);
+    if cfg.log != LogLevel::Off {
+        vitamin_runtime::client::log::install_subscriber(layers.get("VITAMIN_LOG").as_deref(), write_stderr);
+    }
     // The client runtime logs through the same sink (its lines become `tracing` events too).
     vitamin_runtime::client::log::install(emit, cfg.log);
     // SAFETY: getpid has no preconditions.
@@ -97,7 +99,8 @@ pub fn log_enabled(level: LogLevel) -> bool {
     CONFIG.get().is_some_and(|c| c.log >= level)
 }
 
-/// Emits one log event through `tracing` (the subscriber installed by [`install_logging`]).
+/// Emits one log event through `tracing` (the subscriber `vitamin_runtime::client::log::install_subscriber`
+/// installs).
 pub fn emit(level: LogLevel, args: std::fmt::Arguments<'_>) {
     match level {
         LogLevel::Off => {}
@@ -109,109 +112,14 @@ pub fn emit(level: LogLevel, args: std::fmt::Arguments<'_>) {
     }
 }
 
-/// Installs the shim's one logging path, [`ShimLog`], as the process-wide `tracing` subscriber of
-/// the shim's copy of `tracing` (the application's own subscribers, if any, live in other copies),
-/// so that the runtime's and backend's events (a failed submission, a refused lease) reach stderr
-/// with the shim's own. Nothing is installed when `VITAMIN_LOG` is unset or off.
-fn install_logging(filter: Option<&str>, level: LogLevel) {
-    if level == LogLevel::Off {
-        return;
+/// Writes one formatted log line to stderr with one `write(2)` (no locks, no buffering, no
+/// thread-locals: it is called from thread-exit paths too).
+fn write_stderr(line: &str) {
+    let line = format!("[vitamin {}] {line}", PID.load(Ordering::Relaxed));
+    // SAFETY: writes an initialized buffer of the given length to fd 2.
+    unsafe {
+        libc::write(2, line.as_ptr() as *const c_void, line.len());
     }
-    let _ = tracing::subscriber::set_global_default(ShimLog::new(filter.unwrap_or("warn")));
-}
-
-/// A `tracing` subscriber that writes each event as one line to stderr with one `write(2)`.
-///
-/// Hand-written instead of `tracing-subscriber`'s `fmt`: that layer formats into a thread-local
-/// buffer, and the shim logs from thread-exit paths (a per-thread default stream released when its
-/// thread ends), where a thread-local access panics ("cannot access a Thread Local Storage value
-/// during or after destruction", seen under PyTorch on the H200). This one keeps no per-thread
-/// state: a filter of `target=level` directives (a bare level applies to every target), events
-/// formatted into a local `String`, spans ignored.
-#[derive(Debug)]
-pub struct ShimLog {
-    /// (target prefix, most verbose level), longest prefix first; `""` is the default.
-    directives: Vec<(String, tracing::level_filters::LevelFilter)>,
-    max: tracing::level_filters::LevelFilter,
-}
-
-impl ShimLog {
-    /// Parses a `tracing`-style filter (`debug`, `vitamin=debug,vitamin_runtime=trace`); words
-    /// that do not parse are ignored.
-    pub fn new(filter: &str) -> ShimLog {
-        use tracing::level_filters::LevelFilter;
-        let mut directives: Vec<(String, LevelFilter)> = filter
-            .split(',')
-            .filter_map(|d| {
-                let (target, level) = d.split_once('=').unwrap_or(("", d));
-                let level = level.trim();
-                // (`LevelFilter` parses an empty word as `ERROR`.)
-                (!level.is_empty())
-                    .then(|| level.parse::<LevelFilter>().ok())
-                    .flatten()
-                    .map(|l| (target.trim().to_string(), l))
-            })
-            .collect();
-        directives.sort_by_key(|d| std::cmp::Reverse(d.0.len()));
-        let max = directives.iter().map(|d| d.1).max().unwrap_or(LevelFilter::OFF);
-        ShimLog { directives, max }
-    }
-
-    /// Whether an event of `level` from `target` is written.
-    pub fn enabled_for(&self, target: &str, level: &tracing::Level) -> bool {
-        self.directives.iter().find(|(prefix, _)| target.starts_with(prefix.as_str())).is_some_and(|(_, l)| l >= level)
-    }
-
-    /// The line an event becomes.
-    fn line(&self, event: &tracing::Event<'_>) -> String {
-        struct Fields(String);
-        impl tracing::field::Visit for Fields {
-            fn record_debug(&mut self, field: &tracing::field::Field, value: &dyn std::fmt::Debug) {
-                use std::fmt::Write;
-                if field.name() == "message" {
-                    let _ = write!(self.0, " {value:?}");
-                } else {
-                    let _ = write!(self.0, " {}={value:?}", field.name());
-                }
-            }
-            fn record_str(&mut self, field: &tracing::field::Field, value: &str) {
-                if field.name() == "message" {
-                    self.0.push(' ');
-                    self.0.push_str(value);
-                } else {
-                    self.record_debug(field, &value);
-                }
-            }
-        }
-        let meta = event.metadata();
-        let mut f = Fields(format!("[vitamin {}] {} {}:", PID.load(Ordering::Relaxed), meta.level(), meta.target()));
-        event.record(&mut f);
-        f.0.push('\n');
-        f.0
-    }
-}
-
-impl tracing::Subscriber for ShimLog {
-    fn enabled(&self, meta: &tracing::Metadata<'_>) -> bool {
-        self.enabled_for(meta.target(), meta.level())
-    }
-    fn max_level_hint(&self) -> Option<tracing::level_filters::LevelFilter> {
-        Some(self.max)
-    }
-    fn new_span(&self, _: &tracing::span::Attributes<'_>) -> tracing::span::Id {
-        tracing::span::Id::from_u64(1)
-    }
-    fn record(&self, _: &tracing::span::Id, _: &tracing::span::Record<'_>) {}
-    fn record_follows_from(&self, _: &tracing::span::Id, _: &tracing::span::Id) {}
-    fn event(&self, event: &tracing::Event<'_>) {
-        let line = self.line(event);
-        // SAFETY: writes an initialized buffer of the given length to fd 2.
-        unsafe {
-            libc::write(2, line.as_ptr() as *const c_void, line.len());
-        }
-    }
-    fn enter(&self, _: &tracing::span::Id) {}
-    fn exit(&self, _: &tracing::span::Id) {}
 }
 
 /// Logs when the level is enabled.
@@ -374,26 +282,5 @@ fn write_census() {
         if cfg.log >= LogLevel::Error {
             emit(LogLevel::Error, format_args!("could not write the census to {}: {e}", path.display()));
         }
-    }
-}
-
-#[cfg(test)]
-mod log_tests {
-    use super::ShimLog;
-    use tracing::Level;
-
-    #[test]
-    fn the_filter_follows_tracing_directives() {
-        let f = ShimLog::new("warn,vitamin=debug");
-        assert!(f.enabled_for("vitamin_runtime::dispatch", &Level::DEBUG), "a target prefix matches");
-        assert!(!f.enabled_for("vitamin_runtime::dispatch", &Level::TRACE));
-        assert!(f.enabled_for("other", &Level::WARN) && !f.enabled_for("other", &Level::INFO), "the bare level");
-        let only = ShimLog::new("vitamin_hal_cuda=trace");
-        assert!(only.enabled_for("vitamin_hal_cuda::partition", &Level::TRACE));
-        assert!(!only.enabled_for("vitamin", &Level::ERROR), "no default: other targets are off");
-        let off = ShimLog::new("off");
-        assert!(!off.enabled_for("vitamin", &Level::ERROR));
-        let junk = ShimLog::new("loud,=,x=y");
-        assert!(!junk.enabled_for("vitamin", &Level::ERROR), "unparsable words are ignored");
     }
 }
