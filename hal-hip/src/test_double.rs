@@ -45,10 +45,18 @@ pub fn build(dir: &Path) -> Result<PathBuf, String> {
         return Err(why);
     }
     std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-    let src = dir.join("libamdhip64.c");
-    let map = dir.join("libamdhip64.map");
+    // Tests of one binary (and several test binaries) build the double concurrently into the same
+    // folder while others already load it: each build works in a private folder and the finished
+    // library is renamed into place, so a loader never sees a half-written file.
+    static BUILDS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = BUILDS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let work = dir.join(format!(".build-{}-{n}", std::process::id()));
+    std::fs::create_dir_all(&work).map_err(|e| format!("{}: {e}", work.display()))?;
+    let src = work.join("libamdhip64.c");
+    let map = work.join("libamdhip64.map");
     std::fs::write(&src, SOURCE).map_err(|e| format!("{}: {e}", src.display()))?;
     std::fs::write(&map, VERSION_SCRIPT).map_err(|e| format!("{}: {e}", map.display()))?;
+    let built = work.join("libamdhip64.so.5");
     let lib = dir.join("libamdhip64.so.5");
     let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
     let out = Command::new(&cc)
@@ -56,13 +64,16 @@ pub fn build(dir: &Path) -> Result<PathBuf, String> {
         .arg(format!("-I{}", include_dir().display()))
         .arg(format!("-Wl,--version-script={}", map.display()))
         .args(["-Wl,-soname,libamdhip64.so.5", "-o"])
-        .arg(&lib)
+        .arg(&built)
         .arg(&src)
         .output()
         .map_err(|e| format!("cannot run {cc}: {e}"))?;
     if !out.status.success() {
+        let _ = std::fs::remove_dir_all(&work);
         return Err(format!("{cc} failed to build the HIP test double:\n{}", String::from_utf8_lossy(&out.stderr)));
     }
+    std::fs::rename(&built, &lib).map_err(|e| format!("{} -> {}: {e}", built.display(), lib.display()))?;
+    let _ = std::fs::remove_dir_all(&work);
     Ok(lib)
 }
 
