@@ -41,6 +41,21 @@ pub struct RunArgs {
     /// Write the census JSON (calls per API, launches per kernel) here at exit; `%p` = pid.
     #[arg(long, value_name = "FILE")]
     pub census: Option<PathBuf>,
+    /// The coordination daemon's socket (default: the daemon's default path). Bind mode uses a
+    /// daemon that answers there, else decides in-process; named explicitly, a daemon that does
+    /// not answer is an error.
+    #[arg(long, env = "VITAMIN_DAEMON", value_name = "SOCKET", conflicts_with = "observe")]
+    pub daemon: Option<PathBuf>,
+    /// Decide in-process even if a daemon runs.
+    #[arg(long, conflicts_with = "daemon")]
+    pub no_daemon: bool,
+    /// The class the daemon schedules this process as: batch (best effort, the default) or
+    /// latency (TPOT-First reserves for it).
+    #[arg(long, value_name = "CLASS", value_parser = ["batch", "latency"])]
+    pub class: Option<String>,
+    /// Per-token (per-step) target of a latency-class process, ms.
+    #[arg(long, value_name = "MS")]
+    pub tpot_ms: Option<f64>,
     /// Directory holding libvitamin_cuda.so (default: next to the vitamin binary).
     #[arg(long, env = "VITAMIN_LIB_DIR", value_name = "DIR")]
     pub lib_dir: Option<PathBuf>,
@@ -76,7 +91,16 @@ pub fn prepend_preload(existing: Option<&OsStr>, lib: &Path) -> OsString {
 }
 
 /// The execution plan: pure, so it is testable without starting anything.
-pub fn plan(args: &RunArgs, lib: &Path, existing_preload: Option<&OsStr>, cwd: &Path, pid: u32) -> Result<Plan> {
+///
+/// `daemon`: the socket of a daemon that answered (bind mode then uses it); `None`: in-process.
+pub fn plan(
+    args: &RunArgs,
+    lib: &Path,
+    existing_preload: Option<&OsStr>,
+    cwd: &Path,
+    pid: u32,
+    daemon: Option<&Path>,
+) -> Result<Plan> {
     if args.observe && (args.bind || args.policy.is_some()) {
         bail!("--observe forwards every call unchanged: it takes neither --bind nor --policy");
     }
@@ -93,6 +117,17 @@ pub fn plan(args: &RunArgs, lib: &Path, existing_preload: Option<&OsStr>, cwd: &
     }
     if let Some(census) = &args.census {
         env.push(("VITAMIN_CENSUS".to_string(), cwd.join(census).into_os_string()));
+    }
+    // Always set, so that an inherited value never overrides the choice made here.
+    env.push(("VITAMIN_DAEMON".to_string(), daemon.map(|d| cwd.join(d).into_os_string()).unwrap_or_default()));
+    if args.tpot_ms.is_some() && args.class.as_deref() != Some("latency") {
+        bail!("--tpot-ms is the target of a latency-class process: add --class latency");
+    }
+    match (&args.class, args.tpot_ms) {
+        (_, Some(ms)) if !(ms.is_finite() && ms > 0.0) => bail!("--tpot-ms must be a positive number of milliseconds"),
+        (Some(c), Some(ms)) => env.push(("VITAMIN_CLASS".to_string(), OsString::from(format!("{c}:{ms}")))),
+        (Some(c), None) => env.push(("VITAMIN_CLASS".to_string(), OsString::from(c))),
+        (None, _) => {}
     }
     Ok(Plan { program: program.clone(), args: rest.to_vec(), env })
 }
@@ -137,12 +172,49 @@ pub fn find_shim(dirs: &[PathBuf]) -> Result<PathBuf> {
     )
 }
 
+/// Whether bind mode runs under a daemon: one named with `--daemon` (or `VITAMIN_DAEMON`) must
+/// answer; otherwise the default socket is tried. Says which, once, on stderr.
+fn choose_daemon(args: &RunArgs) -> Result<Option<PathBuf>> {
+    if args.observe {
+        return Ok(None);
+    }
+    if args.no_daemon {
+        eprintln!("vitamin run: in-process (--no-daemon): this process decides its bindings alone");
+        return Ok(None);
+    }
+    let (socket, explicit) = match &args.daemon {
+        Some(s) if !s.as_os_str().is_empty() => (s.clone(), true),
+        _ => (vitamin_runtime::daemon::transport::default_socket_path(), false),
+    };
+    match vitamin_runtime::daemon::client::status(&socket, std::time::Duration::from_millis(500)) {
+        Ok(st) => {
+            eprintln!(
+                "vitamin run: sharing the GPU through the vitamin daemon at {} (policy {}, {} other clients)",
+                socket.display(),
+                st.policy,
+                st.clients.len()
+            );
+            Ok(Some(socket))
+        }
+        Err(e) if explicit => bail!("--daemon {}: {e}", socket.display()),
+        Err(_) => {
+            eprintln!(
+                "vitamin run: in-process (no vitamin daemon at {}): this process decides its bindings alone",
+                socket.display()
+            );
+            Ok(None)
+        }
+    }
+}
+
 /// Runs `vitamin run`: never returns on success (the process becomes the command).
 pub fn run(args: RunArgs) -> Result<()> {
     let exe = std::env::current_exe().ok();
     let lib = find_shim(&search_dirs(args.lib_dir.as_deref(), exe.as_deref()))?;
     let cwd = std::env::current_dir().context("cannot read the current directory")?;
-    let plan = plan(&args, &lib, std::env::var_os("LD_PRELOAD").as_deref(), &cwd, std::process::id())?;
+    let daemon = choose_daemon(&args)?;
+    let plan =
+        plan(&args, &lib, std::env::var_os("LD_PRELOAD").as_deref(), &cwd, std::process::id(), daemon.as_deref())?;
     if let Some((_, census)) = plan.env.iter().find(|(k, _)| k == "VITAMIN_CENSUS") {
         if !census.to_string_lossy().contains("%p") {
             match std::fs::remove_file(census) {
@@ -186,6 +258,10 @@ mod tests {
             bind: false,
             policy: None,
             census: census.map(PathBuf::from),
+            daemon: None,
+            no_daemon: false,
+            class: None,
+            tpot_ms: None,
             lib_dir: None,
             command: command.iter().map(OsString::from).collect(),
         }
@@ -210,6 +286,7 @@ mod tests {
             Some(OsStr::new("/x/libx.so")),
             Path::new("/work"),
             4242,
+            None,
         )
         .unwrap();
         assert_eq!(p.program, "python3");
@@ -219,7 +296,8 @@ mod tests {
         assert_eq!(get("VITAMIN_MODE").unwrap(), "observe");
         assert_eq!(get("VITAMIN_CENSUS").unwrap(), "/work/out/census.json");
         assert_eq!(get("VITAMIN_CENSUS_PID").unwrap(), "4242");
-        let no_census = plan(&args(true, None, &["true"]), Path::new("/l/libvitamin_cuda.so"), None, Path::new("/"), 1);
+        let no_census =
+            plan(&args(true, None, &["true"]), Path::new("/l/libvitamin_cuda.so"), None, Path::new("/"), 1, None);
         assert!(no_census.unwrap().env.iter().all(|(k, _)| k != "VITAMIN_CENSUS"));
     }
 
@@ -228,30 +306,50 @@ mod tests {
         let mut a = args(false, None, &["true"]);
         a.bind = true;
         a.policy = Some("Chaos".into());
-        let p = plan(&a, Path::new("/l/libvitamin_cuda.so"), None, Path::new("/"), 1).expect("plan");
+        let p = plan(&a, Path::new("/l/libvitamin_cuda.so"), None, Path::new("/"), 1, None).expect("plan");
         let get = |k: &str| p.env.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone());
         assert_eq!(get("VITAMIN_MODE").unwrap(), "bind");
         assert_eq!(get("VITAMIN_POLICY").unwrap(), "chaos");
         a.policy = Some("fastest".into());
-        assert!(plan(&a, Path::new("/l/libvitamin_cuda.so"), None, Path::new("/"), 1).is_err(), "unknown policy");
+        assert!(plan(&a, Path::new("/l/libvitamin_cuda.so"), None, Path::new("/"), 1, None).is_err(), "unknown policy");
+    }
+
+    #[test]
+    fn daemon_and_class_reach_the_environment() {
+        let lib = Path::new("/l/libvitamin_cuda.so");
+        let get = |p: &Plan, k: &str| p.env.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone());
+        let p = plan(&args(false, None, &["true"]), lib, None, Path::new("/w"), 1, None).expect("plan");
+        assert_eq!(get(&p, "VITAMIN_DAEMON").unwrap(), "", "in-process overrides an inherited socket");
+        let mut a = args(false, None, &["true"]);
+        a.class = Some("latency".into());
+        a.tpot_ms = Some(25.0);
+        let p = plan(&a, lib, None, Path::new("/w"), 1, Some(Path::new("d.sock"))).expect("plan");
+        assert_eq!(get(&p, "VITAMIN_DAEMON").unwrap(), "/w/d.sock");
+        assert_eq!(get(&p, "VITAMIN_CLASS").unwrap(), "latency:25");
+        a.class = None;
+        let err = plan(&a, lib, None, Path::new("/w"), 1, None).unwrap_err().to_string();
+        assert!(err.contains("--class latency"), "{err}");
+        a.class = Some("latency".into());
+        a.tpot_ms = Some(-1.0);
+        assert!(plan(&a, lib, None, Path::new("/w"), 1, None).is_err(), "a negative target");
     }
 
     #[test]
     fn bind_is_the_default_mode() {
         let lib = Path::new("/l/libvitamin_cuda.so");
-        let p = plan(&args(false, None, &["true"]), lib, None, Path::new("/"), 1).expect("plan");
+        let p = plan(&args(false, None, &["true"]), lib, None, Path::new("/"), 1, None).expect("plan");
         let get = |k: &str| p.env.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone());
         assert_eq!(get("VITAMIN_MODE").unwrap(), "bind");
         assert_eq!(get("VITAMIN_POLICY"), None, "the shim's default policy");
         // A policy without --bind is bind mode with that policy.
         let mut a = args(false, None, &["true"]);
         a.policy = Some("static".into());
-        let p = plan(&a, lib, None, Path::new("/"), 1).expect("plan");
+        let p = plan(&a, lib, None, Path::new("/"), 1, None).expect("plan");
         assert!(p.env.contains(&("VITAMIN_MODE".to_string(), OsString::from("bind"))));
         assert!(p.env.contains(&("VITAMIN_POLICY".to_string(), OsString::from("static"))));
         // --observe takes no policy.
         a.observe = true;
-        let err = plan(&a, lib, None, Path::new("/"), 1).unwrap_err().to_string();
+        let err = plan(&a, lib, None, Path::new("/"), 1, None).unwrap_err().to_string();
         assert!(err.contains("--observe") && err.contains("--policy"), "{err}");
     }
 

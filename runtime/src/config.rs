@@ -106,10 +106,18 @@ pub struct Config {
     pub seed: u64,
     /// Lane continuation (`VITAMIN_LANE_CONTINUATION`).
     pub lane_continuation: bool,
+    /// The coordination daemon's socket (`VITAMIN_DAEMON`): bind under its arbitration; `None`:
+    /// this process decides alone.
+    pub daemon: Option<PathBuf>,
+    /// The scheduling class the daemon sees (`VITAMIN_CLASS`, `VITAMIN_TPOT_MS`).
+    pub class: crate::policy::ClientClass,
 }
 
 /// Default Chaos seed.
 pub const DEFAULT_SEED: u64 = 0x5eed;
+
+/// Default per-token target of a latency-class client without `tpot_ms`, ms.
+pub const DEFAULT_TPOT_MS: f64 = 50.0;
 
 impl Config {
     /// Reads the configuration through `get` (the environment in the interposer, a map in tests).
@@ -148,6 +156,13 @@ impl Config {
                 true
             }
         };
+        let class = match get("VITAMIN_CLASS") {
+            None => crate::policy::ClientClass::BestEffort,
+            Some(c) => parse_class(&c).unwrap_or_else(|e| {
+                notes.push(format!("VITAMIN_CLASS={c:?}: {e}; using batch"));
+                crate::policy::ClientClass::BestEffort
+            }),
+        };
         let mode_note = (!notes.is_empty()).then(|| notes.join("; "));
         Config {
             mode,
@@ -158,6 +173,8 @@ impl Config {
             policy,
             seed,
             lane_continuation,
+            daemon: get("VITAMIN_DAEMON").map(|s| s.trim().to_owned()).filter(|s| !s.is_empty()).map(PathBuf::from),
+            class,
         }
     }
 
@@ -175,6 +192,29 @@ impl Config {
             Some(main) if main != pid => Some(PathBuf::from(format!("{template}.{pid}"))),
             _ => Some(PathBuf::from(template)),
         }
+    }
+}
+
+/// A scheduling class: `batch` (or empty), `latency` (the default target) or `latency:MS`.
+pub fn parse_class(text: &str) -> Result<crate::policy::ClientClass, String> {
+    let t = text.trim().to_ascii_lowercase();
+    let (name, ms) = match t.split_once(':') {
+        Some((n, ms)) => (n.to_owned(), Some(ms.trim().to_owned())),
+        None => (t.clone(), None),
+    };
+    match (name.as_str(), ms) {
+        ("" | "batch" | "best-effort", None) => Ok(crate::policy::ClientClass::BestEffort),
+        ("latency", ms) => {
+            let ms = match ms {
+                None => DEFAULT_TPOT_MS,
+                Some(m) => match m.parse::<f64>() {
+                    Ok(v) if v.is_finite() && v > 0.0 => v,
+                    _ => return Err(format!("{m:?} is not a positive per-token target in ms")),
+                },
+            };
+            Ok(crate::policy::ClientClass::LatencyCritical { tpot_target_ns: (ms * 1e6) as u64 })
+        }
+        _ => Err("expected batch, latency or latency:MS".into()),
     }
 }
 
@@ -255,6 +295,8 @@ pub const KEYS: &[Key] = &[
     user("census_pid", "VITAMIN_CENSUS_PID", ""),
     user("log", "VITAMIN_LOG", "off"),
     user("trace", "VITAMIN_TRACE", ""),
+    user("daemon", "VITAMIN_DAEMON", ""),
+    user("class", "VITAMIN_CLASS", "batch"),
     advanced_env("profile_dispatch", "VITAMIN_PROFILE_DISPATCH", "0"),
     advanced_env("fence", "VITAMIN_FENCE", "hybrid"),
     advanced_env("waiter_fence", "VITAMIN_WAITER_FENCE", "cover"),
@@ -426,6 +468,22 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
     use std::collections::HashMap;
+
+    #[test]
+    fn classes_parse_with_their_targets() {
+        use crate::policy::ClientClass::*;
+        assert_eq!(parse_class("batch"), Ok(BestEffort));
+        assert_eq!(parse_class(" "), Ok(BestEffort));
+        assert_eq!(parse_class("latency"), Ok(LatencyCritical { tpot_target_ns: 50_000_000 }));
+        assert_eq!(parse_class("Latency:12.5"), Ok(LatencyCritical { tpot_target_ns: 12_500_000 }));
+        assert!(parse_class("latency:-3").is_err() && parse_class("latency:x").is_err());
+        assert!(parse_class("batch:4").is_err() && parse_class("fast").is_err());
+        let c = config(&[("VITAMIN_CLASS", "urgent"), ("VITAMIN_DAEMON", " /run/v.sock ")]);
+        assert_eq!(c.class, BestEffort);
+        assert!(c.mode_note.as_deref().unwrap_or("").contains("VITAMIN_CLASS"), "{:?}", c.mode_note);
+        assert_eq!(c.daemon.as_deref(), Some(std::path::Path::new("/run/v.sock")));
+        assert_eq!(config(&[("VITAMIN_DAEMON", "")]).daemon, None);
+    }
 
     fn config(pairs: &[(&str, &str)]) -> Config {
         let map: HashMap<String, String> = pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();

@@ -58,7 +58,7 @@ use crate::profile::Profiles;
 use crate::VirtualContext;
 
 /// How the coordinator schedules (from `VITAMIN_POLICY`, `VITAMIN_SEED`, `VITAMIN_LANE_CONTINUATION`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Settings {
     /// The policy.
     pub policy: PolicyKind,
@@ -68,6 +68,10 @@ pub struct Settings {
     pub lane_continuation: bool,
     /// Measurement knobs (environment, read once at start).
     pub tuning: Tuning,
+    /// The coordination daemon's socket, if bindings come from one.
+    pub daemon: Option<std::path::PathBuf>,
+    /// The class the daemon sees.
+    pub class: ClientClass,
 }
 
 impl Settings {
@@ -79,6 +83,8 @@ impl Settings {
             seed: config.seed,
             lane_continuation: config.lane_continuation,
             tuning: Tuning::from_lookup(get),
+            daemon: config.daemon.clone(),
+            class: config.class,
         }
     }
 }
@@ -364,6 +370,7 @@ impl<N: NativeApi> Coordinator<N> {
         let submits = Arc::new(Submits::default());
         let (stop2, stats2, slot2, submits2) = (stop.clone(), stats.clone(), dispatcher.clone(), submits.clone());
         let native2 = native.clone();
+        let tuning = settings.tuning;
         let spawned = std::thread::Builder::new().name("vitamin-dispatch".into()).spawn(move || {
             let _entered = N::enter_runtime_thread();
             let ready_tx2 = ready_tx.clone();
@@ -389,12 +396,12 @@ impl<N: NativeApi> Coordinator<N> {
                 stopped: Mutex::new(Some(done_rx)),
                 stats,
                 dispatcher,
-                inline: settings.tuning.inline,
+                inline: tuning.inline,
                 inline_errors: std::sync::atomic::AtomicU64::new(0),
-                count_assists: settings.tuning.defer_to_waiters,
+                count_assists: tuning.defer_to_waiters,
                 submits,
-                fast_wait: settings.tuning.fast_wait,
-                lf_lock_wait: settings.tuning.lf_lock_wait,
+                fast_wait: tuning.fast_wait,
+                lf_lock_wait: tuning.lf_lock_wait,
             }),
             Ok(Err(e)) => Err(e),
             Err(_) => Err("the dispatcher thread ended during start-up".into()),
@@ -750,7 +757,7 @@ fn run<N: NativeApi>(
     let spin_yield = settings.tuning.spin_yield;
     let kind = backend.topology().unit_kind();
     let device = backend.topology().device_name().to_owned();
-    let config = dispatch_config(settings);
+    let config = dispatch_config(&settings);
     let policy = settings.policy.build(settings.seed);
     let mut d = match Dispatcher::new(backend, policy, Profiles::new(device.clone()), config) {
         Ok(d) => d,
@@ -759,7 +766,10 @@ fn run<N: NativeApi>(
             return;
         }
     };
-    let client = d.register(vctx.clone(), "application", ClientClass::BestEffort).0 as usize;
+    let client = d.register(vctx.clone(), "application", settings.class).0 as usize;
+    if let Some(socket) = &settings.daemon {
+        attach_daemon(&mut d, socket, ordinal, &settings);
+    }
     let nodes = d.pool().nodes().iter().map(|n| n.units.display(kind).to_string()).collect();
     let realize_ms = t0.elapsed().as_secs_f64() * 1e3;
     let poll_interval = Duration::from_nanos(d.config().min_poll_interval_ns);
@@ -909,11 +919,58 @@ fn run<N: NativeApi>(
     });
     published["fast_waits"] = submits.fast_waits.load(Ordering::Relaxed).into();
     published["policy"] = d.policy().name().into();
+    if let Some(r) = d.remote() {
+        let w = r.client().welcome();
+        published["daemon"] = serde_json::json!({
+            "client": w.client,
+            "policy": w.policy,
+            "sent": r.sent_total,
+            "refused_bindings": r.refused,
+            "reconnects": r.reconnects,
+            "safe_mode": r.safe_mode(),
+        });
+    }
     published["fence"] = d.backend().fence_mode().into();
     *stats.lock().unwrap_or_else(|e| e.into_inner()) = Some(published);
     // The process is exiting: leave the physical contexts to the driver instead of draining and
     // destroying every pool node here.
     std::mem::forget(d);
+}
+
+/// Registers with the coordination daemon at `socket` and lets it decide the bindings; without
+/// one (not running, refused, another pool), this process decides alone, and the log says why.
+fn attach_daemon<B: Backend, P: Policy>(
+    d: &mut Dispatcher<B, P>,
+    socket: &std::path::Path,
+    ordinal: i32,
+    settings: &Settings,
+) {
+    let name = std::fs::read_to_string("/proc/self/comm").map(|s| s.trim().to_owned()).unwrap_or_default();
+    let opts = crate::daemon::client::ConnectOptions {
+        socket: socket.to_owned(),
+        name,
+        device: u32::try_from(ordinal).unwrap_or(0),
+        topology: d.backend().topology().clone(),
+        class: settings.class,
+        lanes: u16::try_from(d.config().lanes_per_node).unwrap_or(u16::MAX),
+        timeout: Duration::from_secs(5),
+    };
+    let attached = crate::daemon::client::DaemonClient::connect(opts).map_err(|e| e.to_string()).and_then(|c| {
+        let (id, policy) = (c.welcome().client, c.welcome().policy.clone());
+        d.attach_remote(crate::dispatch::Remote::new(c)).map(|()| (id, policy)).map_err(|e| e.to_string())
+    });
+    match attached {
+        Ok((id, policy)) => vlog!(
+            LogLevel::Info,
+            "bindings come from the vitamin daemon at {} (client {id}, its policy {policy})",
+            socket.display()
+        ),
+        Err(e) => vlog!(
+            LogLevel::Warn,
+            "no vitamin daemon at {} ({e}): this process decides its bindings alone",
+            socket.display()
+        ),
+    }
 }
 
 /// The dispatcher lock for the dispatcher thread's next round. Never parks on the lock (an
@@ -1157,7 +1214,7 @@ pub const POLL_INTERVAL_NS: u64 = 50_000;
 ///   dispatcher the bottleneck, docs/results/shim-bind-overhead.md).
 ///
 /// [`Tuning`] overrides these for measurements.
-fn dispatch_config(settings: Settings) -> DispatchConfig {
+fn dispatch_config(settings: &Settings) -> DispatchConfig {
     let t = settings.tuning;
     DispatchConfig {
         lane_continuation: settings.lane_continuation,

@@ -161,8 +161,8 @@ impl<N: NativeApi> Client<N> {
         if trace_path().is_some() {
             trace::start(TRACE_MARKS);
         }
-        let coordinator = Arc::new(Coordinator::start(native.clone(), ordinal, vctx.clone(), settings)?);
         let t = settings.tuning;
+        let coordinator = Arc::new(Coordinator::start(native.clone(), ordinal, vctx.clone(), settings.clone())?);
         let blocking = host_wait == HostWait::BlockingSync;
         vctx.set_sync_spin(t.sync_spin.unwrap_or(if blocking { crate::SYNC_SPIN } else { SPIN_WAIT }));
         // The driver spins without yielding unless the application asked it to yield (or has

@@ -386,6 +386,12 @@ impl Decider {
         self.clients.keys().copied().collect()
     }
 
+    /// Whether ready ops wait for a binding on any device (a policy declined them or their
+    /// nodes were leased: the loop must decide again soon, not at the next record).
+    pub fn has_ready(&self) -> bool {
+        self.devices.iter().any(|d| !d.ready.is_empty())
+    }
+
     /// Whether a client is registered.
     pub fn has_client(&self, id: u32) -> bool {
         self.clients.contains_key(&id)

@@ -29,6 +29,11 @@ use super::transport::{self, AllowList, PeerCred, IO_TIMEOUT};
 use super::wire::PROTOCOL_VERSION;
 use super::DaemonError;
 
+/// First sleep of the decision loop while ready ops wait unbound.
+const RETRY_MIN: Duration = Duration::from_micros(20);
+/// Longest sleep of the decision loop while ready ops wait unbound.
+const RETRY_MAX: Duration = Duration::from_millis(1);
+
 /// Everything `vitamin daemon` configures.
 #[derive(Debug, Clone)]
 pub struct DaemonConfig {
@@ -220,6 +225,7 @@ fn thread_cpu_ns() -> u64 {
 fn decision_loop(mut d: Decider, rx: Receiver<Event>, shared: &Shared, cfg: &DaemonConfig) {
     let socket = cfg.socket.display().to_string();
     let mut last_status = Instant::now() - Duration::from_secs(1);
+    let mut retry = RETRY_MIN;
     let mut waiters: Vec<Wait> = Vec::new();
     let mut waitv_works = true;
     loop {
@@ -270,8 +276,21 @@ fn decision_loop(mut d: Decider, rx: Receiver<Event>, shared: &Shared, cfg: &Dae
             last_status = Instant::now();
         }
         if out.progress > 0 || changed {
+            retry = RETRY_MIN;
             continue;
         }
+        // Ready ops left unbound (declined by the policy, or their nodes leased by others): the
+        // next turn may bind them although no record arrives (a lease frees when a completion
+        // arrives, but Chaos declines at random and reclaims finish on their own), so sleep
+        // briefly, backing off to `RETRY_MAX` while nothing changes.
+        let wait = if d.has_ready() {
+            let w = retry;
+            retry = (retry * 2).min(RETRY_MAX);
+            w
+        } else {
+            retry = RETRY_MIN;
+            cfg.idle_wait
+        };
         // Nothing to do: sleep until a client's up ring gets a record, the control thread rings
         // the doorbell, or the heartbeat period passes.
         let Some(words) = d.begin_sleep() else { continue };
@@ -288,10 +307,7 @@ fn decision_loop(mut d: Decider, rx: Receiver<Event>, shared: &Shared, cfg: &Dae
             w.flags = WaitFlags::SIZE_U32;
             waiters.push(w);
         }
-        let ts = rustix::time::Timespec {
-            tv_sec: cfg.idle_wait.as_secs() as i64,
-            tv_nsec: i64::from(cfg.idle_wait.subsec_nanos()),
-        };
+        let ts = rustix::time::Timespec { tv_sec: wait.as_secs() as i64, tv_nsec: i64::from(wait.subsec_nanos()) };
         // futex_waitv takes at most 128 words (Linux >= 5.16); beyond that, or without it, a
         // short bounded sleep instead.
         if waitv_works && waiters.len() <= 128 {
@@ -312,7 +328,7 @@ fn decision_loop(mut d: Decider, rx: Receiver<Event>, shared: &Shared, cfg: &Dae
                 waitv_works = false;
             }
         } else {
-            futex::wait(&shared.doorbell, bell, Duration::from_millis(1));
+            futex::wait(&shared.doorbell, bell, wait.min(Duration::from_millis(1)));
         }
         d.end_sleep();
     }

@@ -39,6 +39,7 @@
 //! reports a policy that never binds ready ops as [`DispatchError::Stalled`].
 
 mod graph;
+mod remote;
 mod timeline;
 
 use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
@@ -50,6 +51,7 @@ use smallvec::SmallVec;
 use thiserror::Error;
 use vitamin_hal::{Backend, Fence, HalError, LaneId, LaneProgress, OpDesc, PhysicalPartition, UnitSet};
 
+pub use remote::{Remote, DEFAULT_FALLBACK_AFTER, RECONNECT_EVERY};
 pub use timeline::{Span, Timeline, SERVICE_NODE};
 
 use crate::policy::{ClientClass, ClientInfo, Completion, Curves, Hint, Policy, Preparation, ReadyOpView, SchedState};
@@ -76,6 +78,9 @@ pub enum DispatchError {
     /// Realizing the pool failed.
     #[error(transparent)]
     Pool(#[from] PoolError),
+    /// A daemon session does not fit this pool.
+    #[error("daemon session: {0}")]
+    Remote(String),
     /// Profiling failed.
     #[error(transparent)]
     Profile(#[from] crate::profile::ProfileError),
@@ -247,6 +252,10 @@ struct Inflight {
     node: Option<NodeId>,
     submitted: u64,
     continued: bool,
+    /// Placed under a daemon's binding or lease: its completion goes up ([`remote`]).
+    remote: bool,
+    /// Counted in the local pool (`begin_submit`): its completion is counted there too.
+    pooled: bool,
 }
 
 /// The read-only view handed to policies (a macro so that it borrows fields, not `self`).
@@ -336,6 +345,8 @@ pub struct Dispatcher<B: Backend, P: Policy> {
     /// Cleared while [`submit_fresh`](Self::submit_fresh) binds: the recording thread holds the
     /// op's vCtx lock and marks the op submitted itself.
     mark_in_vctx: bool,
+    /// The daemon session that decides bindings, if any ([`remote`]).
+    remote: Option<Remote>,
 }
 
 impl<B: Backend, P: Policy> std::fmt::Debug for Dispatcher<B, P> {
@@ -406,6 +417,7 @@ impl<B: Backend, P: Policy> Dispatcher<B, P> {
             failed: Vec::new(),
             awaiting_completion: false,
             mark_in_vctx: true,
+            remote: None,
         })
     }
 
@@ -530,16 +542,22 @@ impl<B: Backend, P: Policy> Dispatcher<B, P> {
             progress += self.continuation()?;
             self.lap(&mut clock, |p| &mut p.continuation_ns);
         }
-        self.release_idle_leases();
-        let mut plan = Vec::new();
-        {
-            let state = sched_state!(self, self.now);
-            self.policy.maintain(&state, &mut plan);
+        if self.remote.is_some() {
+            // The daemon decides: ready records up, bindings down.
+            progress += self.remote_round()?;
+            self.lap(&mut clock, |p| &mut p.bind_ns);
+        } else {
+            self.release_idle_leases();
+            let mut plan = Vec::new();
+            {
+                let state = sched_state!(self, self.now);
+                self.policy.maintain(&state, &mut plan);
+            }
+            self.apply_preparations(plan);
+            self.lap(&mut clock, |p| &mut p.maintain_ns);
+            progress += self.bind()?;
+            self.lap(&mut clock, |p| &mut p.bind_ns);
         }
-        self.apply_preparations(plan);
-        self.lap(&mut clock, |p| &mut p.maintain_ns);
-        progress += self.bind()?;
-        self.lap(&mut clock, |p| &mut p.bind_ns);
         self.submitted_last_round = self.stats.bound + self.stats.continued + self.stats.unit_free > before;
         Ok(progress)
     }
@@ -637,7 +655,7 @@ impl<B: Backend, P: Policy> Dispatcher<B, P> {
         let mut clock = self.config.profile_phases.then(std::time::Instant::now);
         let mut progress = self.intake()?;
         self.lap(&mut clock, |p| &mut p.intake_ns);
-        progress += self.bind()?;
+        progress += if self.remote.is_some() { self.remote_round()? } else { self.bind()? };
         self.lap(&mut clock, |p| &mut p.bind_ns);
         if self.stats.bound + self.stats.continued + self.stats.unit_free > before {
             self.submitted_last_round = true;
@@ -701,6 +719,7 @@ impl<B: Backend, P: Policy> Dispatcher<B, P> {
     /// policy would otherwise weigh them in the same round), and runnable on the whole device.
     fn fresh_eligible(&self, client: usize, desc: &Arc<OpDesc>) -> bool {
         self.config.lane_continuation
+            && self.remote.is_none()
             && client < self.clients.len()
             && self.ready.is_empty()
             && self.deferred.is_empty()
@@ -829,7 +848,7 @@ impl<B: Backend, P: Policy> Dispatcher<B, P> {
         let Continuation::Lane(Some(node), lane) = self.continuation_target(client, op, desc, place) else {
             return false;
         };
-        if self.pool.begin_submit(node, self.clients[client].info.holder).is_err() {
+        if !self.begin_continued(client, op, node, lane) {
             return false;
         }
         self.mark_in_vctx = false;
@@ -879,6 +898,12 @@ impl<B: Backend, P: Policy> Dispatcher<B, P> {
                 if self.is_idle() {
                     // Nothing runs, nothing is ready, yet work is outstanding: it waits on the host.
                     return Ok(());
+                }
+                if self.inflight.is_empty() && self.remote.is_some() {
+                    // Waiting for the daemon's bindings (its own loop bounds the wait; safe mode
+                    // falls back in-process after `Remote::fallback_after`).
+                    std::thread::sleep(Duration::from_micros(20));
+                    continue;
                 }
                 if self.inflight.is_empty() {
                     stalled += 1;
@@ -1012,7 +1037,11 @@ impl<B: Backend, P: Policy> Dispatcher<B, P> {
             match target {
                 Some((node, lane)) => {
                     if let Some(nd) = node {
-                        if self.pool.begin_submit(nd, holder).is_err() {
+                        if !self.begin_continued(ci, c.op, nd, lane) {
+                            if self.remote.is_some() {
+                                // The up ring is full: retried next round.
+                                self.deferred.push((ci, c.clone()));
+                            }
                             continue;
                         }
                     }
@@ -1043,7 +1072,11 @@ impl<B: Backend, P: Policy> Dispatcher<B, P> {
         match place {
             Some(Place { node: Some(node), lane }) => {
                 let holder = self.clients[ci].info.holder;
-                let leased = matches!(self.pool.state(node), NodeState::Leased { holder: h, .. } if *h == holder);
+                let leased = if self.remote.is_some() {
+                    self.remote_may_continue(node, lane)
+                } else {
+                    matches!(self.pool.state(node), NodeState::Leased { holder: h, .. } if *h == holder)
+                };
                 if !leased {
                     return Continuation::No;
                 }
@@ -1052,6 +1085,8 @@ impl<B: Backend, P: Policy> Dispatcher<B, P> {
                     && self.lane_busy_until[nd][ln].saturating_sub(self.now) < self.config.max_continuation_ns
                     && self.partitions[nd].can_execute(desc).is_ok()
                     && match desc.as_kernel() {
+                        // Under a daemon the lease view decides; the local policy sees no leases.
+                        Some(_) if self.remote.is_some() => true,
                         Some(k) => {
                             let state = sched_state!(self, self.now);
                             let view = ReadyOpView {
@@ -1074,6 +1109,16 @@ impl<B: Backend, P: Policy> Dispatcher<B, P> {
             }
             Some(Place { node: None, lane }) if !desc.uses_units() => Continuation::Lane(None, lane),
             _ => Continuation::No,
+        }
+    }
+
+    /// The lease accounting of a continued op about to be submitted on (node, lane): the local
+    /// pool's, or a `Continued` record to the daemon. `false`: not now.
+    fn begin_continued(&mut self, ci: usize, op: OpId, node: NodeId, lane: LaneId) -> bool {
+        if self.remote.is_some() {
+            self.remote_continued(ci, op, node, lane)
+        } else {
+            self.pool.begin_submit(node, self.clients[ci].info.holder).is_ok()
         }
     }
 
@@ -1234,8 +1279,14 @@ impl<B: Backend, P: Policy> Dispatcher<B, P> {
             Err(e) => {
                 self.stats.submit_failures += 1;
                 tracing::warn!(error = %e, "submission failed; the op stays ready");
-                if let Some(n) = node {
-                    let _ = self.pool.complete(n);
+                match node {
+                    // A continued op was reported up before its submission: take it back.
+                    Some(_) if self.remote.is_some() && continued => self.remote_completed(client, op),
+                    Some(_) if self.remote.is_some() => {}
+                    Some(n) => {
+                        let _ = self.pool.complete(n);
+                    }
+                    None => {}
                 }
                 let attempts = self.submit_attempts.entry((client, op)).or_insert(0);
                 *attempts += 1;
@@ -1294,7 +1345,10 @@ impl<B: Backend, P: Policy> Dispatcher<B, P> {
             self.clients[client].vctx.mark_submitted(op);
         }
         self.places.insert((client, op), (Place { node, lane }, fence.seq));
-        self.inflight.insert((node, fence), Inflight { client, op, desc, node, submitted: now, continued });
+        let remote = node.is_some() && self.remote.is_some();
+        let pooled = node.is_some() && !remote;
+        self.inflight
+            .insert((node, fence), Inflight { client, op, desc, node, submitted: now, continued, remote, pooled });
     }
 
     /// Polls every partition with work in flight, satisfies what completed, then does its
@@ -1423,10 +1477,15 @@ impl<B: Backend, P: Policy> Dispatcher<B, P> {
             if self.lane_load[nd.0 as usize][fence.lane as usize] == 0 {
                 self.lane_busy_until[nd.0 as usize][fence.lane as usize] = now;
             }
-            if let Err(e) = self.pool.complete(nd) {
+            if inf.remote {
+                self.remote_completed(inf.client, inf.op);
+            }
+            if !inf.pooled {
+                // Placed by a daemon: its lease accounting is the daemon's, not the local pool's.
+            } else if let Err(e) = self.pool.complete(nd) {
                 tracing::warn!(node = %nd, error = %e, "pool completion accounting failed");
             }
-            if let Some(k) = inf.desc.as_kernel() {
+            if let (true, Some(k)) = (inf.pooled, inf.desc.as_kernel()) {
                 let state = sched_state!(self, now);
                 let c = Completion {
                     client: self.clients[inf.client].info.holder,

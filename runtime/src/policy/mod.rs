@@ -67,7 +67,7 @@ use crate::profile::Profiles;
 use crate::vctx::OpId;
 
 /// How policies treat a client's work.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum ClientClass {
     /// Throughput work (training, batch jobs).
     BestEffort,

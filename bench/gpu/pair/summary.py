@@ -1,0 +1,89 @@
+"""Summarizes bench/gpu/pair/run.sh's runs (a Markdown table on stdout).
+
+  python3 summary.py RUNS_DIR throughput|digest
+
+throughput: per configuration and round, each job's steps/s over its steps/s alone in the same
+round, and their sum (aggregate normalized throughput); median and range over rounds.
+digest: each job's parameter digest per run, and whether every run matches the first native one.
+"""
+import glob
+import json
+import os
+import re
+import statistics
+import sys
+
+CONFIGS = ["timeslice", "mps", "inproc", "daemon_static", "daemon_throughput"]
+LABELS = {
+    "timeslice": "time-sliced (no MPS)",
+    "mps": "MPS",
+    "inproc": "vitamin in-process each (MPS underneath)",
+    "daemon_static": "vitamin daemon, Static 50/50",
+    "daemon_throughput": "vitamin daemon, Throughput",
+}
+
+
+def load(d):
+    runs = {}
+    for p in glob.glob(os.path.join(d, "*.json")):
+        m = re.match(r"(.+)-(gpt|resnet)\.json$", os.path.basename(p))
+        if not m:
+            continue
+        try:
+            runs[(m.group(1), m.group(2))] = json.load(open(p))
+        except (OSError, ValueError):
+            pass
+    return runs
+
+
+def throughput(runs):
+    rounds = sorted({int(t.split("-")[0][1:]) for t, _ in runs if re.match(r"r\d+-", t)})
+    rows, agg = [], {}
+    for c in CONFIGS:
+        per = []
+        for r in rounds:
+            alone = {m: runs.get((f"r{r}-alone", m), {}).get("steps_per_s") for m in ("gpt", "resnet")}
+            got = {m: runs.get((f"r{r}-{c}", m), {}).get("steps_per_s") for m in ("gpt", "resnet")}
+            if all(alone.values()) and all(got.values()):
+                norm = {m: got[m] / alone[m] for m in got}
+                per.append((norm["gpt"], norm["resnet"], norm["gpt"] + norm["resnet"]))
+        if per:
+            agg[c] = [p[2] for p in per]
+            med = [statistics.median(p[i] for p in per) for i in range(3)]
+            spread = f"{min(p[2] for p in per):.3f}-{max(p[2] for p in per):.3f}"
+            rows.append(f"| {LABELS[c]} | {med[0]:.3f} | {med[1]:.3f} | **{med[2]:.3f}** | {spread} | {len(per)} |")
+        else:
+            rows.append(f"| {LABELS[c]} | - | - | - | no complete round | 0 |")
+    alone = []
+    for r in rounds:
+        a = [runs.get((f"r{r}-alone", m), {}).get("steps_per_s") for m in ("gpt", "resnet")]
+        alone.append(" / ".join("-" if x is None else f"{x:.2f}" for x in a))
+    out = ["| configuration | GPT (norm.) | ResNet-50 (norm.) | aggregate | aggregate range | rounds |",
+           "| --- | --- | --- | --- | --- | --- |"] + rows
+    out.append("")
+    out.append("Alone, steps/s (GPT / ResNet-50) per round: " + "; ".join(alone))
+    if "mps" in agg and "daemon_throughput" in agg:
+        m, t = statistics.median(agg["mps"]), statistics.median(agg["daemon_throughput"])
+        out.append(f"Daemon Throughput / MPS (medians): {t / m:.3f}x (target >= 1.10x)")
+    return "\n".join(out)
+
+
+def digest(runs):
+    out = ["| job | run | digest (first 16) | equal to native1 |", "| --- | --- | --- | --- |"]
+    ok = True
+    for m in ("gpt", "resnet"):
+        ref = runs.get(("native1", m), {}).get("digest")
+        for tag in sorted(t for t, mm in runs if mm == m):
+            d = runs[(tag, m)].get("digest")
+            same = d is not None and d == ref
+            ok &= same or tag == "native1"
+            out.append(f"| {m} | {tag} | {(d or '-')[:16]} | {'yes' if same else 'NO'} |")
+    out.append("")
+    out.append("all identical: " + ("yes" if ok else "NO"))
+    return "\n".join(out)
+
+
+if __name__ == "__main__":
+    d, part = sys.argv[1], sys.argv[2]
+    runs = load(d)
+    print(throughput(runs) if part == "throughput" else digest(runs))

@@ -1,0 +1,108 @@
+//! Bind mode under the coordination daemon, without a GPU: two processes of
+//! tests/fake/bind_app.c (dependent launches on several streams with events, copies, a host
+//! function, invalid launches) run at the same time against the fake libcuda under the shim, with
+//! `VITAMIN_DAEMON` naming a daemon this test runs (its threads, a real socket and shared memory).
+//! Each must print exactly what it prints natively, its census must show that the daemon bound
+//! its launches, and the daemon must have registered both and bound what they sent. A socket
+//! where no daemon listens leaves the process deciding alone, with a warning.
+
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use vitamin_runtime::daemon::server::{Daemon, DaemonConfig};
+use vitamin_runtime::policy::PolicyKind;
+
+mod support;
+use support::{run_async_app, AppRun, FakeApp};
+
+fn fixture() -> &'static FakeApp {
+    static F: OnceLock<FakeApp> = OnceLock::new();
+    F.get_or_init(|| FakeApp::build("shim-bind-daemon", "bind_app"))
+}
+
+fn run(name: &str, bind: Option<&[(&str, &str)]>) -> AppRun {
+    let f = fixture();
+    run_async_app(&f.app, &f.dir, name, bind, &[])
+}
+
+fn daemon(policy: PolicyKind) -> Daemon {
+    let dir = std::env::temp_dir().join(format!("vitamin-bd-{}-{policy}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut cfg = DaemonConfig::new(dir.join("daemon.sock"));
+    cfg.decide.policy = policy;
+    Daemon::start(cfg).expect("daemon starts")
+}
+
+/// The first value under key `key`, anywhere in `v`.
+fn find<'a>(v: &'a serde_json::Value, key: &str) -> Option<&'a serde_json::Value> {
+    match v {
+        serde_json::Value::Object(m) => m.get(key).or_else(|| m.values().find_map(|x| find(x, key))),
+        serde_json::Value::Array(a) => a.iter().find_map(|x| find(x, key)),
+        _ => None,
+    }
+}
+
+#[test]
+fn two_processes_share_the_device_through_the_daemon() {
+    let native = run("native", None);
+    assert!(native.out.status.success(), "native run failed:\n{}", native.stdout());
+    for policy in [PolicyKind::Chaos, PolicyKind::Throughput] {
+        let d = daemon(policy);
+        let socket = d.socket().to_string_lossy().into_owned();
+        let runs: Vec<AppRun> = std::thread::scope(|s| {
+            let hs: Vec<_> = (0..2)
+                .map(|i| {
+                    let socket = socket.clone();
+                    s.spawn(move || {
+                        let name = format!("{policy}-{i}");
+                        run(&name, Some(&[("VITAMIN_DAEMON", socket.as_str()), ("VITAMIN_LOG", "info")]))
+                    })
+                })
+                .collect();
+            hs.into_iter().map(|h| h.join().expect("runner")).collect()
+        });
+        let mut sent = 0;
+        for (i, r) in runs.iter().enumerate() {
+            let err = String::from_utf8_lossy(&r.out.stderr);
+            assert!(r.out.status.success(), "{policy} run {i} failed:\n{}\n{err}", r.stdout());
+            assert_eq!(r.stdout(), native.stdout(), "{policy} run {i}: output differs from native\n{err}");
+            assert!(err.contains("bindings come from the vitamin daemon"), "{policy} run {i}:\n{err}");
+            let census = r.census.as_ref().expect("census written");
+            let dd = find(census, "daemon").unwrap_or_else(|| panic!("{policy} run {i}: no daemon section: {census}"));
+            assert!(dd["sent"].as_u64().unwrap_or(0) > 0, "{policy} run {i}: nothing sent to the daemon: {census}");
+            assert_eq!(dd["safe_mode"], serde_json::Value::Null, "{policy} run {i}: {census}");
+            sent += dd["sent"].as_u64().unwrap_or(0);
+        }
+        let st = d.status();
+        assert_eq!(st.counters.clients_registered, 2, "{policy}: {:?}", st.counters);
+        assert!(
+            st.counters.bound > 0 && st.counters.bound <= sent,
+            "{policy}: bound {} of {sent} sent",
+            st.counters.bound
+        );
+        assert!(
+            (0..500).any(|_| {
+                std::thread::sleep(Duration::from_millis(10));
+                d.status().devices.iter().all(|dv| dv.active.is_empty())
+            }),
+            "{policy}: every lease freed after both exited"
+        );
+        println!(
+            "{policy}: 2 processes identical to native; daemon bound {} of {sent} ready ops sent",
+            st.counters.bound
+        );
+        d.shutdown();
+    }
+}
+
+#[test]
+fn no_daemon_at_the_socket_means_in_process_with_a_warning() {
+    let native = run("native-nd", None);
+    let r = run("no-daemon", Some(&[("VITAMIN_DAEMON", "/nonexistent/vitamin/daemon.sock"), ("VITAMIN_LOG", "warn")]));
+    let err = String::from_utf8_lossy(&r.out.stderr);
+    assert!(r.out.status.success(), "{}\n{err}", r.stdout());
+    assert_eq!(r.stdout(), native.stdout());
+    assert!(err.contains("no vitamin daemon at /nonexistent/vitamin/daemon.sock"), "{err}");
+    assert!(err.contains("decides its bindings alone"), "{err}");
+}
