@@ -4,8 +4,11 @@
 //! (`VITAMIN_LOG`, default `info`), or with `--detach` in the background (a new process group,
 //! output to `--log-file`, pid in `--pid-file`). The socket is `--socket`, else `VITAMIN_DAEMON`,
 //! else the default (`/run/vitamin/daemon.sock` as root, `$XDG_RUNTIME_DIR/vitamin/daemon.sock`).
-//! Stop it with `vitamin daemon stop` (clean: the socket file is removed and an MPS server it
-//! started is stopped); a signal ends it without that cleanup.
+//! Stop it with `vitamin daemon stop`, SIGTERM, SIGINT or SIGHUP: each stops it cleanly (clients
+//! are told, the socket file is removed, an MPS server it started is stopped).
+//!
+//! Options come from the flags (and their environment variables), else the `[daemon]` section
+//! of the configuration file (docs/config.md, `runtime::config::DaemonSection`), else defaults.
 //!
 //! ## MPS (NVIDIA)
 //! Processes on disjoint green contexts run concurrently only under MPS (docs/daemon.md cites the
@@ -14,7 +17,11 @@
 //! clients will get; `--mps start` starts `nvidia-cuda-mps-control -d` with its own pipe and log
 //! directories when none runs, and stops it (`quit`) when the daemon stops; `--mps off` skips the
 //! check. Green contexts need `CUDA_MPS_ACTIVE_THREAD_PERCENTAGE` unset or 100: a lower value is
-//! refused. This is the only vendor-specific part of the daemon and it lives here, not in runtime.
+//! refused. While it runs, the daemon watches the MPS it found or started (every second: the
+//! control socket, and `get_server_status` of every server `get_server_list` names): a server in
+//! `FAULT` or a control daemon gone is logged and published to every client (a notice bit in its
+//! shared region, which each client logs) and shown by `vitamin daemon status`. This is the only
+//! vendor-specific part of the daemon and it lives here, not in runtime.
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -24,6 +31,7 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context, Result};
 use vitamin_hal::sim::SimBackend;
 use vitamin_hal::{Backend, Topology};
+use vitamin_runtime::config::DaemonSection;
 use vitamin_runtime::daemon::client;
 use vitamin_runtime::daemon::control::StatusReport;
 use vitamin_runtime::daemon::server::{Daemon, DaemonConfig};
@@ -70,31 +78,31 @@ enum MpsMode {
 
 #[derive(Debug, clap::Args)]
 struct RunOpts {
-    /// Policy over all clients: throughput, tpot, static, exclusive or chaos.
-    #[arg(long, default_value = "throughput", env = "VITAMIN_POLICY")]
-    policy: String,
-    /// Seed of the chaos policy.
-    #[arg(long, default_value_t = 0)]
-    seed: u64,
+    /// Policy over all clients: throughput (default), tpot, static, exclusive or chaos.
+    #[arg(long, env = "VITAMIN_POLICY")]
+    policy: Option<String>,
+    /// Seed of the chaos policy (default 0).
+    #[arg(long)]
+    seed: Option<u64>,
     /// Also allow this uid (repeatable; the daemon's own uid and root are always allowed).
     #[arg(long = "allow-uid", value_name = "UID")]
     allow_uid: Vec<u32>,
     /// Allow every member of this gid (repeatable).
     #[arg(long = "allow-gid", value_name = "GID")]
     allow_gid: Vec<u32>,
-    /// Device 0's topology: from-client (the first client's report), probe (the chosen backend),
-    /// sim-h200 or sim-mi300x.
-    #[arg(long, default_value = "from-client")]
-    topology: String,
+    /// Device 0's topology: from-client (the first client's report, the default), probe (the
+    /// chosen backend), sim-h200 or sim-mi300x.
+    #[arg(long)]
+    topology: Option<String>,
     /// Serve Prometheus metrics at this loopback address (e.g. 127.0.0.1:9464).
     #[arg(long, value_name = "ADDR")]
     metrics: Option<SocketAddr>,
-    /// MPS: check, start or off.
-    #[arg(long, value_enum, default_value = "check")]
-    mps: MpsMode,
-    /// Most clients at once.
-    #[arg(long, default_value_t = 64)]
-    max_clients: usize,
+    /// MPS: check (default), start or off.
+    #[arg(long, value_enum)]
+    mps: Option<MpsMode>,
+    /// Most clients at once (default 64).
+    #[arg(long)]
+    max_clients: Option<usize>,
     /// Run in the background.
     #[arg(long)]
     detach: bool,
@@ -111,9 +119,71 @@ pub fn runs_daemon(a: &DaemonArgs) -> bool {
     a.action.is_none()
 }
 
+/// The daemon's options after flags, environment, the `[daemon]` section and defaults.
+#[derive(Debug, Clone, PartialEq)]
+struct Resolved {
+    socket: PathBuf,
+    policy: PolicyKind,
+    seed: u64,
+    allow_uid: Vec<u32>,
+    allow_gid: Vec<u32>,
+    topology: String,
+    metrics: Option<SocketAddr>,
+    mps: MpsMode,
+    max_clients: usize,
+    log_file: Option<PathBuf>,
+    pid_file: Option<PathBuf>,
+}
+
+/// The `[daemon]` section of the configuration file in use (none: defaults). A malformed
+/// section is an error that names the file.
+pub(crate) fn file_section() -> Result<(Option<PathBuf>, DaemonSection)> {
+    let env = |k: &str| std::env::var(k).ok();
+    let Some(path) = vitamin_runtime::config::Layers::find_file(&env) else {
+        return Ok((None, DaemonSection::default()));
+    };
+    let text = std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
+    let sec = vitamin_runtime::config::daemon_section(&text).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+    Ok((Some(path), sec))
+}
+
+fn resolve(socket: Option<&Path>, o: &RunOpts, file: &DaemonSection) -> Result<Resolved> {
+    let policy = o.policy.clone().or_else(|| file.policy.clone()).unwrap_or_else(|| "throughput".into());
+    let mps = match (o.mps, file.mps.as_deref()) {
+        (Some(m), _) => m,
+        (None, Some(m)) => <MpsMode as clap::ValueEnum>::from_str(m, true)
+            .map_err(|_| anyhow::anyhow!("[daemon] mps = {m:?}: expected check, start or off"))?,
+        (None, None) => MpsMode::Check,
+    };
+    let metrics = match (o.metrics, file.metrics.as_deref()) {
+        (Some(m), _) => Some(m),
+        (None, Some(m)) => Some(m.parse().map_err(|e| anyhow::anyhow!("[daemon] metrics = {m:?}: {e}"))?),
+        (None, None) => None,
+    };
+    let mut allow_uid = file.allow_uid.clone();
+    allow_uid.extend(&o.allow_uid);
+    let mut allow_gid = file.allow_gid.clone();
+    allow_gid.extend(&o.allow_gid);
+    Ok(Resolved {
+        socket: socket.map(Path::to_path_buf).or_else(|| file.socket.clone()).unwrap_or_else(default_socket_path),
+        policy: policy.parse().map_err(anyhow::Error::msg)?,
+        seed: o.seed.or(file.seed).unwrap_or(0),
+        allow_uid,
+        allow_gid,
+        topology: o.topology.clone().or_else(|| file.topology.clone()).unwrap_or_else(|| "from-client".into()),
+        metrics,
+        mps,
+        max_clients: o.max_clients.or(file.max_clients).unwrap_or(64),
+        log_file: o.log_file.clone().or_else(|| file.log_file.clone()),
+        pid_file: o.pid_file.clone().or_else(|| file.pid_file.clone()),
+    })
+}
+
 /// Entry point.
 pub fn run(args: DaemonArgs, choice: BackendChoice) -> Result<()> {
-    let socket = args.socket.clone().unwrap_or_else(default_socket_path);
+    let (_, file) = file_section()?;
+    let r = resolve(args.socket.as_deref(), &args.run, &file)?;
+    let socket = r.socket.clone();
     match args.action {
         Some(Action::Status { json }) => status(&socket, json),
         Some(Action::Stop) => {
@@ -121,8 +191,8 @@ pub fn run(args: DaemonArgs, choice: BackendChoice) -> Result<()> {
             println!("vitamin daemon at {} is stopping", socket.display());
             Ok(())
         }
-        None if args.run.detach => detach(&socket, &args.run),
-        None => foreground(&socket, &args.run, choice),
+        None if args.run.detach => detach(&socket, &r),
+        None => foreground(&r, choice),
     }
 }
 
@@ -203,7 +273,7 @@ pub fn render_status(st: &StatusReport) -> String {
     o
 }
 
-fn detach(socket: &Path, opts: &RunOpts) -> Result<()> {
+fn detach(socket: &Path, opts: &Resolved) -> Result<()> {
     use std::os::unix::process::CommandExt;
     let dir = socket.parent().unwrap_or(Path::new("/tmp"));
     std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
@@ -251,8 +321,9 @@ fn topology(opt: &str, choice: BackendChoice) -> Result<Option<Topology>> {
     })
 }
 
-fn foreground(socket: &Path, opts: &RunOpts, choice: BackendChoice) -> Result<()> {
-    let policy: PolicyKind = opts.policy.parse().map_err(anyhow::Error::msg)?;
+fn foreground(opts: &Resolved, choice: BackendChoice) -> Result<()> {
+    let socket = &opts.socket;
+    let policy = opts.policy;
     let mps = Mps::setup(opts.mps)?;
     let mut cfg = DaemonConfig::new(socket.to_owned());
     cfg.decide.policy = policy;
@@ -266,15 +337,129 @@ fn foreground(socket: &Path, opts: &RunOpts, choice: BackendChoice) -> Result<()
     cfg.allow = allow;
     cfg.metrics = opts.metrics;
     cfg.concurrency_note = mps.note.clone();
+    // A signal only sets a flag (signal-hook); the loop below turns it into a clean stop.
+    let term = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    for sig in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT, signal_hook::consts::SIGHUP] {
+        signal_hook::flag::register(sig, term.clone())
+            .with_context(|| format!("installing the handler of signal {sig}"))?;
+    }
     let d = Daemon::start(cfg)?;
     tracing::info!(socket = %socket.display(), policy = %policy, "vitamin daemon running; stop it with `vitamin daemon stop`");
     if let Some(m) = opts.metrics {
         tracing::info!("metrics at http://{m}/metrics");
     }
-    d.wait();
+    let mut watch = MpsWatch::new(&mps);
+    while !d.stop_requested() && !term.load(std::sync::atomic::Ordering::Relaxed) {
+        if let Some(w) = watch.as_mut() {
+            if let Some((note, bits)) = w.check() {
+                d.set_concurrency(note, bits);
+            }
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    if term.load(std::sync::atomic::Ordering::Relaxed) {
+        tracing::info!("signal received: stopping");
+    }
+    d.shutdown();
     drop(mps);
     tracing::info!("vitamin daemon stopped");
     Ok(())
+}
+
+/// Watches the MPS the daemon found or started: every second, the control socket and the status
+/// of every server. Reports a change of state once.
+struct MpsWatch {
+    bin: Option<PathBuf>,
+    pipe: PathBuf,
+    log: Option<PathBuf>,
+    last: Instant,
+    state: u64,
+    base_note: String,
+}
+
+impl MpsWatch {
+    fn new(mps: &Mps) -> Option<MpsWatch> {
+        if mps.running != Some(true) {
+            return None;
+        }
+        let (bin, pipe, log) = match &mps.started {
+            Some((b, p, l)) => (Some(b.clone()), p.clone(), Some(l.clone())),
+            None => (find_in_path(MPS_CONTROL), Mps::pipe_dir(), None),
+        };
+        Some(MpsWatch { bin, pipe, log, last: Instant::now(), state: 0, base_note: mps.note.clone() })
+    }
+
+    /// `Some((status sentence, notice bits))` when the state changed.
+    fn check(&mut self) -> Option<(String, u64)> {
+        if self.last.elapsed() < Duration::from_secs(1) {
+            return None;
+        }
+        self.last = Instant::now();
+        let state = if !self.pipe.join("control").exists() {
+            vitamin_runtime::daemon::NOTICE_CONCURRENCY_GONE
+        } else if self.faulted() {
+            vitamin_runtime::daemon::NOTICE_CONCURRENCY_FAULT
+        } else {
+            0
+        };
+        if state == self.state {
+            return None;
+        }
+        self.state = state;
+        let note = match state {
+            0 => self.base_note.clone(),
+            s if s == vitamin_runtime::daemon::NOTICE_CONCURRENCY_GONE => {
+                format!("MPS control daemon gone ({} has no control socket): clients' kernels time-slice", self.pipe.display())
+            }
+            _ => "MPS server FAULT: work of every client it served may have failed; it refuses new clients until they exit"
+                .to_owned(),
+        };
+        match state {
+            0 => tracing::info!("{note}"),
+            _ => tracing::error!("{note}"),
+        }
+        Some((note, state))
+    }
+
+    /// Whether a server `get_server_list` names reports `FAULT` (`get_server_status PID`).
+    fn faulted(&self) -> bool {
+        let Some(bin) = &self.bin else { return false };
+        let ask = |cmd: &str| -> Option<String> {
+            let mut c = Command::new(bin);
+            c.env("CUDA_MPS_PIPE_DIRECTORY", &self.pipe)
+                .stdin(Stdio::piped())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::null());
+            if let Some(l) = &self.log {
+                c.env("CUDA_MPS_LOG_DIRECTORY", l);
+            }
+            let mut child = c.spawn().ok()?;
+            {
+                use std::io::Write;
+                let mut i = child.stdin.take()?;
+                let _ = writeln!(i, "{cmd}");
+            }
+            let t = Instant::now();
+            loop {
+                match child.try_wait() {
+                    Ok(Some(_)) => break,
+                    Ok(None) if t.elapsed() < Duration::from_secs(2) => std::thread::sleep(Duration::from_millis(10)),
+                    _ => {
+                        let _ = child.kill();
+                        let _ = child.wait();
+                        return None;
+                    }
+                }
+            }
+            let mut out = String::new();
+            std::io::Read::read_to_string(&mut child.stdout.take()?, &mut out).ok()?;
+            Some(out)
+        };
+        let Some(list) = ask("get_server_list") else { return false };
+        list.split_whitespace().filter(|w| w.parse::<u32>().is_ok()).any(|pid| {
+            ask(&format!("get_server_status {pid}")).is_some_and(|s| s.to_ascii_uppercase().contains("FAULT"))
+        })
+    }
 }
 
 /// The MPS check/start, and the server to stop at exit.

@@ -182,9 +182,19 @@ fn choose_daemon(args: &RunArgs) -> Result<Option<PathBuf>> {
         eprintln!("vitamin run: in-process (--no-daemon): this process decides its bindings alone");
         return Ok(None);
     }
+    // --daemon (or VITAMIN_DAEMON), else the file's `daemon` key, else its [daemon] socket, else
+    // the daemon's default path.
     let (socket, explicit) = match &args.daemon {
         Some(s) if !s.as_os_str().is_empty() => (s.clone(), true),
-        _ => (vitamin_runtime::daemon::transport::default_socket_path(), false),
+        _ => {
+            let file_key = vitamin_runtime::config::process().get("VITAMIN_DAEMON").filter(|s| !s.trim().is_empty());
+            let section = crate::daemon_cmd::file_section()?.1.socket;
+            match (file_key, section) {
+                (Some(k), _) => (PathBuf::from(k.trim()), true),
+                (None, Some(s)) => (s, false),
+                (None, None) => (vitamin_runtime::daemon::transport::default_socket_path(), false),
+            }
+        }
     };
     match vitamin_runtime::daemon::client::status(&socket, std::time::Duration::from_millis(500)) {
         Ok(st) => {

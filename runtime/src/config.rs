@@ -328,6 +328,47 @@ pub const KEYS: &[Key] = &[
     advanced("dispatch_nap", "off"),
 ];
 
+/// The `[daemon]` section of the configuration file: the daemon's options (`vitamin daemon`
+/// flags and their environment variables override them). Unknown keys are an error, so that a
+/// misspelt option never silently falls back to its default.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct DaemonSection {
+    /// Control socket.
+    pub socket: Option<PathBuf>,
+    /// Policy over all clients.
+    pub policy: Option<String>,
+    /// Chaos seed.
+    pub seed: Option<u64>,
+    /// Uids allowed besides the daemon's own and root.
+    #[serde(default)]
+    pub allow_uid: Vec<u32>,
+    /// Gids whose members are allowed.
+    #[serde(default)]
+    pub allow_gid: Vec<u32>,
+    /// Device 0's topology (`from-client`, `probe`, `sim-h200`, `sim-mi300x`).
+    pub topology: Option<String>,
+    /// Prometheus endpoint (loopback `ADDR:PORT`).
+    pub metrics: Option<String>,
+    /// MPS handling (`check`, `start`, `off`).
+    pub mps: Option<String>,
+    /// Most clients at once.
+    pub max_clients: Option<usize>,
+    /// Background mode's log file.
+    pub log_file: Option<PathBuf>,
+    /// Background mode's pid file.
+    pub pid_file: Option<PathBuf>,
+}
+
+/// The `[daemon]` section of a configuration file's text (absent: all defaults).
+pub fn daemon_section(text: &str) -> Result<DaemonSection, String> {
+    let table: toml::Table = text.parse().map_err(|e| format!("not valid TOML: {e}"))?;
+    match table.get("daemon") {
+        None => Ok(DaemonSection::default()),
+        Some(v) => v.clone().try_into().map_err(|e| format!("[daemon]: {e}")),
+    }
+}
+
 /// The variable naming the configuration file (`none` or empty: no file).
 pub const CONFIG_ENV: &str = "VITAMIN_CONFIG";
 
@@ -468,6 +509,20 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
     use std::collections::HashMap;
+
+    #[test]
+    fn the_daemon_section_parses_and_rejects_unknown_keys() {
+        let d = daemon_section("policy = \"chaos\"\n[daemon]\nsocket = \"/run/v.sock\"\npolicy = \"static\"\nallow_uid = [1000, 1001]\nmax_clients = 8\n")
+            .expect("valid");
+        assert_eq!(d.socket.as_deref(), Some(std::path::Path::new("/run/v.sock")));
+        assert_eq!(d.policy.as_deref(), Some("static"));
+        assert_eq!((d.allow_uid.clone(), d.max_clients), (vec![1000, 1001], Some(8)));
+        assert_eq!(daemon_section("seed = 3").unwrap(), DaemonSection::default());
+        let e = daemon_section("[daemon]\npolcy = \"chaos\"").unwrap_err();
+        assert!(e.contains("polcy"), "{e}");
+        assert!(daemon_section("[daemon]\nmax_clients = \"many\"").is_err());
+        assert!(daemon_section("[daemon").is_err());
+    }
 
     #[test]
     fn classes_parse_with_their_targets() {

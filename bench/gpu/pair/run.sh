@@ -39,7 +39,9 @@ pair() { # WRAP TAG
     job "$1" gpt throughput "$2" --seconds "$SECS" --barrier "$b" --peers 2 &
     job "$1" resnet throughput "$2" --seconds "$SECS" --barrier "$b" --peers 2 &
     if [ "$1" = daemon ]; then
-        sleep $((SECS / 2 + 25)); "$V" daemon status --socket "$SOCK" > "$OUT/runs/$2-status.txt" 2>&1
+        # Mid-window: both jobs warm (their barrier files exist), half the window later.
+        for _ in $(seq 1 600); do [ "$(ls "$b" | wc -l)" -ge 2 ] && break; sleep 0.2; done
+        sleep $((SECS / 2)); "$V" daemon status --socket "$SOCK" > "$OUT/runs/$2-status.txt" 2>&1
         "$V" daemon status --socket "$SOCK" --json > "$OUT/runs/$2-status.json" 2>&1
     fi
     wait; rm -rf "$b"; log "pair $2 done"

@@ -74,6 +74,8 @@ pub struct DaemonClient {
     /// Outstanding ops: op -> (node, lane).
     outstanding: BTreeMap<u64, (u16, u16)>,
     safe: Option<String>,
+    /// The daemon-wide notices last seen (logged when they change).
+    notice: u64,
 }
 
 fn connect_once(
@@ -128,6 +130,7 @@ impl DaemonClient {
             pending: HashSet::new(),
             outstanding: BTreeMap::new(),
             safe: None,
+            notice: 0,
         })
     }
 
@@ -146,6 +149,13 @@ impl DaemonClient {
     pub fn check_daemon(&mut self) -> bool {
         if self.safe.is_some() {
             return false;
+        }
+        let notice = self.region.notice();
+        if notice != self.notice {
+            self.notice = notice;
+            if notice != 0 {
+                tracing::error!("the vitamin daemon reports: {}", super::notice_text(notice));
+            }
         }
         let why = match self.region.state() {
             0 => None,
@@ -329,6 +339,11 @@ impl DaemonClient {
             out.push(LeaseState::from_u32(v)?);
         }
         Ok(epoch)
+    }
+
+    /// The daemon-wide notices ([`super::NOTICE_CONCURRENCY_FAULT`], ...) as last checked.
+    pub fn notice(&self) -> u64 {
+        self.notice
     }
 
     /// Ops waiting for a binding.

@@ -197,6 +197,8 @@ pub struct Decider {
     counters: Counters,
     buf_up: [u64; UP_WORDS],
     started: Instant,
+    /// Daemon-wide notices published in every client's region.
+    notice: u64,
 }
 
 impl std::fmt::Debug for Decider {
@@ -230,6 +232,7 @@ impl Decider {
             counters: Counters::default(),
             buf_up: [0; UP_WORDS],
             started: Instant::now(),
+            notice: 0,
             cfg,
         };
         if let Some(t) = d.cfg.topology.clone() {
@@ -308,6 +311,7 @@ impl Decider {
         let layout = Layout::new(nodes, self.cfg.up_capacity, UP_WORDS, self.cfg.down_capacity, DOWN_WORDS)
             .map_err(|e| e.to_string())?;
         let (region, fd) = SharedRegion::create(layout, PROTOCOL_VERSION).map_err(|e| e.to_string())?;
+        region.set_notice(self.notice);
         let id = self.next_id;
         self.next_id += 1;
         let holder = HolderId(id);
@@ -384,6 +388,20 @@ impl Decider {
     /// Registered client ids.
     pub fn client_ids(&self) -> Vec<u32> {
         self.clients.keys().copied().collect()
+    }
+
+    /// Publishes daemon-wide notices (a bit set, [`super::NOTICE_CONCURRENCY_FAULT`], ...) to
+    /// every client, now and at registration.
+    pub fn set_notice(&mut self, bits: u64) {
+        self.notice = bits;
+        for c in self.clients.values() {
+            c.region.set_notice(bits);
+        }
+    }
+
+    /// The notices published.
+    pub fn notice(&self) -> u64 {
+        self.notice
     }
 
     /// Whether ready ops wait for a binding on any device (a policy declined them or their

@@ -92,6 +92,24 @@ impl DaemonError {
     }
 }
 
+/// Notice bit: the host's cross-process concurrency service reported a fault.
+/// Work of every client it served may have failed; the service refuses new work until they exit.
+pub const NOTICE_CONCURRENCY_FAULT: u64 = 1;
+/// Notice bit: the concurrency service is gone: clients' kernels now time-slice.
+pub const NOTICE_CONCURRENCY_GONE: u64 = 2;
+
+/// The sentence of a notice bit set (empty: none).
+pub fn notice_text(bits: u64) -> String {
+    let mut parts = Vec::new();
+    if bits & NOTICE_CONCURRENCY_FAULT != 0 {
+        parts.push("the host's cross-process concurrency service reported a fault: work of every client it served may have failed");
+    }
+    if bits & NOTICE_CONCURRENCY_GONE != 0 {
+        parts.push("the host's concurrency service is gone: clients' kernels time-slice");
+    }
+    parts.join("; ")
+}
+
 /// `CLOCK_MONOTONIC` in ns: the clock of every record (one clock for all processes of a host).
 pub fn now_ns() -> u64 {
     let t = rustix::time::clock_gettime(rustix::time::ClockId::Monotonic);

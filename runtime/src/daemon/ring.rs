@@ -440,6 +440,8 @@ mod region {
     pub(crate) const H_HEARTBEAT: usize = 11;
     /// 0 connected; otherwise a disconnect reason code ([`super::super::wire::Disconnect`]).
     pub(crate) const H_STATE: usize = 12;
+    /// Daemon-wide notices ([`super::super::NOTICE_CONCURRENCY_FAULT`], ...), 0: none.
+    pub(crate) const H_NOTICE: usize = 13;
 
     /// Where everything lives in a client's region. Computed by the daemon; the client
     /// re-derives it from the header and checks it against the file size.
@@ -732,6 +734,14 @@ mod region {
         /// The disconnect reason code (0: connected).
         pub fn state(&self) -> u64 {
             self.header()[H_STATE].load(Ordering::Acquire)
+        }
+        /// Daemon: publishes the daemon-wide notices (a bit set).
+        pub fn set_notice(&self, bits: u64) {
+            self.header()[H_NOTICE].store(bits, Ordering::Release);
+        }
+        /// The daemon-wide notices.
+        pub fn notice(&self) -> u64 {
+            self.header()[H_NOTICE].load(Ordering::Acquire)
         }
     }
 }

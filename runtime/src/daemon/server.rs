@@ -79,6 +79,10 @@ enum Event {
         at: Instant,
     },
     Refused,
+    Concurrency {
+        note: String,
+        notice: u64,
+    },
 }
 
 struct Shared {
@@ -176,6 +180,16 @@ impl Daemon {
         self.shared.0.status.lock().map(|s| s.clone()).unwrap_or_default()
     }
 
+    /// Replaces the concurrency sentence of the status and publishes notice bits to every
+    /// client ([`super::NOTICE_CONCURRENCY_FAULT`], ...): the caller watches the host's
+    /// concurrency service (the CLI does, for its vendor).
+    pub fn set_concurrency(&self, note: String, notice: u64) {
+        if let Ok(tx) = self.shared.0.events.lock() {
+            let _ = tx.send(Event::Concurrency { note, notice });
+        }
+        self.shared.0.ring_doorbell();
+    }
+
     /// Whether a stop was requested (by [`Daemon::request_stop`] or a `stop` request).
     pub fn stop_requested(&self) -> bool {
         self.shared.0.stop.load(Ordering::SeqCst)
@@ -224,6 +238,7 @@ fn thread_cpu_ns() -> u64 {
 
 fn decision_loop(mut d: Decider, rx: Receiver<Event>, shared: &Shared, cfg: &DaemonConfig) {
     let socket = cfg.socket.display().to_string();
+    let mut concurrency = cfg.concurrency_note.clone();
     let mut last_status = Instant::now() - Duration::from_secs(1);
     let mut retry = RETRY_MIN;
     let mut waiters: Vec<Wait> = Vec::new();
@@ -255,6 +270,13 @@ fn decision_loop(mut d: Decider, rx: Receiver<Event>, shared: &Shared, cfg: &Dae
                     }
                 }
                 Event::Refused => d.note_refused_connection(),
+                Event::Concurrency { note, notice } => {
+                    if notice != d.notice() && notice != 0 {
+                        tracing::error!(clients = d.client_ids().len(), "{}", super::notice_text(notice));
+                    }
+                    d.set_notice(notice);
+                    concurrency = note;
+                }
             }
         }
         let out = d.turn();
@@ -269,7 +291,7 @@ fn decision_loop(mut d: Decider, rx: Receiver<Event>, shared: &Shared, cfg: &Dae
         }
         if changed || last_status.elapsed() >= Duration::from_millis(100) {
             d.set_cpu_ns(thread_cpu_ns());
-            let st = d.status(&socket, &cfg.concurrency_note);
+            let st = d.status(&socket, &concurrency);
             if let Ok(mut s) = shared.status.lock() {
                 *s = st;
             }
