@@ -113,6 +113,10 @@ fn run_child() {
     let socket = PathBuf::from(std::env::var("VITAMIN_DX_SOCKET").unwrap());
     let seed: u64 = std::env::var("VITAMIN_DX_SEED").unwrap().parse().unwrap();
     let pause_ms: u64 = std::env::var("VITAMIN_DX_PAUSE_MS").ok().and_then(|s| s.parse().ok()).unwrap_or(0);
+    let class = match std::env::var("VITAMIN_DX_CLASS").as_deref() {
+        Ok("latency") => ClientClass::LatencyCritical { tpot_target_ns: 20_000_000 },
+        _ => ClientClass::BestEffort,
+    };
     let d = SimBackend::h200();
     let x = alloc(&d, &input(N as usize, seed));
     let want = reference(&d, x);
@@ -121,13 +125,13 @@ fn run_child() {
     let mut disp = Dispatcher::new(d.clone(), PolicyKind::Throughput.build(1), Profiles::new("test"), config)
         .expect("pool realized");
     let v = Arc::new(VirtualContext::new(VctxId(1)));
-    disp.register(v.clone(), "client", ClientClass::BestEffort);
+    disp.register(v.clone(), "client", class);
     let session = DaemonClient::connect(ConnectOptions {
         socket,
         name: format!("dx-{seed}"),
         device: 0,
         topology: d.topology().clone(),
-        class: ClientClass::BestEffort,
+        class,
         lanes,
         timeout: Duration::from_secs(5),
     })
@@ -188,12 +192,17 @@ fn child_main() {
 // ---- the parent ----------------------------------------------------------------------------
 
 fn spawn(socket: &Path, seed: u64, pause_ms: u64) -> Child {
+    spawn_as(socket, seed, pause_ms, "batch")
+}
+
+fn spawn_as(socket: &Path, seed: u64, pause_ms: u64, class: &str) -> Child {
     Command::new(std::env::current_exe().unwrap())
         .args(["--ignored", "--exact", "child_main", "--nocapture", "--test-threads=1", "-q"])
         .env(CHILD_ENV, "1")
         .env("VITAMIN_DX_SOCKET", socket)
         .env("VITAMIN_DX_SEED", seed.to_string())
         .env("VITAMIN_DX_PAUSE_MS", pause_ms.to_string())
+        .env("VITAMIN_DX_CLASS", class)
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
         .spawn()
@@ -255,7 +264,12 @@ fn field(l: &str, name: &str) -> u64 {
 
 fn three_clients(policy: PolicyKind) {
     let d = daemon(&policy.to_string(), policy);
-    let mut kids: Vec<_> = (0..3).map(|i| spawn(d.socket(), 100 + i, 0)).collect();
+    // Under TPOT-First the first client is latency-critical (a 20 ms target), the others batch.
+    let mut kids: Vec<_> = (0..3)
+        .map(|i| {
+            spawn_as(d.socket(), 100 + i, 0, if policy == PolicyKind::Tpot && i == 0 { "latency" } else { "batch" })
+        })
+        .collect();
     let mut done = Vec::new();
     let mut outs = Vec::new();
     for k in &mut kids {
@@ -297,6 +311,11 @@ fn chaos_across_processes_keeps_order_and_bits() {
 fn throughput_and_static_across_processes_keep_bits() {
     three_clients(PolicyKind::Throughput);
     three_clients(PolicyKind::Static);
+}
+
+#[test]
+fn tpot_first_with_a_latency_client_across_processes_keeps_bits() {
+    three_clients(PolicyKind::Tpot);
 }
 
 #[test]

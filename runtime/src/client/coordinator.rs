@@ -927,6 +927,7 @@ fn run<N: NativeApi>(
             "sent": r.sent_total,
             "refused_bindings": r.refused,
             "reconnects": r.reconnects,
+            "hints_sent": r.hints_sent,
             "safe_mode": r.safe_mode(),
         });
     }

@@ -995,7 +995,10 @@ impl<B: Backend, P: Policy> Dispatcher<B, P> {
                 break;
             }
         }
-        if !hints.is_empty() {
+        if !hints.is_empty() && self.remote.is_some() {
+            // Under a daemon the lookahead goes up with the ready records (its policy prepares).
+            self.remote_hints(&hints);
+        } else if !hints.is_empty() {
             let mut plan = Vec::new();
             let state = sched_state!(self, self.now);
             for h in &hints {

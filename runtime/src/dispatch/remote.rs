@@ -65,6 +65,8 @@ pub struct Remote {
     pub sent_total: u64,
     /// Re-registrations.
     pub reconnects: u64,
+    /// Lookahead hints sent up.
+    pub hints_sent: u64,
 }
 
 impl Remote {
@@ -82,6 +84,7 @@ impl Remote {
             refused: 0,
             sent_total: 0,
             reconnects: 0,
+            hints_sent: 0,
         }
     }
 
@@ -159,6 +162,40 @@ impl<B: Backend, P: Policy> Dispatcher<B, P> {
             Ok(false) => r.unsent.push((id, now)),
             Err(DaemonError::Wire(wire::WireError::UnknownOp(_))) => {}
             Err(e) => tracing::debug!(error = %e, "completion not reported to the daemon"),
+        }
+    }
+
+    /// Lookahead hints (ops that will want units once their predecessors complete) up to the
+    /// daemon, which hands them to its policy's `prepare` (TPOT-First reserves for them).
+    pub(super) fn remote_hints(&mut self, hints: &[crate::policy::Hint]) {
+        // The daemon refuses a demand beyond the device (it disconnects the client).
+        let units = self.pool.node(self.pool.root()).size();
+        let Some(r) = self.remote.as_mut() else { return };
+        for h in hints {
+            let (kernel, grid, block) = match h.op.as_deref() {
+                Some(OpDesc::Kernel(k)) => {
+                    let key = crate::arbiter::LaunchKey::of(k);
+                    (key.name_hash, key.grid, key.block)
+                }
+                _ => (0, [0; 3], [0; 3]),
+            };
+            let rec = wire::HintRecord {
+                op: 0,
+                kernel,
+                grid,
+                block,
+                demand_units: h.demand_units.map_or(0, |u| u16::try_from(u.min(units)).unwrap_or(u16::MAX)),
+                ready_at_ns: h.ready_at_ns.unwrap_or(0),
+                deadline_ns: h.deadline_ns,
+            };
+            match r.client.hint(rec) {
+                Ok(true) => r.hints_sent += 1,
+                Ok(false) => break, // ring full: a hint is advice, dropped
+                Err(e) => {
+                    tracing::debug!(error = %e, "hint not sent");
+                    break;
+                }
+            }
         }
     }
 
