@@ -126,18 +126,12 @@ impl SuiteDevice for HipSuite<'_> {
         let caps = self.hip.capabilities();
         let compiler = rtc::version_for(Some(&caps.library))
             .map_or_else(|e| format!("hipRTC ? ({e})"), |(a, b)| format!("hipRTC {a}.{b}"));
-        let driver = match rtc::driver_version(&caps.library) {
-            Ok(d) => format!(
-                "HIP runtime {} (hipRuntimeGetVersion {}), hipDriverGetVersion {d}",
-                caps.runtime_version_string(),
-                caps.runtime_version
-            ),
-            Err(e) => format!(
-                "HIP runtime {} (hipRuntimeGetVersion {}), hipDriverGetVersion ? ({e})",
-                caps.runtime_version_string(),
-                caps.runtime_version
-            ),
-        };
+        let driver_version = rtc::driver_version(&caps.library).map_or_else(|e| format!("? ({e})"), |d| d.to_string());
+        let driver = format!(
+            "HIP runtime {} (hipRuntimeGetVersion {}), hipDriverGetVersion {driver_version}",
+            caps.runtime_version_string(),
+            caps.runtime_version
+        );
         let mut extra = BTreeMap::new();
         extra.insert("arch".into(), caps.arch.clone());
         extra.insert("cu_count".into(), caps.cu_count.to_string());
