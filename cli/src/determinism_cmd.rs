@@ -4,10 +4,11 @@
 //!
 //! ## `--record FILE`
 //! On CUDA, on HIP ([`crate::record_hip`]: an AMD GPU, or hal-hip's test double) and on the
-//! simulated device (`--sim`, or no GPU: the CPU reference): for each compile variant (`--variants`, default
-//! `default,nocontract`; the CPU reference has one, `cpu`), kernel, dtype and input seed
-//! (`--seeds`, default `1,2`) the fixed-structure output on the whole device (digest and a
-//! compressed copy) and `--trials` (default 20) trials on random pool nodes with a co-runner.
+//! simulated device (`--sim`, or no GPU: the CPU reference): for each compile variant
+//! (`--variants`, default `default,nocontract`; the CPU reference has one, `cpu`), kernel, dtype
+//! and input seed (`--seeds`, default `1,2`) the fixed-structure output on the whole device
+//! (digest and a compressed copy) and `--trials` (default 20) trials on random pool nodes with a
+//! co-runner.
 //! Writes the record (gzip-compressed when FILE ends in `.gz`) and prints one line per case.
 //!
 //! ## Table mode (no `--record`, NVIDIA GPU)
