@@ -149,3 +149,71 @@ fn a_kernel_perturbed_in_the_double_fails_the_comparison() {
     assert_eq!(differ.len(), 6, "{t}");
     assert!(differ.iter().all(|l| l.contains("differ: gemv/")), "only GEMV differs: {t}");
 }
+
+/// The double's log (`FAKE_HIP_LOG`) shows where a record's launches went: the suite's kernels on
+/// CU-masked streams of several pool nodes (not only the whole device), and each trial's
+/// co-runner on a stream whose mask is disjoint from the trial's.
+#[test]
+fn trials_run_on_cu_masked_nodes_beside_a_disjoint_co_runner() {
+    let Some(lib) = double() else { return };
+    let dir = tmp("det-hip-log");
+    let log = dir.join("hip.log");
+    let path = dir.join("r.json");
+    let o = vitamin(
+        Some(&lib),
+        &[("FAKE_HIP_LOG", log.to_str().unwrap())],
+        &[
+            "--backend",
+            "hip",
+            "determinism",
+            "--record",
+            path.to_str().unwrap(),
+            "--kernels",
+            "gemv",
+            "--dtypes",
+            "f32",
+            "--seeds",
+            "1",
+            "--variants",
+            "nocontract",
+            "--trials",
+            "6",
+        ],
+    );
+    assert!(o.status.success(), "{}", text(&o));
+    let log = std::fs::read_to_string(&log).unwrap();
+    // "call stream-create s12 cus=16 mask=..." and "call launch s12 gemv_f32 grid=...".
+    let mut masks = std::collections::HashMap::new();
+    let mut launches = Vec::new();
+    for l in log.lines() {
+        let f: Vec<&str> = l.split_whitespace().collect();
+        match f.as_slice() {
+            ["call", "stream-create", s, cus, mask, ..] => {
+                let cus: u32 = cus.strip_prefix("cus=").unwrap().parse().unwrap();
+                let hex = mask.strip_prefix("mask=").unwrap();
+                let words: Vec<u32> =
+                    (0..hex.len() / 8).map(|i| u32::from_str_radix(&hex[i * 8..i * 8 + 8], 16).unwrap()).collect();
+                masks.insert(s.to_string(), (cus, words));
+            }
+            ["call", "launch", s, kernel, ..] => launches.push((s.to_string(), kernel.to_string())),
+            _ => {}
+        }
+    }
+    let gemv: Vec<&(String, String)> = launches.iter().filter(|(_, k)| k == "gemv_f32").collect();
+    assert_eq!(gemv.len(), 7, "the whole-device run and 6 trials: {launches:?}");
+    let partial = gemv.iter().filter(|(s, _)| masks[s].0 < 304).count();
+    assert!(partial >= 1, "trials ran on smaller nodes: {gemv:?}");
+    let distinct: std::collections::BTreeSet<&Vec<u32>> = gemv.iter().map(|(s, _)| &masks[s].1).collect();
+    assert!(distinct.len() >= 2, "trials used several nodes");
+    let mut corunners = 0;
+    for (i, (s, k)) in launches.iter().enumerate() {
+        if k != "busy" {
+            continue;
+        }
+        corunners += 1;
+        let (t, _) = launches[i + 1..].iter().find(|(_, k)| k == "gemv_f32").expect("a trial follows its co-runner");
+        let (a, b) = (&masks[s].1, &masks[t].1);
+        assert!(a.iter().zip(b).all(|(x, y)| x & y == 0), "co-runner mask {a:08x?} overlaps the trial's {b:08x?}");
+    }
+    assert!(corunners >= 1, "some trial had a co-runner: {launches:?}");
+}
