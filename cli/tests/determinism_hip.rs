@@ -4,8 +4,9 @@
 //! reference). What the comparison says is reported, not forced, except where it holds by
 //! construction: the double's `nocontract` build computes the CPU reference's operations in the
 //! same order with the same libm, so those cases must agree. A kernel perturbed inside the double
-//! (`FAKE_HIP_PERTURB`) must make `compare` exit 1 and be the only mismatch. Without the HIP
-//! headers or a C compiler the double cannot be built and the tests print `SKIPPED`.
+//! (`FAKE_HIP_PERTURB`) must make `compare` exit 1 and be the only mismatch. The double's
+//! execution log shows where the trials ran. Without the HIP headers or a C compiler the double
+//! cannot be built and the tests print `SKIPPED`.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
