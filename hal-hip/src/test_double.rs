@@ -89,7 +89,8 @@ pub fn build(dir: &Path) -> Result<PathBuf, String> {
     Ok(lib)
 }
 
-/// Names of the kernels in [`TEST_KERNELS`] (the double runs exactly these on the CPU).
+/// Names of the kernels in [`TEST_KERNELS`] (the double runs these on the CPU, and the suite's,
+/// [`SUITE_SOURCE`]).
 pub const TEST_KERNEL_NAMES: &[&str] = &["reduce_partial", "reduce_final", "busy", "empty_kernel"];
 
 /// HIP C++ source of the reference kernels the tests launch, with the block structure of
