@@ -3,11 +3,12 @@
 //! determinism record on any backend (see [`crate::record_run`] and docs/determinism.md).
 //!
 //! ## `--record FILE`
-//! On CUDA, on the simulated device (`--sim`, or no GPU: the CPU reference) and, once its backend
-//! implements `record_run::SuiteDevice`, on HIP: for each compile variant (`--variants`, default
-//! `default,nocontract`; the CPU reference has one, `cpu`), kernel, dtype and input seed
-//! (`--seeds`, default `1,2`) the fixed-structure output on the whole device (digest and a
-//! compressed copy) and `--trials` (default 20) trials on random pool nodes with a co-runner.
+//! On CUDA, on HIP ([`crate::record_hip`]: an AMD GPU, or hal-hip's test double) and on the
+//! simulated device (`--sim`, or no GPU: the CPU reference): for each compile variant
+//! (`--variants`, default `default,nocontract`; the CPU reference has one, `cpu`), kernel, dtype
+//! and input seed (`--seeds`, default `1,2`) the fixed-structure output on the whole device
+//! (digest and a compressed copy) and `--trials` (default 20) trials on random pool nodes with a
+//! co-runner.
 //! Writes the record (gzip-compressed when FILE ends in `.gz`) and prints one line per case.
 //!
 //! ## Table mode (no `--record`, NVIDIA GPU)
@@ -35,6 +36,7 @@ use vitamin_runtime::pool::Hierarchy;
 use vitamin_kernels_cuda::source::Variant;
 
 use crate::backends::{self, AnyBackend, BackendChoice};
+use crate::record_hip::HipSuite;
 use crate::record_run::{self, CudaSuite, RecordConfig, SimSuite};
 
 /// Options of `vitamin determinism`.
@@ -155,10 +157,9 @@ fn run_record(choice: BackendChoice, sim: vitamin_hal::sim::SimDevice, args: &Ar
         AnyBackend::Cuda(cuda) => {
             record_run::record(&CudaSuite::new(&cuda, cfg.corunner_block_ns), &nodes, &cfg, &mut progress)?
         }
-        AnyBackend::Hip(_) => bail!(
-            "determinism records on the HIP backend are not implemented yet (the suite's hipRTC path has no \
-             SuiteDevice); use --backend sim or cuda"
-        ),
+        AnyBackend::Hip(hip) => {
+            record_run::record(&HipSuite::new(&hip, cfg.corunner_block_ns)?, &nodes, &cfg, &mut progress)?
+        }
     };
     bar.finish_and_clear();
     record.save(path)?;

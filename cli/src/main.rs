@@ -10,6 +10,7 @@ mod determinism_cmd;
 mod pool_cmd;
 mod profile_cmd;
 mod record;
+mod record_hip;
 mod record_run;
 mod run_cmd;
 mod sim_device;

@@ -1,8 +1,8 @@
 //! `vitamin determinism --record`: runs the fixed-structure suite on one device and builds a
 //! [`Record`]. Generic over [`SuiteDevice`], a small trait over `vitamin_hal::Backend` that adds
 //! what the suite needs besides partitions (memory, the compiled kernels of a variant, a
-//! co-runner): implemented here for the simulated device (the CPU reference) and for CUDA; the
-//! HIP backend plugs in with one more implementation (hipRTC over `vitamin_kernels_hip::source`,
+//! co-runner): implemented here for the simulated device (the CPU reference) and for CUDA, and
+//! for HIP in [`crate::record_hip`] (hipRTC over `vitamin_kernels_hip::source`,
 //! `Variant::hip_options`).
 //!
 //! For each compile variant, suite kernel, dtype and input seed: the fixed launch structure runs
@@ -133,6 +133,47 @@ fn descriptors(p: &Plan, b: &Buffers, kernels: &HashMap<&'static str, FunctionRe
         ))));
     }
     Ok(ops)
+}
+
+/// Runs `p` once on `part` over `inputs` (in `dtype`) with `kernels` and returns the output bytes
+/// (tests: one launch sequence outside a record).
+#[cfg(test)]
+pub fn run_plan_once<D: SuiteDevice>(
+    dev: &D,
+    part: &<D::B as Backend>::Partition,
+    kernels: &HashMap<&'static str, FunctionRef>,
+    problem: &Problem,
+    dtype: DType,
+    p: &Plan,
+    inputs: &[Vec<f32>],
+) -> Result<Vec<u8>> {
+    let output_bytes = problem.output_elems() * problem.output_dtype(dtype).size();
+    let mut allocs = Vec::new();
+    let result = (|| -> Result<Vec<u8>> {
+        let mut alloc = |bytes: usize| -> Result<u64> {
+            let a = dev.alloc(bytes.max(4))?;
+            allocs.push(a);
+            Ok(a)
+        };
+        let mut ins = Vec::new();
+        for x in inputs {
+            let a = alloc(x.len() * dtype.size())?;
+            dev.upload(part, a, &dtype.encode(x))?;
+            ins.push(a);
+        }
+        let bufs = Buffers {
+            inputs: ins,
+            output: alloc(output_bytes)?,
+            output_bytes,
+            workspace: alloc(p.workspace_bytes as usize)?,
+        };
+        run_ops(part, &descriptors(p, &bufs, kernels)?)?;
+        dev.download(bufs.output, output_bytes)
+    })();
+    for a in allocs {
+        dev.free(a)?;
+    }
+    result
 }
 
 /// Submits `ops` on lane 0 of `part` and waits for them.

@@ -9,7 +9,8 @@
 //!
 //! [`compile`] turns one source string into a code object for one architecture
 //! (`--gpu-architecture=<gcnArchName>`), which [`crate::HipBackend::load_module`] loads. A
-//! compilation error is `HalError::Driver` carrying hipRTC's log.
+//! compilation error is `HalError::Driver` carrying hipRTC's log. [`driver_version`] reads
+//! `hipDriverGetVersion`, for records that state compiler and driver together.
 //!
 //! Observed here (Debian 12, libamdhip64 5.2.3 with libamd-comgr2 5.2.3, no GPU): Debian's
 //! `hiprtcCompileProgram` aborts the process inside `amd_comgr_destroy_action_info` (`free():
@@ -166,7 +167,12 @@ pub fn version_for(runtime: Option<&str>) -> Result<(i32, i32), HalError> {
 
 /// The file hipRTC was loaded from.
 pub fn library_path() -> Result<String, HalError> {
-    load(None).map(|r| r.path.clone())
+    library_path_for(None)
+}
+
+/// [`library_path`] for the hipRTC that goes with the HIP runtime at `runtime` (a path).
+pub fn library_path_for(runtime: Option<&str>) -> Result<String, HalError> {
+    load(runtime).map(|r| r.path.clone())
 }
 
 impl Rtc {
@@ -262,4 +268,26 @@ pub fn compile_for(
         return Err(rtc.fail("hiprtcGetCode", r, ""));
     }
     Ok(code)
+}
+
+/// `hipDriverGetVersion` of the HIP runtime library at `library` (a path or file name, as
+/// [`crate::HipCapabilities::library`] holds it), for records that state the driver next to the
+/// compiler. Missing library or symbol: `HalError::Unsupported`; a failing call: `HalError::Driver`.
+pub fn driver_version(library: &str) -> Result<i32, HalError> {
+    // SAFETY: the library is the HIP runtime the backend already loaded (its initializers ran).
+    let lib = unsafe { Library::new(library) }.map_err(|e| unsupported(format!("{library}: {e}")))?;
+    // SAFETY: a look-up only.
+    if unsafe { lib.get::<*const std::ffi::c_void>(b"hipDriverGetVersion") }.is_err() {
+        return Err(unsupported(format!("{library} lacks hipDriverGetVersion")));
+    }
+    // SAFETY: the symbol exists (checked above) with HIP's prototype `hipError_t (int*)`; the
+    // pointer is used only while `lib` lives.
+    let f: unsafe extern "C" fn(*mut c_int) -> c_int = unsafe { symbol(&lib, "hipDriverGetVersion\0") };
+    let mut v = 0;
+    // SAFETY: out-pointer is a live local.
+    let r = unsafe { f(&mut v) };
+    if r != 0 {
+        return Err(HalError::Driver { call: "hipDriverGetVersion", code: r, name: format!("hipError_t {r}") });
+    }
+    Ok(v)
 }

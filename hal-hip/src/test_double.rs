@@ -3,6 +3,12 @@
 //! events, an execution log and failure injection (the C file's header documents its variables).
 //! Test support only: the backend never loads it unless `VITAMIN_HIP_LIBRARY` names it.
 //!
+//! Its kernels run on the CPU: the few of [`TEST_KERNELS`], and every kernel of vitamin's
+//! determinism suite ([`SUITE_SOURCE`], `tests/fake/suite_kernels.c`: suite.cu's block structure
+//! and accumulation order, contraction on or off as the module's compile options say, and
+//! `FAKE_HIP_PERTURB` to change one kernel's output on purpose). Both files are compiled with
+//! `-ffp-contract=off`, so the C compiler fuses nothing the source does not ask it to.
+//!
 //! It is compiled against the real HIP headers (Debian's `libamdhip64-dev`, under `/usr/include`
 //! or `HIP_INCLUDE_DIR`), so its prototypes, enums and `hipDeviceProp_t` are the real ones, and
 //! linked with a version script giving every symbol the real library's version node.
@@ -12,6 +18,8 @@ use std::process::Command;
 
 /// The double's C source.
 pub const SOURCE: &str = include_str!("../tests/fake/libamdhip64.c");
+/// The suite kernels' CPU implementations, compiled into the same library.
+pub const SUITE_SOURCE: &str = include_str!("../tests/fake/suite_kernels.c");
 /// Its linker version script.
 pub const VERSION_SCRIPT: &str = include_str!("../tests/fake/libamdhip64.map");
 /// Symbols the double exports that HIP 5.2 does not (newer ROCm API); their version nodes are
@@ -53,19 +61,23 @@ pub fn build(dir: &Path) -> Result<PathBuf, String> {
     let work = dir.join(format!(".build-{}-{n}", std::process::id()));
     std::fs::create_dir_all(&work).map_err(|e| format!("{}: {e}", work.display()))?;
     let src = work.join("libamdhip64.c");
+    let suite = work.join("suite_kernels.c");
     let map = work.join("libamdhip64.map");
     std::fs::write(&src, SOURCE).map_err(|e| format!("{}: {e}", src.display()))?;
+    std::fs::write(&suite, SUITE_SOURCE).map_err(|e| format!("{}: {e}", suite.display()))?;
     std::fs::write(&map, VERSION_SCRIPT).map_err(|e| format!("{}: {e}", map.display()))?;
     let built = work.join("libamdhip64.so.5");
     let lib = dir.join("libamdhip64.so.5");
     let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
     let out = Command::new(&cc)
-        .args(["-shared", "-fPIC", "-pthread", "-O1", "-Wall", "-Werror"])
+        .args(["-shared", "-fPIC", "-pthread", "-O1", "-ffp-contract=off", "-Wall", "-Werror"])
         .arg(format!("-I{}", include_dir().display()))
         .arg(format!("-Wl,--version-script={}", map.display()))
         .args(["-Wl,-soname,libamdhip64.so.5", "-o"])
         .arg(&built)
         .arg(&src)
+        .arg(&suite)
+        .arg("-lm")
         .output()
         .map_err(|e| format!("cannot run {cc}: {e}"))?;
     if !out.status.success() {
@@ -77,7 +89,8 @@ pub fn build(dir: &Path) -> Result<PathBuf, String> {
     Ok(lib)
 }
 
-/// Names of the kernels in [`TEST_KERNELS`] (the double runs exactly these on the CPU).
+/// Names of the kernels in [`TEST_KERNELS`] (the double runs these on the CPU, and the suite's,
+/// [`SUITE_SOURCE`]).
 pub const TEST_KERNEL_NAMES: &[&str] = &["reduce_partial", "reduce_final", "busy", "empty_kernel"];
 
 /// HIP C++ source of the reference kernels the tests launch, with the block structure of

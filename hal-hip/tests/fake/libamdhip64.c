@@ -16,8 +16,10 @@
  *   thread (started at its first operation), so streams run concurrently and each in order.
  *   FAKE_HIP_DELAY_US: every kernel takes at least that long.
  * - Kernels run on the CPU: reduce_partial, reduce_final, busy, axpy, empty_kernel, with the block
- *   structure of vitamin's simulated device (hal::sim), so results are bitwise those of the sim.
- *   Modules come from the fake hipRTC (a "code object" is the source text behind a header).
+ *   structure of vitamin's simulated device (hal::sim), so results are bitwise those of the sim;
+ *   and every kernel of vitamin's determinism suite (suite_kernels.c, which documents them and
+ *   FAKE_HIP_PERTURB). Modules come from the fake hipRTC (a "code object" is the source text
+ *   behind a header and an "// options:" line with the compile options).
  * - Events and hipStreamWriteValue64 complete when their stream reaches them.
  * - Log (FAKE_HIP_LOG, one global order): "call ..." lines for stream creation/destruction and
  *   launches, "exec begin/end ..." lines as the workers run operations, with the stream and its
@@ -124,11 +126,19 @@ static const size_t TOTAL_MEM = (size_t)192 << 30;
 static size_t mem_limit(void) { return (size_t)env_long("FAKE_HIP_MEM_BYTES", (long)(64L << 30)); }
 
 /* ------------------------------------------------------------------ kernels */
+#define MAX_PARAMS 8
+
 typedef struct {
     const char *name;
     int nparams;
-    int sizes[4];
+    int sizes[MAX_PARAMS];
+    int suite; /* flags of a suite kernel (suite_kernels.c), 0 for the kernels below */
 } kernel_sig_t;
+
+/* suite_kernels.c */
+int fake_suite_lookup(const char *name, const char *image, int *nparams, int *sizes, int max, int *flags);
+void fake_suite_run(const char *name, int flags, const unsigned grid[3], const unsigned block[3],
+                    const unsigned char *args, const int *offsets);
 
 static const kernel_sig_t KERNELS[] = {
     {"reduce_partial", 3, {8, 4, 8}},
@@ -150,7 +160,7 @@ struct ihipModuleSymbol_t {
 typedef struct {
     unsigned gx, gy, gz, bx, by, bz;
     unsigned char args[64];
-    int offsets[4];
+    int offsets[MAX_PARAMS];
 } launch_t;
 
 static uint64_t arg_u64(const launch_t *l, int i) {
@@ -173,7 +183,10 @@ static float arg_f32(const launch_t *l, int i) {
 static void run_kernel(const kernel_sig_t *k, const launch_t *l) {
     uint64_t blocks = (uint64_t)l->gx * l->gy * l->gz;
     uint64_t t = (uint64_t)l->bx * l->by * l->bz;
-    if (strcmp(k->name, "reduce_partial") == 0) {
+    if (k->suite) {
+        const unsigned grid[3] = {l->gx, l->gy, l->gz}, block[3] = {l->bx, l->by, l->bz};
+        fake_suite_run(k->name, k->suite, grid, block, l->args, l->offsets);
+    } else if (strcmp(k->name, "reduce_partial") == 0) {
         const float *x = (const float *)(uintptr_t)arg_u64(l, 0);
         uint64_t n = arg_u32(l, 1);
         float *partial = (float *)(uintptr_t)arg_u64(l, 2);
@@ -833,6 +846,18 @@ hipError_t hipModuleUnload(hipModule_t module) {
 
 hipError_t hipModuleGetFunction(hipFunction_t *function, hipModule_t module, const char *kname) {
     if (!function || !module || !kname) return ret(hipErrorInvalidValue);
+    /* Suite kernels first (reduce_final is also one of the built-ins: same arithmetic). */
+    kernel_sig_t suite = {0};
+    if (fake_suite_lookup(kname, module->image, &suite.nparams, suite.sizes, MAX_PARAMS, &suite.suite) == 0) {
+        kernel_sig_t *sig = malloc(sizeof *sig);
+        *sig = suite;
+        sig->name = strdup(kname);
+        struct ihipModuleSymbol_t *f = calloc(1, sizeof *f);
+        f->sig = sig;
+        f->module = module;
+        *function = f;
+        return hipSuccess;
+    }
     for (int i = 0; i < NKERNELS; i++) {
         if (strcmp(KERNELS[i].name, kname) == 0 && strstr(module->image, kname)) {
             struct ihipModuleSymbol_t *f = calloc(1, sizeof *f);
@@ -970,9 +995,8 @@ hiprtcResult hiprtcCompileProgram(hiprtcProgram prog, int numOptions, const char
         strcat(prog->log, options[i]);
         strcat(prog->log, " ");
     }
-    prog->code = malloc(strlen(CODE_MAGIC) + strlen(prog->src) + 1);
-    strcpy(prog->code, CODE_MAGIC);
-    strcat(prog->code, prog->src);
+    prog->code = malloc(strlen(CODE_MAGIC) + strlen(prog->log) + strlen(prog->src) + 16);
+    sprintf(prog->code, "%s// options: %s\n%s", CODE_MAGIC, prog->log, prog->src);
     return HIPRTC_SUCCESS;
 }
 
