@@ -243,6 +243,7 @@ fn chaos_binds_every_launch_unchanged_to_green_contexts_in_happens_before_order(
 #[test]
 fn every_policy_and_strict_readiness_keep_the_program_s_semantics() {
     let mut eager_continued_total = 0;
+    let (mut eager_total, mut eager_runs) = (0u64, 0u32);
     let mut after_launch_first_total = 0;
     let mut fast_waits_total = 0;
     let mut launched_first_total = 0;
@@ -330,7 +331,13 @@ fn every_policy_and_strict_readiness_keep_the_program_s_semantics() {
             "chaos-no-eager" | "chaos-strict" => assert_eq!(eager, 0, "{name}: {b:#}"),
             // Inline submission takes precedence.
             n if n.contains("inline") => assert_eq!(eager, 0, "{name}: {b:#}"),
-            _ => assert!(eager > 0, "{name}: no op was bound eagerly: {b:#}"),
+            // Whether the application thread finds the dispatcher free is a race (under a loaded
+            // CPU the dispatcher thread may take every op first): counted over the runs, checked
+            // below.
+            _ => {
+                eager_total += eager;
+                eager_runs += 1;
+            }
         }
         // Eager continuation: dependent launches recorded while their predecessor runs are
         // continued on its lane by the application thread (2 ms kernels: the dispatcher is free).
@@ -410,6 +417,7 @@ fn every_policy_and_strict_readiness_keep_the_program_s_semantics() {
         }
     }
     assert!(eager_continued_total > 0, "no run continued an op on the application thread");
+    assert!(eager_total > 0, "none of {eager_runs} runs with eager binding on bound an op eagerly");
     assert!(after_launch_first_total > 0, "no op was continued by the thread after its launch-first launch");
     assert!(fast_waits_total > 0, "no wait ended on the fence words read by the waiting thread");
     // The other Throughput configurations launch first too, unless the dispatcher thread held

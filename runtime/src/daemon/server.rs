@@ -134,7 +134,9 @@ impl Daemon {
                 )));
             }
         }
-        let decider = Decider::new(cfg.decide.clone()).map_err(DaemonError::Config)?;
+        let mut decider = Decider::new(cfg.decide.clone()).map_err(DaemonError::Config)?;
+        // A status request answered before the loop's first turn sees a real report.
+        let initial = decider.status(&cfg.socket.display().to_string(), &cfg.concurrency_note);
         let listener = transport::bind_listener(&cfg.socket)?;
         listener.set_nonblocking(true).map_err(|e| DaemonError::Io(e.to_string()))?;
         let (tx, rx) = mpsc::channel();
@@ -144,7 +146,7 @@ impl Daemon {
         let shared = Arc::new(Shared {
             stop: AtomicBool::new(false),
             doorbell: AtomicU32::new(0),
-            status: Mutex::new(StatusReport::default()),
+            status: Mutex::new(initial),
             events: Mutex::new(tx),
             kicks: Mutex::new(Vec::new()),
             kick_tx: Mutex::new(kick_tx),
