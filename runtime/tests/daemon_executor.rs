@@ -138,7 +138,8 @@ fn run_child() {
     .expect("registered with the daemon");
     let id = session.welcome().client;
     let mut remote = Remote::new(session);
-    remote.fallback_after = Duration::from_millis(500);
+    remote.fallback_after =
+        Duration::from_millis(std::env::var("VITAMIN_DX_FALLBACK_MS").ok().and_then(|s| s.parse().ok()).unwrap_or(500));
     disp.attach_remote(remote).expect("the daemon's pool is this pool");
     let s1 = v.create_stream(StreamKind::NonBlocking, 0);
     let s2 = v.create_stream(StreamKind::NonBlocking, 0);
@@ -171,10 +172,11 @@ fn run_child() {
     }
     let st = disp.stats();
     let used = st.per_node.iter().filter(|&&k| k > 0).count();
-    let (sent, safe) =
-        disp.remote().map_or((0, Some("dropped".to_owned())), |r| (r.sent_total, r.safe_mode().map(str::to_owned)));
+    let (sent, reconnects, safe) = disp
+        .remote()
+        .map_or((0, 0, Some("dropped".to_owned())), |r| (r.sent_total, r.reconnects, r.safe_mode().map(str::to_owned)));
     println!(
-        "DONE client {id}: bound {} continued {} nodes {used} sent {sent} safe {}",
+        "DONE client {id}: bound {} continued {} nodes {used} sent {sent} reconnects {reconnects} safe {}",
         st.bound,
         st.continued,
         safe.as_deref().unwrap_or("no")
@@ -196,6 +198,10 @@ fn spawn(socket: &Path, seed: u64, pause_ms: u64) -> Child {
 }
 
 fn spawn_as(socket: &Path, seed: u64, pause_ms: u64, class: &str) -> Child {
+    spawn_with(socket, seed, pause_ms, class, 500)
+}
+
+fn spawn_with(socket: &Path, seed: u64, pause_ms: u64, class: &str, fallback_ms: u64) -> Child {
     Command::new(std::env::current_exe().unwrap())
         .args(["--ignored", "--exact", "child_main", "--nocapture", "--test-threads=1", "-q"])
         .env(CHILD_ENV, "1")
@@ -203,6 +209,7 @@ fn spawn_as(socket: &Path, seed: u64, pause_ms: u64, class: &str) -> Child {
         .env("VITAMIN_DX_SEED", seed.to_string())
         .env("VITAMIN_DX_PAUSE_MS", pause_ms.to_string())
         .env("VITAMIN_DX_CLASS", class)
+        .env("VITAMIN_DX_FALLBACK_MS", fallback_ms.to_string())
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
         .spawn()
@@ -281,7 +288,14 @@ fn three_clients(policy: PolicyKind) {
     for (k, out) in kids.into_iter().zip(outs) {
         finish(k, out);
     }
+    // The status is a snapshot the loop refreshes when something changes: wait for the one taken
+    // after every client left.
+    let t = Instant::now();
+    while !d.status().clients.is_empty() && t.elapsed() < Duration::from_secs(5) {
+        std::thread::sleep(Duration::from_millis(10));
+    }
     let st = d.status();
+    assert!(st.clients.is_empty(), "clients that exited are removed: {:?}", st.clients);
     let ops = (REPS * 4) as u64;
     for l in &done {
         assert!(l.ends_with("safe no"), "{l}");
@@ -330,4 +344,24 @@ fn clients_finish_when_the_daemon_goes_away() {
     // The second half was bound in-process once the daemon stayed away past the fallback time.
     assert!(l.ends_with("safe dropped"), "{l}");
     println!("{l}");
+}
+
+#[test]
+fn clients_re_register_with_a_daemon_that_comes_back() {
+    let d = daemon("back", PolicyKind::Throughput);
+    let socket = d.socket().to_owned();
+    // A fallback far beyond the restart: the second half must be bound by the new daemon.
+    let mut k = spawn_with(&socket, 9, 300, "batch", 30_000);
+    let mut out = std::io::BufReader::new(k.stdout.take().unwrap());
+    line(&mut k, &mut out, "HALF");
+    d.shutdown();
+    let mut cfg = DaemonConfig::new(socket.clone());
+    cfg.decide.policy = PolicyKind::Throughput;
+    let d2 = Daemon::start(cfg).expect("the daemon comes back");
+    let l = line(&mut k, &mut out, "DONE");
+    finish(k, out);
+    assert!(l.ends_with("safe no") && field(&l, "reconnects") >= 1, "{l}");
+    assert!(d2.status().counters.bound > 0, "the new daemon bound the second half: {l}");
+    println!("{l}");
+    d2.shutdown();
 }

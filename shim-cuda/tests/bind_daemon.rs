@@ -74,6 +74,15 @@ fn two_processes_share_the_device_through_the_daemon() {
             assert_eq!(dd["safe_mode"], serde_json::Value::Null, "{policy} run {i}: {census}");
             sent += dd["sent"].as_u64().unwrap_or(0);
         }
+        // The status is a snapshot the loop refreshes when something changes: wait for the one
+        // taken after both clients left.
+        assert!(
+            (0..500).any(|_| {
+                std::thread::sleep(Duration::from_millis(10));
+                d.status().clients.is_empty()
+            }),
+            "{policy}: both clients removed after they exited"
+        );
         let st = d.status();
         assert_eq!(st.counters.clients_registered, 2, "{policy}: {:?}", st.counters);
         assert!(
