@@ -141,6 +141,27 @@ fn run_child() {
     remote.fallback_after =
         Duration::from_millis(std::env::var("VITAMIN_DX_FALLBACK_MS").ok().and_then(|s| s.parse().ok()).unwrap_or(500));
     disp.attach_remote(remote).expect("the daemon's pool is this pool");
+    let wide: usize = std::env::var("VITAMIN_DX_WIDE").ok().and_then(|s| s.parse().ok()).unwrap_or(0);
+    if wide > 0 {
+        // Many independent streams at once: more ready and outstanding ops than the daemon's
+        // limits allow one client (it would disconnect a client past them).
+        let reps: Vec<Rep> = (0..wide).map(|_| rep(&d, x)).collect();
+        for r in &reps {
+            let s = v.create_stream(StreamKind::NonBlocking, 0);
+            for op in r.ops1.iter().chain(r.ops2.iter()) {
+                v.record_op(s, op.clone()).expect("record");
+            }
+        }
+        disp.run_until_idle().expect("dispatch");
+        v.device_synchronize().expect("no asynchronous failure");
+        for (i, r) in reps.iter().enumerate() {
+            let got = (d.read_f32s(r.o1, 1).unwrap()[0].to_bits(), d.read_f32s(r.o2, 1).unwrap()[0].to_bits());
+            assert_eq!(got, want, "stream {i}: bits differ from the whole-device reference");
+        }
+        let r = disp.remote().expect("still under the daemon");
+        println!("WIDE client {id}: {wide} streams, sent {} safe {}", r.sent_total, r.safe_mode().unwrap_or("no"));
+        return;
+    }
     let s1 = v.create_stream(StreamKind::NonBlocking, 0);
     let s2 = v.create_stream(StreamKind::NonBlocking, 0);
     let e = v.create_event();
@@ -364,4 +385,32 @@ fn clients_re_register_with_a_daemon_that_comes_back() {
     assert!(d2.status().counters.bound > 0, "the new daemon bound the second half: {l}");
     println!("{l}");
     d2.shutdown();
+}
+
+#[test]
+fn a_client_stays_within_the_daemon_s_limits() {
+    let dir = std::env::temp_dir().join(format!("vitamin-dx-{}-limits", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut cfg = DaemonConfig::new(dir.join("daemon.sock"));
+    cfg.decide.policy = PolicyKind::Chaos;
+    cfg.decide.max_ready = 4;
+    cfg.decide.max_outstanding = 6;
+    let d = Daemon::start(cfg).expect("daemon starts");
+    let mut c = Command::new(std::env::current_exe().unwrap());
+    c.args(["--ignored", "--exact", "child_main", "--nocapture", "--test-threads=1", "-q"])
+        .env(CHILD_ENV, "1")
+        .env("VITAMIN_DX_SOCKET", d.socket())
+        .env("VITAMIN_DX_SEED", "5")
+        .env("VITAMIN_DX_WIDE", "16")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit());
+    let mut k = c.spawn().expect("spawn child");
+    let mut out = std::io::BufReader::new(k.stdout.take().unwrap());
+    let l = line(&mut k, &mut out, "WIDE");
+    finish(k, out);
+    assert!(l.ends_with("safe no"), "never disconnected for exceeding the limits: {l}");
+    assert_eq!(d.status().counters.clients_disconnected, 0);
+    println!("{l}");
+    d.shutdown();
 }

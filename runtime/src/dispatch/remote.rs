@@ -143,6 +143,10 @@ impl<B: Backend, P: Policy> Dispatcher<B, P> {
     pub(super) fn remote_continued(&mut self, ci: usize, op: OpId, node: NodeId, lane: vitamin_hal::LaneId) -> bool {
         let now = crate::daemon::now_ns();
         let Some(r) = self.remote.as_mut() else { return false };
+        // The daemon disconnects a client past its limits: stay below them (not now, later).
+        if r.client.outstanding() + r.client.pending() >= r.client.welcome().max_outstanding as usize {
+            return false;
+        }
         match r.client.continued(wire_id(ci, op), node.0, lane16(lane), now) {
             Ok(ok) => ok,
             Err(e) => {
@@ -215,10 +219,15 @@ impl<B: Backend, P: Policy> Dispatcher<B, P> {
         }
         r.unsent = kept;
         let root_units = self.pool.node(self.pool.root()).size() as u16;
+        let (max_ready, max_out) = (r.client.welcome().max_ready as usize, r.client.welcome().max_outstanding as usize);
         for e in &self.ready {
             let id = wire_id(e.client, e.op);
             if r.sent.contains(&id) {
                 continue;
+            }
+            // Within the daemon's limits (it disconnects a client past them): the rest next round.
+            if r.client.pending() >= max_ready || r.client.pending() + r.client.outstanding() >= max_out {
+                break;
             }
             let (flags, key) = match &*e.desc {
                 OpDesc::Kernel(k) => {
