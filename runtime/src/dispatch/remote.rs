@@ -23,7 +23,8 @@
 //! tries to re-register every [`RECONNECT_EVERY`]; ops that were waiting are sent again to the
 //! new daemon. After [`Remote::fallback_after`] without one, the dispatcher drops the daemon
 //! and binds in-process with its local policy, with one warning: no call waits forever on a
-//! daemon that does not come back.
+//! daemon that does not come back. A client the daemon itself disconnected (a refused record, a
+//! flood, a stall) binds in-process at once: registering again would only repeat it.
 
 use std::time::{Duration, Instant};
 
@@ -364,6 +365,14 @@ impl<B: Backend, P: Policy> Dispatcher<B, P> {
             return true;
         }
         let since = *r.gone_since.get_or_insert_with(Instant::now);
+        if r.client.safe_mode().is_some_and(|w| w.starts_with("disconnected")) {
+            // The daemon cut this client off (a record it refused, a flood, a stall): registering
+            // again would repeat it. This process decides alone from now on.
+            let why = r.client.safe_mode().unwrap_or_default().to_owned();
+            tracing::warn!(reason = %why, "the vitamin daemon disconnected this process: binding in-process from now on");
+            self.drop_remote();
+            return false;
+        }
         if r.last_attempt.elapsed() >= RECONNECT_EVERY {
             r.last_attempt = Instant::now();
             match r.client.reconnect() {
