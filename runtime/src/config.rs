@@ -284,6 +284,11 @@ pub const KEYS: &[Key] = &[
     advanced("eager_continue", "0"),
     advanced("defer_to_waiters", "0"),
     advanced("dispatch_nap", "off"),
+    advanced_env("unbound_timeout_ms", "VITAMIN_UNBOUND_TIMEOUT_MS", "10000"),
+    advanced_env("max_outstanding_ops", "VITAMIN_MAX_OUTSTANDING_OPS", "1024"),
+    advanced("max_staged_bytes", "67108864"),
+    advanced("start_timeout_ms", "30000"),
+    advanced("fault_dispatch", "none"),
 ];
 
 /// The variable naming the configuration file (`none` or empty: no file).

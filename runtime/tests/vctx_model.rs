@@ -529,6 +529,7 @@ fn bg_error_ok(m: &Model, what: Target, e: &VctxError) -> bool {
             Target::Event(x) => !m.events[x].alive,
             Target::Device => false,
         },
+        VctxError::Timeout(_) | VctxError::RuntimeLost(_) => false,
     }
 }
 

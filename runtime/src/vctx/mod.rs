@@ -94,7 +94,7 @@ mod order;
 mod sync;
 mod table;
 
-pub use context::{VirtualContext, WaitAssist, SYNC_SPIN};
+pub use context::{Check, VirtualContext, WaitAssist, SYNC_SPIN};
 pub use dag::{ContinuableOp, ReadyOp, Recorded};
 pub use error::{Handle, VctxError};
 pub use ids::{EventId, OpId, StreamId, StreamKind, VctxId};

@@ -107,6 +107,8 @@ use crate::state::{self, vlog, ACTIVE_CAPTURES};
 pub const CUDA_ERROR_INVALID_HANDLE: CUresult = 400;
 /// `CUDA_ERROR_LAUNCH_FAILED`.
 pub const CUDA_ERROR_LAUNCH_FAILED: CUresult = 719;
+/// `CUDA_ERROR_LAUNCH_TIMEOUT`: a wait vitamin gave up because the awaited work was never bound.
+pub const CUDA_ERROR_LAUNCH_TIMEOUT: CUresult = 702;
 
 /// (function, grid, block, dynamic shared memory, cluster).
 type ClusterKey = (usize, [u32; 3], [u32; 3], u32, [u32; 3]);
@@ -283,6 +285,8 @@ pub fn code(e: &VctxError) -> CUresult {
         VctxError::InvalidHandle(_) => CUDA_ERROR_INVALID_HANDLE,
         VctxError::LaunchFailed { code: Some(c), .. } if *c != 0 => *c as CUresult,
         VctxError::LaunchFailed { .. } => CUDA_ERROR_LAUNCH_FAILED,
+        VctxError::Timeout(_) => CUDA_ERROR_LAUNCH_TIMEOUT,
+        VctxError::RuntimeLost(_) => crate::ffi::CUDA_ERROR_UNKNOWN,
     }
 }
 
