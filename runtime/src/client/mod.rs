@@ -34,6 +34,15 @@
 //! 5. Synchronization and queries are answered from logical state ([`Client::synchronize_stream`]);
 //!    a waiting thread polls its own completions and spins on fence words (the wait assist).
 //!
+//! ## Bounded waits and bounded memory (docs/robustness.md)
+//! Every wait here (synchronize calls, drains, graph-submission waits, the exit) runs in slices
+//! ([`WATCH_SLICE`]) and asks [`Coordinator::check_progress`] between them: a dispatcher thread
+//! that ended makes it return [`VctxError::RuntimeLost`]; ready work left unbound with nothing in
+//! flight, or a dispatcher thread without a turn, for `unbound_timeout_ms` makes it return
+//! [`VctxError::Timeout`]. Recording holds the calling thread while `max_outstanding_ops` ops are
+//! outstanding ([`Client::hold_while_full`], bounded the same way), and staged pageable bytes in
+//! flight are bounded by `max_staged_bytes` ([`Client::stage`]).
+//!
 //! ## Invariants
 //! - Nothing here changes a launch: what is submitted is the application's descriptor, copied at
 //!   the call (or, launch-first, the application's own call made on another stream).
