@@ -392,6 +392,32 @@ impl Health {
     fn beat(&self) {
         self.beats.fetch_add(1, Ordering::Relaxed);
     }
+
+    /// [`Coordinator::check_progress`]'s decision (without the log), `bound` being
+    /// [`Tuning::unbound_timeout`].
+    fn check(&self, seen: &mut Progress, bound: Duration) -> Result<(), crate::VctxError> {
+        if let Some(why) = self.lost.get() {
+            return Err(crate::VctxError::RuntimeLost(format!("{why}; recorded work can no longer reach the device")));
+        }
+        if self.stalled.load(Ordering::Acquire) {
+            return Err(crate::VctxError::Timeout(format!(
+                "ready work stayed unbound with nothing in flight for over {} ms (unbound_timeout_ms)",
+                bound.as_millis()
+            )));
+        }
+        let beats = self.beats.load(Ordering::Relaxed);
+        if beats != seen.beats {
+            *seen = Progress { beats, since: Instant::now() };
+            return Ok(());
+        }
+        if seen.since.elapsed() < bound {
+            return Ok(());
+        }
+        Err(crate::VctxError::Timeout(format!(
+            "the dispatcher thread made no progress for over {} ms (unbound_timeout_ms)",
+            bound.as_millis()
+        )))
+    }
 }
 
 /// What one bounded wait saw of the dispatcher thread ([`Coordinator::check_progress`]).
@@ -514,27 +540,7 @@ impl<N: NativeApi> Coordinator<N> {
     /// dispatcher thread has not turned its loop for that long since `seen` (stuck in a call).
     /// The first such error of the process is logged with its reason.
     pub fn check_progress(&self, seen: &mut Progress) -> Result<(), crate::VctxError> {
-        let error = if let Some(why) = self.health.lost.get() {
-            crate::VctxError::RuntimeLost(format!("{why}; recorded work can no longer reach the device"))
-        } else if self.health.stalled.load(Ordering::Acquire) {
-            crate::VctxError::Timeout(format!(
-                "ready work stayed unbound with nothing in flight for over {} ms (unbound_timeout_ms)",
-                self.unbound_timeout.as_millis()
-            ))
-        } else {
-            let beats = self.health.beats.load(Ordering::Relaxed);
-            if beats != seen.beats {
-                *seen = Progress { beats, since: Instant::now() };
-                return Ok(());
-            }
-            if seen.since.elapsed() < self.unbound_timeout {
-                return Ok(());
-            }
-            crate::VctxError::Timeout(format!(
-                "the dispatcher thread made no progress for over {} ms (unbound_timeout_ms)",
-                self.unbound_timeout.as_millis()
-            ))
-        };
+        let Err(error) = self.health.check(seen, self.unbound_timeout) else { return Ok(()) };
         if !self.health.logged.swap(true, Ordering::AcqRel) {
             vlog!(LogLevel::Error, "a waiting call gives up: {error}");
         }
@@ -1375,15 +1381,7 @@ struct Stall {
 impl Stall {
     fn check<B: Backend, P: Policy>(&mut self, d: &Dispatcher<B, P>, health: &Health) {
         let s = d.stats();
-        if d.is_idle() || s.completed != self.completed || d.inflight() != 0 {
-            self.completed = s.completed;
-            self.since = None;
-            health.stalled.store(false, Ordering::Release);
-            return;
-        }
-        let since = *self.since.get_or_insert_with(Instant::now);
-        if since.elapsed() > self.bound {
-            health.stalled.store(true, Ordering::Release);
+        if self.observe(d.is_idle(), s.completed, d.inflight(), Instant::now(), health) {
             if !self.reported {
                 self.reported = true;
                 vlog!(
@@ -1396,6 +1394,22 @@ impl Stall {
                 );
             }
         }
+    }
+
+    /// One observation at `now` (idle, ops completed so far, ops in flight); sets or clears
+    /// `health.stalled` and returns whether the dispatcher is stalled: work held (not idle), none
+    /// in flight and no completion for longer than the bound.
+    fn observe(&mut self, idle: bool, completed: u64, inflight: usize, now: Instant, health: &Health) -> bool {
+        if idle || completed != self.completed || inflight != 0 {
+            self.completed = completed;
+            self.since = None;
+            health.stalled.store(false, Ordering::Release);
+            return false;
+        }
+        let since = *self.since.get_or_insert(now);
+        let stalled = now.saturating_duration_since(since) > self.bound;
+        health.stalled.store(stalled, Ordering::Release);
+        stalled
     }
 }
 
@@ -1448,6 +1462,62 @@ mod tests {
         assert_eq!(submits.graces.load(Ordering::Relaxed), 5);
         grace(&vctx, &submits, Duration::ZERO, &stop, false);
         assert_eq!(submits.graces.load(Ordering::Relaxed), 5, "a zero grace is no grace");
+    }
+
+    #[test]
+    fn work_held_with_nothing_in_flight_past_the_bound_times_waiting_calls_out_until_it_progresses() {
+        let health = Health::default();
+        let mut stall = Stall { bound: Duration::from_secs(10), ..Stall::default() };
+        let t0 = Instant::now();
+        let at = |s: u64| t0 + Duration::from_secs(s);
+        assert!(!stall.observe(false, 0, 0, at(0), &health));
+        assert!(!stall.observe(false, 0, 0, at(10), &health), "not past the bound yet");
+        let mut seen = Progress { beats: health.beats.load(Ordering::Relaxed), since: Instant::now() };
+        assert!(health.check(&mut seen, Duration::from_secs(3600)).is_ok());
+        assert!(stall.observe(false, 0, 0, at(11), &health));
+        let e = health.check(&mut seen, Duration::from_secs(3600)).unwrap_err();
+        assert!(matches!(&e, crate::VctxError::Timeout(m) if m.contains("unbound")), "{e}");
+        // A completion, work in flight, or an idle dispatcher ends it.
+        assert!(!stall.observe(false, 1, 0, at(12), &health));
+        assert!(health.check(&mut seen, Duration::from_secs(3600)).is_ok());
+        assert!(!stall.observe(false, 1, 0, at(13), &health), "the bound counts anew after a completion");
+        assert!(stall.observe(false, 1, 0, at(24), &health));
+        assert!(!stall.observe(false, 1, 3, at(25), &health), "work in flight: a long kernel, not a stall");
+        assert!(!stall.observe(false, 1, 0, at(30), &health));
+        assert!(!stall.observe(true, 1, 0, at(100), &health), "idle");
+    }
+
+    #[test]
+    fn a_waiting_call_gives_up_on_a_lost_or_motionless_dispatcher_only() {
+        let health = Health::default();
+        let mut seen = Progress { beats: 0, since: Instant::now() };
+        // Beats since the last look: progress, whatever the bound.
+        health.beat();
+        assert!(health.check(&mut seen, Duration::ZERO).is_ok());
+        assert_eq!(seen.beats, 1);
+        // No beat since: fine within the bound, a timeout past it.
+        assert!(health.check(&mut seen, Duration::from_secs(3600)).is_ok());
+        let e = health.check(&mut seen, Duration::ZERO).unwrap_err();
+        assert!(matches!(&e, crate::VctxError::Timeout(m) if m.contains("no progress")), "{e}");
+        // A lost dispatcher is reported first, beating or not.
+        health.beat();
+        let _ = health.lost.set("the dispatcher thread panicked".into());
+        let e = health.check(&mut seen, Duration::from_secs(3600)).unwrap_err();
+        assert!(matches!(&e, crate::VctxError::RuntimeLost(m) if m.contains("panicked")), "{e}");
+    }
+
+    #[test]
+    fn injected_dispatcher_faults_parse_or_are_ignored() {
+        assert_eq!(tuning(&[("fault_dispatch", "panic:3")]).fault, Some((Fault::Panic, 3)));
+        assert_eq!(tuning(&[("fault_dispatch", " hang : 0 ")]).fault, Some((Fault::Hang, 0)));
+        for bad in ["none", "panic", "hang:x", "explode:1", ""] {
+            assert_eq!(tuning(&[("fault_dispatch", bad)]).fault, None, "{bad}");
+        }
+        let t = tuning(&[]);
+        assert_eq!((t.unbound_timeout, t.max_outstanding, t.start_timeout), (UNBOUND_TIMEOUT, MAX_OUTSTANDING, START_TIMEOUT));
+        assert_eq!(t.max_staged_bytes, MAX_STAGED_BYTES);
+        let t = tuning(&[("VITAMIN_UNBOUND_TIMEOUT_MS", "0"), ("VITAMIN_MAX_OUTSTANDING_OPS", "0")]);
+        assert_eq!((t.unbound_timeout, t.max_outstanding), (Duration::from_millis(1), 1), "zero is clamped");
     }
 
     #[test]

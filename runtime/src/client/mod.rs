@@ -279,7 +279,6 @@ impl<N: NativeApi> Client<N> {
     /// on by default; the same context condition as inline submission). Inline submission (an
     /// experiment, off) takes precedence.
     pub fn record_op(&self, s: StreamId, desc: Arc<OpDesc>) -> Result<Recorded, VctxError> {
-        self.hold_while_full()?;
         let t = &self.settings.tuning;
         if t.eager && !t.inline {
             // The context is asked only for a fresh op (a driver call, kept off the path of ops
@@ -293,8 +292,11 @@ impl<N: NativeApi> Client<N> {
     }
 
     /// Records `desc` on `s` (the usual path of every op: [`record_inline`](Self::record_inline)
-    /// around [`record_op`](Self::record_op)).
+    /// around [`record_op`](Self::record_op)), first held while `max_outstanding_ops` ops are
+    /// outstanding ([`hold_while_full`](Self::hold_while_full)).
     pub fn record(&self, s: StreamId, desc: OpDesc) -> Result<OpId, VctxError> {
+        // Held before inline submission takes the dispatcher lock, which completions need.
+        self.hold_while_full()?;
         self.record_inline(|| match self.record_op(s, Arc::new(desc)) {
             Ok(r) => {
                 trace::mark(Tag::LaunchExit, r.op.0);
