@@ -1381,18 +1381,16 @@ struct Stall {
 impl Stall {
     fn check<B: Backend, P: Policy>(&mut self, d: &Dispatcher<B, P>, health: &Health) {
         let s = d.stats();
-        if self.observe(d.is_idle(), s.completed, d.inflight(), Instant::now(), health) {
-            if !self.reported {
-                self.reported = true;
-                vlog!(
-                    LogLevel::Error,
-                    "dispatcher stalled for {} ms with ready work and nothing in flight: {} proposals rejected, {} \
-                     submissions refused; waiting calls time out",
-                    self.bound.as_millis(),
-                    s.rejected,
-                    s.submit_failures
-                );
-            }
+        if self.observe(d.is_idle(), s.completed, d.inflight(), Instant::now(), health) && !self.reported {
+            self.reported = true;
+            vlog!(
+                LogLevel::Error,
+                "dispatcher stalled for {} ms with ready work and nothing in flight: {} proposals rejected, {} \
+                 submissions refused; waiting calls time out",
+                self.bound.as_millis(),
+                s.rejected,
+                s.submit_failures
+            );
         }
     }
 
@@ -1514,7 +1512,10 @@ mod tests {
             assert_eq!(tuning(&[("fault_dispatch", bad)]).fault, None, "{bad}");
         }
         let t = tuning(&[]);
-        assert_eq!((t.unbound_timeout, t.max_outstanding, t.start_timeout), (UNBOUND_TIMEOUT, MAX_OUTSTANDING, START_TIMEOUT));
+        assert_eq!(
+            (t.unbound_timeout, t.max_outstanding, t.start_timeout),
+            (UNBOUND_TIMEOUT, MAX_OUTSTANDING, START_TIMEOUT)
+        );
         assert_eq!(t.max_staged_bytes, MAX_STAGED_BYTES);
         let t = tuning(&[("VITAMIN_UNBOUND_TIMEOUT_MS", "0"), ("VITAMIN_MAX_OUTSTANDING_OPS", "0")]);
         assert_eq!((t.unbound_timeout, t.max_outstanding), (Duration::from_millis(1), 1), "zero is clamped");
