@@ -406,11 +406,11 @@ impl Health {
             )));
         }
         let beats = self.beats.load(Ordering::Relaxed);
-        if beats != seen.beats {
-            *seen = Progress { beats, since: Instant::now() };
+        let Some(since) = seen.since.filter(|_| beats == seen.beats) else {
+            *seen = Progress { beats, since: Some(Instant::now()) };
             return Ok(());
-        }
-        if seen.since.elapsed() < bound {
+        };
+        if since.elapsed() < bound {
             return Ok(());
         }
         Err(crate::VctxError::Timeout(format!(
@@ -420,11 +420,13 @@ impl Health {
     }
 }
 
-/// What one bounded wait saw of the dispatcher thread ([`Coordinator::check_progress`]).
+/// What one bounded wait saw of the dispatcher thread ([`Coordinator::check_progress`]): its
+/// beat count, and since when it has not changed (taken at the first check, so that a wait that
+/// ends in its first slice reads no clock).
 #[derive(Debug, Clone, Copy)]
 pub struct Progress {
     beats: u64,
-    since: Instant,
+    since: Option<Instant>,
 }
 
 /// What a thread waiting in a synchronize call spins on under [`Tuning::fast_wait`]: the ops it
@@ -530,7 +532,7 @@ impl<N: NativeApi> Coordinator<N> {
     /// The dispatcher thread's progress now, for a bounded wait starting
     /// ([`check_progress`](Self::check_progress)).
     pub fn progress(&self) -> Progress {
-        Progress { beats: self.health.beats.load(Ordering::Relaxed), since: Instant::now() }
+        Progress { beats: self.health.beats.load(Ordering::Relaxed), since: None }
     }
 
     /// Between slices of a bounded wait (every synchronize call, drain and held recording call):
@@ -1470,7 +1472,7 @@ mod tests {
         let at = |s: u64| t0 + Duration::from_secs(s);
         assert!(!stall.observe(false, 0, 0, at(0), &health));
         assert!(!stall.observe(false, 0, 0, at(10), &health), "not past the bound yet");
-        let mut seen = Progress { beats: health.beats.load(Ordering::Relaxed), since: Instant::now() };
+        let mut seen = Progress { beats: health.beats.load(Ordering::Relaxed), since: None };
         assert!(health.check(&mut seen, Duration::from_secs(3600)).is_ok());
         assert!(stall.observe(false, 0, 0, at(11), &health));
         let e = health.check(&mut seen, Duration::from_secs(3600)).unwrap_err();
@@ -1488,8 +1490,10 @@ mod tests {
     #[test]
     fn a_waiting_call_gives_up_on_a_lost_or_motionless_dispatcher_only() {
         let health = Health::default();
-        let mut seen = Progress { beats: 0, since: Instant::now() };
-        // Beats since the last look: progress, whatever the bound.
+        let mut seen = Progress { beats: 0, since: None };
+        // The first look only starts the clock; beats since the last look: progress, whatever
+        // the bound.
+        assert!(health.check(&mut seen, Duration::ZERO).is_ok());
         health.beat();
         assert!(health.check(&mut seen, Duration::ZERO).is_ok());
         assert_eq!(seen.beats, 1);

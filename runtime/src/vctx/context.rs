@@ -67,9 +67,15 @@ pub struct VirtualContext {
     /// Whether `State::completed` may hold ops (then the live counts may be stale).
     has_completed: AtomicBool,
     /// The DAG's live-op count as of the last change under the lock
-    /// ([`VirtualContext::outstanding_hint`]).
-    live_ops: AtomicUsize,
+    /// ([`VirtualContext::outstanding_hint`]); on a cache line of its own, so that its stores do
+    /// not disturb the lock-free hints spinning threads read.
+    live_ops: LiveOps,
 }
+
+/// [`VirtualContext`]'s live-op count, alone on its cache line.
+#[repr(align(64))]
+#[derive(Debug)]
+struct LiveOps(AtomicUsize);
 
 /// Work a spinning waiter does on each turn, with the ops it waits for (live, unsatisfied): e.g.
 /// polling completions itself. Returns `true` only if it established that those ops **and all
@@ -146,7 +152,7 @@ impl VirtualContext {
             assist: std::sync::OnceLock::new(),
             assisting: AtomicUsize::new(0),
             has_completed: AtomicBool::new(false),
-            live_ops: AtomicUsize::new(0),
+            live_ops: LiveOps(AtomicUsize::new(0)),
         }
     }
 
@@ -211,7 +217,7 @@ impl VirtualContext {
     /// (blocked synchronize calls, dispatchers waiting for work).
     fn take_wakeups(&self, g: &mut State) -> (bool, bool) {
         let fx = g.dag.take_effects();
-        self.live_ops.store(g.dag.len(), Ordering::Relaxed);
+        self.live_ops.0.store(g.dag.len(), Ordering::Relaxed);
         let wake_work = (fx.new_work && g.work_waiters > 0) || (fx.submitted_eagerly && g.eager_waiters > 0);
         if fx.new_work {
             self.work_hint.store(true, Ordering::Release);
@@ -404,7 +410,7 @@ impl VirtualContext {
     /// [`outstanding`](Self::outstanding) as of the last change, read without the lock (may be
     /// stale either way; ops established complete by a waiting thread count until satisfied).
     pub fn outstanding_hint(&self) -> usize {
-        self.live_ops.load(Ordering::Relaxed)
+        self.live_ops.0.load(Ordering::Relaxed)
     }
 
     /// Waits for `op` (recorded on `s`) to complete, then reports `s`'s sticky error if it has
@@ -568,6 +574,11 @@ impl VirtualContext {
         mut tokens: Frontier,
         check: Check<'_>,
     ) -> Result<MutexGuard<'a, State>, VctxError> {
+        // Done already (the usual case of a query-like sync): no clock read, no slice.
+        tokens.retain(|t| g.dag.is_live(*t));
+        if tokens.is_empty() {
+            return Ok(g);
+        }
         loop {
             let (g2, done) = self.wait_tokens(g, tokens.clone(), Block::after(check.slice));
             if done {
