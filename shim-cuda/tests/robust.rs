@@ -3,8 +3,9 @@
 //! and under the shim. Every run has the harness's watchdog (60 s).
 //!
 //! - A dispatcher thread that dies (injected panic) or stops making progress (injected hang):
-//!   stream, event and context synchronize return `CUDA_ERROR_UNKNOWN` (999) / `CUDA_ERROR_LAUNCH_TIMEOUT`
-//!   (702) instead of hanging, and the log says why once.
+//!   stream, event and context synchronize, and a launch held at the outstanding-op bound, return
+//!   `CUDA_ERROR_UNKNOWN` (999) / `CUDA_ERROR_LAUNCH_TIMEOUT` (702) instead of hanging, and the log
+//!   says why once.
 //! - A pool that takes longer than `start_timeout_ms` to realize: observe mode, one message.
 //! - At most `max_outstanding_ops` recorded ops: a program that never synchronizes is held, and
 //!   its results are unchanged; staged pageable bytes are bounded by `max_staged_bytes`.
@@ -65,6 +66,21 @@ fn a_dispatcher_thread_that_dies_fails_every_waiting_call_with_a_native_code() {
     let err = stderr(&r);
     assert_eq!(err.matches("a waiting call gives up").count(), 1, "logged once:\n{err}");
     assert!(err.contains("dispatcher thread panicked"), "{err}");
+}
+
+#[test]
+fn a_recording_call_held_at_the_outstanding_bound_fails_too_when_the_dispatcher_is_gone() {
+    let vars = [
+        ("VITAMIN_POLICY", "chaos"),
+        ("VITAMIN_LOG", "error"),
+        ("fault_dispatch", "panic:3"),
+        ("VITAMIN_MAX_OUTSTANDING_OPS", "8"),
+    ];
+    let r = run("panic-held", "flood", 200, Some(&vars), &[("FAKE_CUDA_DELAY_US", "1000")]);
+    assert!(!r.out.status.success(), "the program must see the failed launch:\n{}", r.stdout());
+    assert!(r.stdout().contains("FAILED step(") && r.stdout().contains("= 999"), "{}", r.stdout());
+    let ops = bind_ops(&r);
+    assert!(ops["held_records"].as_u64().unwrap_or_default() > 0, "{ops:#}");
 }
 
 #[test]
