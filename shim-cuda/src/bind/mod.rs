@@ -71,6 +71,14 @@
 //! application to run on its device's primary context (the CUDA runtime and PyTorch do); otherwise,
 //! or if the backend cannot start (no green contexts), the process keeps running in observe mode
 //! and the census says why. A forked child runs in observe mode (no dispatcher thread in it).
+//! A pool not realized within `start_timeout_ms` falls back to observe mode the same way.
+//!
+//! ## Waits and bounds (docs/robustness.md)
+//! No call waits forever: a wait whose work can no longer complete returns
+//! `CUDA_ERROR_UNKNOWN` (the dispatcher thread ended) or `CUDA_ERROR_LAUNCH_TIMEOUT` (work left
+//! unbound, or the dispatcher motionless, past `unbound_timeout_ms`) ([`code`]). Recording waits
+//! while `max_outstanding_ops` ops are outstanding; past `max_staged_bytes` staged, a pageable
+//! copy runs synchronously.
 //!
 //! ## Not yet done (see docs/shim.md)
 //! Per-thread default streams of exited threads are not released; launches on contexts other than
