@@ -389,8 +389,11 @@ struct Health {
 }
 
 impl Health {
+    /// Called by the dispatcher thread only (the one writer): a plain store, no locked
+    /// read-modify-write in its spin loops.
     fn beat(&self) {
-        self.beats.fetch_add(1, Ordering::Relaxed);
+        let b = self.beats.load(Ordering::Relaxed);
+        self.beats.store(b.wrapping_add(1), Ordering::Relaxed);
     }
 
     /// [`Coordinator::check_progress`]'s decision (without the log), `bound` being
