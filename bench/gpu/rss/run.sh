@@ -6,7 +6,8 @@
 #                 bench/gpu/rss/stage.sh            # -> .device/rss (git-ignored)
 # Run there:      bash .device/rss/run.sh           (the device tool, carry .device/rss)
 #
-# Writes $OUT/rss.json (one JSON object per run) and $OUT/log.txt; prints a table last.
+# Writes $OUT/rss.json (one JSON object per run) and $OUT/log.txt (date, commit, GPU, each run's
+# output, the table); prints a table last. About 3-5 minutes.
 # LAUNCHES (default 10^7) sets the flood's size.
 set -uo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -16,6 +17,7 @@ exec > >(tee -a "$OUT/log.txt") 2>&1
 export PATH=/usr/local/cuda/bin:$PATH
 N=${LAUNCHES:-10000000}
 W=$(mktemp -d /tmp/rss.XXXXXX)
+date -u; cat "$HERE/COMMIT" 2>/dev/null
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader || true
 nvcc -O2 -arch=sm_90 -o "$W/rss_bench" "$HERE/rss_bench.cu" || { echo "nvcc failed"; exit 1; }
 : > "$OUT/rss.json"
