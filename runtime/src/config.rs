@@ -298,8 +298,8 @@ pub const KEYS: &[Key] = &[
     user("daemon", "VITAMIN_DAEMON", ""),
     user("class", "VITAMIN_CLASS", "batch"),
     advanced_env("profile_dispatch", "VITAMIN_PROFILE_DISPATCH", "0"),
-    advanced_env("fence", "VITAMIN_FENCE", "hybrid"),
-    advanced_env("waiter_fence", "VITAMIN_WAITER_FENCE", "cover"),
+    advanced("fence", "hybrid"),
+    advanced("waiter_fence", "cover"),
     advanced_env("root_context", "VITAMIN_ROOT_CONTEXT", "primary"),
     advanced("continuation_depth", "256"),
     advanced("continuation_us", "none"),
@@ -326,6 +326,11 @@ pub const KEYS: &[Key] = &[
     advanced("eager_continue", "0"),
     advanced("defer_to_waiters", "0"),
     advanced("dispatch_nap", "off"),
+    advanced_env("unbound_timeout_ms", "VITAMIN_UNBOUND_TIMEOUT_MS", "10000"),
+    advanced_env("max_outstanding_ops", "VITAMIN_MAX_OUTSTANDING_OPS", "1024"),
+    advanced("max_staged_bytes", "67108864"),
+    advanced("start_timeout_ms", "30000"),
+    advanced("fault_dispatch", "none"),
 ];
 
 /// The `[daemon]` section of the configuration file: the daemon's options (`vitamin daemon`

@@ -157,7 +157,7 @@ impl Model {
     fn covered(&self, t: Target) -> Option<BTreeSet<usize>> {
         let direct = match t {
             Target::Stream(s) if self.stream_ok(s) && !self.streams[s].error => self.streams[s].before.clone(),
-            Target::Event(e) if self.event_ok(e) => self.events[e].tokens.clone(),
+            Target::Event(e) if self.event_ok(e) && !self.device_error => self.events[e].tokens.clone(),
             Target::Device if !self.device_error => (0..self.ops.len()).collect(),
             _ => return None,
         };
@@ -460,7 +460,10 @@ impl Sut {
                 } else {
                     self.ctx.event_query(eid)
                 };
-                if m.event_ok(e) {
+                if m.event_ok(e) && m.device_error {
+                    // The context's sticky error, as the driver's event calls report it.
+                    assert!(matches!(got, Err(VctxError::LaunchFailed { .. })), "event {e}: {got:?}");
+                } else if m.event_ok(e) {
                     assert_eq!(got.unwrap(), done(&m.events[e].tokens), "event {e}");
                 } else {
                     assert_eq!(got.unwrap_err(), VctxError::InvalidHandle(Handle::Event(eid)));
@@ -503,7 +506,7 @@ impl Sut {
                 let sid = self.streams[s];
                 Box::new(move || ctx.stream_synchronize(sid))
             }
-            Target::Event(e) if m.event_ok(e) => {
+            Target::Event(e) if m.event_ok(e) && !m.device_error => {
                 let eid = self.events[e];
                 Box::new(move || ctx.event_synchronize(eid))
             }
@@ -529,6 +532,7 @@ fn bg_error_ok(m: &Model, what: Target, e: &VctxError) -> bool {
             Target::Event(x) => !m.events[x].alive,
             Target::Device => false,
         },
+        VctxError::Timeout(_) | VctxError::RuntimeLost(_) => false,
     }
 }
 
@@ -623,7 +627,11 @@ impl StateMachineTest for VctxMachine {
             T::CreateEvent => {
                 let e = ctx.create_event();
                 assert!(!sut.events.contains(&e), "event id reused");
-                assert!(ctx.event_query(e).unwrap(), "a fresh event is complete");
+                if m.device_error {
+                    assert!(ctx.event_query(e).is_err(), "the sticky error is reported for a fresh event too");
+                } else {
+                    assert!(ctx.event_query(e).unwrap(), "a fresh event is complete");
+                }
                 sut.events.push(e);
             }
             T::DestroyEvent(e) => {

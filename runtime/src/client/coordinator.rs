@@ -183,6 +183,46 @@ pub struct Tuning {
     /// held by a thread polling in a synchronize call that has since returned, how long the round
     /// waits for that thread's next submission (0: none, the round follows at once).
     pub wake_grace: Duration,
+    /// `unbound_timeout_ms` (`VITAMIN_UNBOUND_TIMEOUT_MS`): how long ready work may stay unbound
+    /// with nothing of this process in flight, or the dispatcher thread go without a round, before
+    /// a waiting call returns [`VctxError::Timeout`](crate::VctxError::Timeout) instead of waiting
+    /// on ([`Coordinator::check_progress`]).
+    pub unbound_timeout: Duration,
+    /// `max_outstanding_ops` (`VITAMIN_MAX_OUTSTANDING_OPS`): recorded ops not yet retired past
+    /// which a recording call waits (bounded like a synchronize call), as a native launch blocks
+    /// when the driver's queue is full.
+    pub max_outstanding: usize,
+    /// `max_staged_bytes`: pageable source bytes staged by copies still in flight past which a
+    /// pageable copy runs synchronously (the native path) instead of being staged.
+    pub max_staged_bytes: u64,
+    /// `start_timeout_ms`: how long the first bind-mode call waits for the dispatcher thread to
+    /// realize the pool before the process falls back to observe mode.
+    pub start_timeout: Duration,
+    /// `fault_dispatch` (fault injection for tests): `panic:N` / `hang:N`, the dispatcher thread
+    /// panics / stops making progress (holding its lock) at its first round after N ops were
+    /// submitted.
+    pub fault: Option<(Fault, u64)>,
+}
+
+/// An injected dispatcher fault ([`Tuning::fault`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fault {
+    /// The dispatcher thread panics.
+    Panic,
+    /// The dispatcher thread stops in a round, holding its lock, until the process stops it.
+    Hang,
+}
+
+impl Fault {
+    fn parse(v: &str) -> Option<(Fault, u64)> {
+        let (what, n) = v.trim().split_once(':')?;
+        let fault = match what.trim() {
+            "panic" => Fault::Panic,
+            "hang" => Fault::Hang,
+            _ => return None,
+        };
+        Some((fault, n.trim().parse().ok()?))
+    }
 }
 
 impl Tuning {
@@ -228,6 +268,13 @@ impl Tuning {
             fast_wait: get("fast_wait").map_or(FAST_WAIT, |v| v.trim() == "1"),
             lf_lock_wait: num("lf_lock_wait_us").map_or(LF_LOCK_WAIT, Duration::from_micros),
             wake_grace: num("wake_grace_us").map_or(WAKE_GRACE, Duration::from_micros),
+            unbound_timeout: num("VITAMIN_UNBOUND_TIMEOUT_MS")
+                .map_or(UNBOUND_TIMEOUT, |ms| Duration::from_millis(ms.max(1))),
+            max_outstanding: num("VITAMIN_MAX_OUTSTANDING_OPS")
+                .map_or(MAX_OUTSTANDING, |n| usize::try_from(n.max(1)).unwrap_or(usize::MAX)),
+            max_staged_bytes: num("max_staged_bytes").unwrap_or(MAX_STAGED_BYTES),
+            start_timeout: num("start_timeout_ms").map_or(START_TIMEOUT, |ms| Duration::from_millis(ms.max(1))),
+            fault: get("fault_dispatch").as_deref().and_then(Fault::parse),
         }
     }
 }
@@ -277,6 +324,10 @@ pub struct Coordinator<N: NativeApi> {
     fast_wait: bool,
     /// [`Tuning::lf_lock_wait`].
     lf_lock_wait: Duration,
+    /// What waiting calls check between slices of their waits.
+    health: Arc<Health>,
+    /// [`Tuning::unbound_timeout`].
+    unbound_timeout: Duration,
 }
 
 /// Counts of submissions made by application threads ([`Coordinator`]).
@@ -328,6 +379,65 @@ impl Submits {
     }
 }
 
+/// What waiting calls learn of the dispatcher thread without its lock ([`Coordinator::check_progress`]).
+#[derive(Debug, Default)]
+struct Health {
+    /// Set when the dispatcher thread ended (a panic, or stop at exit), with why.
+    lost: std::sync::OnceLock<String>,
+    /// Bumped by the dispatcher thread at every turn of its loops: a waiting call that sees it
+    /// still for [`Tuning::unbound_timeout`] knows the thread is stuck.
+    beats: std::sync::atomic::AtomicU64,
+    /// Set by the stall watch while ready work has stayed unbound with nothing in flight for
+    /// longer than [`Tuning::unbound_timeout`]; cleared when work progresses again.
+    stalled: AtomicBool,
+    /// Whether a waiting call already logged why it gave up (once per process).
+    logged: AtomicBool,
+}
+
+impl Health {
+    /// Called by the dispatcher thread only (the one writer): a plain store, no locked
+    /// read-modify-write in its spin loops.
+    fn beat(&self) {
+        let b = self.beats.load(Ordering::Relaxed);
+        self.beats.store(b.wrapping_add(1), Ordering::Relaxed);
+    }
+
+    /// [`Coordinator::check_progress`]'s decision (without the log), `bound` being
+    /// [`Tuning::unbound_timeout`].
+    fn check(&self, seen: &mut Progress, bound: Duration) -> Result<(), crate::VctxError> {
+        if let Some(why) = self.lost.get() {
+            return Err(crate::VctxError::RuntimeLost(format!("{why}; recorded work can no longer reach the device")));
+        }
+        if self.stalled.load(Ordering::Acquire) {
+            return Err(crate::VctxError::Timeout(format!(
+                "ready work stayed unbound with nothing in flight for over {} ms (unbound_timeout_ms)",
+                bound.as_millis()
+            )));
+        }
+        let beats = self.beats.load(Ordering::Relaxed);
+        let Some(since) = seen.since.filter(|_| beats == seen.beats) else {
+            *seen = Progress { beats, since: Some(Instant::now()) };
+            return Ok(());
+        };
+        if since.elapsed() < bound {
+            return Ok(());
+        }
+        Err(crate::VctxError::Timeout(format!(
+            "the dispatcher thread made no progress for over {} ms (unbound_timeout_ms)",
+            bound.as_millis()
+        )))
+    }
+}
+
+/// What one bounded wait saw of the dispatcher thread ([`Coordinator::check_progress`]): its
+/// beat count, and since when it has not changed (taken at the first check, so that a wait that
+/// ends in its first slice reads no clock).
+#[derive(Debug, Clone, Copy)]
+pub struct Progress {
+    beats: u64,
+    since: Option<Instant>,
+}
+
 /// What a thread waiting in a synchronize call spins on under [`Tuning::fast_wait`]: the ops it
 /// waits for, and for each the progress of its lane and its sequence number there.
 #[derive(Default)]
@@ -368,26 +478,37 @@ impl<N: NativeApi> Coordinator<N> {
         let stats = Arc::new(Mutex::new(None));
         let dispatcher: Slot<N> = Arc::new(parking_lot::Mutex::new(None));
         let submits = Arc::new(Submits::default());
+        let health = Arc::new(Health::default());
         let (stop2, stats2, slot2, submits2) = (stop.clone(), stats.clone(), dispatcher.clone(), submits.clone());
-        let native2 = native.clone();
+        let (native2, health2) = (native.clone(), health.clone());
         let tuning = settings.tuning;
         let spawned = std::thread::Builder::new().name("vitamin-dispatch".into()).spawn(move || {
             let _entered = N::enter_runtime_thread();
             let ready_tx2 = ready_tx.clone();
             let run = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                let shared = ThreadShared { stop: &stop2, stats: &stats2, slot: &slot2, submits: &submits2 };
+                let shared =
+                    ThreadShared { stop: &stop2, stats: &stats2, slot: &slot2, submits: &submits2, health: &health2 };
                 run(&*native2, ordinal, vctx, settings, ready_tx, shared);
             }));
             if run.is_err() {
                 let _ = ready_tx2.send(Err("the dispatcher thread panicked".into()));
                 vlog!(LogLevel::Error, "the dispatcher thread panicked; bound work stops progressing");
+                // Application threads must not submit or poll through a dispatcher whose thread
+                // is gone (its state may be half-updated): they see none. The process keeps the
+                // physical contexts (as at exit).
+                if let Some(d) = slot2.lock().take() {
+                    std::mem::forget(d);
+                }
             }
+            let why = if run.is_err() { "the dispatcher thread panicked" } else { "the dispatcher thread stopped" };
+            let _ = health2.lost.set(why.into());
             let _ = done_tx.send(());
         });
         if let Err(e) = spawned {
             return Err(format!("could not start the dispatcher thread: {e}"));
         }
-        match ready_rx.recv() {
+        let start_timeout = tuning.start_timeout;
+        match ready_rx.recv_timeout(start_timeout) {
             Ok(Ok(started)) => Ok(Coordinator {
                 client: started.client,
                 started,
@@ -402,10 +523,40 @@ impl<N: NativeApi> Coordinator<N> {
                 submits,
                 fast_wait: tuning.fast_wait,
                 lf_lock_wait: tuning.lf_lock_wait,
+                health,
+                unbound_timeout: tuning.unbound_timeout,
             }),
             Ok(Err(e)) => Err(e),
-            Err(_) => Err("the dispatcher thread ended during start-up".into()),
+            Err(mpsc::RecvTimeoutError::Timeout) => {
+                // The thread, once it gets there, finds nobody to report to and ends.
+                stop.store(true, Ordering::Release);
+                Err(format!(
+                    "the dispatcher thread did not realize the pool within {} ms (start_timeout_ms)",
+                    start_timeout.as_millis()
+                ))
+            }
+            Err(mpsc::RecvTimeoutError::Disconnected) => Err("the dispatcher thread ended during start-up".into()),
         }
+    }
+
+    /// The dispatcher thread's progress now, for a bounded wait starting
+    /// ([`check_progress`](Self::check_progress)).
+    pub fn progress(&self) -> Progress {
+        Progress { beats: self.health.beats.load(Ordering::Relaxed), since: None }
+    }
+
+    /// Between slices of a bounded wait (every synchronize call, drain and held recording call):
+    /// an error if the wait can no longer end by itself. [`VctxError::RuntimeLost`] when the
+    /// dispatcher thread ended; [`VctxError::Timeout`] when ready work has stayed unbound with
+    /// nothing in flight for [`Tuning::unbound_timeout`] (the stall watch says so) or the
+    /// dispatcher thread has not turned its loop for that long since `seen` (stuck in a call).
+    /// The first such error of the process is logged with its reason.
+    pub fn check_progress(&self, seen: &mut Progress) -> Result<(), crate::VctxError> {
+        let Err(error) = self.health.check(seen, self.unbound_timeout) else { return Ok(()) };
+        if !self.health.logged.swap(true, Ordering::AcqRel) {
+            vlog!(LogLevel::Error, "a waiting call gives up: {error}");
+        }
+        Err(error)
     }
 
     /// Asks the thread to stop and waits up to `timeout` for it; returns whether it stopped.
@@ -719,6 +870,7 @@ struct ThreadShared<'a, N: NativeApi> {
     stats: &'a Mutex<Option<serde_json::Value>>,
     slot: &'a Slot<N>,
     submits: &'a Submits,
+    health: &'a Health,
 }
 
 fn run<N: NativeApi>(
@@ -729,7 +881,7 @@ fn run<N: NativeApi>(
     ready: mpsc::Sender<Result<Started<N::Backend>, String>>,
     shared: ThreadShared<'_, N>,
 ) {
-    let ThreadShared { stop, stats, slot, submits } = shared;
+    let ThreadShared { stop, stats, slot, submits, health } = shared;
     let t0 = Instant::now();
     if let Some(cpu) = settings.tuning.dispatch_cpu {
         match pin_to_cpu(cpu) {
@@ -781,17 +933,41 @@ fn run<N: NativeApi>(
     let woken = || vctx.has_work_hint() || (waiters_wake && vctx.has_waiters());
     let handle = d.backend().clone();
     *slot.lock() = Some(d);
-    let _ = ready.send(Ok(Started { device, nodes, realize_ms, backend: handle, client }));
+    if ready.send(Ok(Started { device, nodes, realize_ms, backend: handle, client })).is_err() {
+        // The starting call gave up waiting (`start_timeout_ms`): the process runs in observe mode.
+        if let Some(d) = slot.lock().take() {
+            std::mem::forget(d);
+        }
+        return;
+    }
     let mut errors = 0u64;
-    let mut watch = Stall::default();
+    let mut watch = Stall { bound: settings.tuning.unbound_timeout, ..Stall::default() };
+    let fault = settings.tuning.fault;
     while !stop.load(Ordering::Acquire) {
+        health.beat();
         // The lock is held for one round only: application threads submit inline in between.
         let inline_seen = submits.inline.load(Ordering::Acquire);
         let eager_seen = submits.eager.load(Ordering::Acquire);
         let (pumped, idle, eager) = {
-            let mut g = lock_for_round::<N>(slot, &vctx, submits, wake_grace, stop, spin_yield);
+            let mut g = lock_for_round::<N>(slot, &vctx, submits, wake_grace, stop, spin_yield, health);
             let d = g.as_mut().expect("the dispatcher lives until this thread ends");
-            watch.check(d);
+            let submitted = || {
+                let s = d.stats();
+                s.bound + s.continued + s.eager + s.launched_first + s.eager_continued
+            };
+            match fault {
+                Some((f, n)) if submitted() >= n => match f {
+                    Fault::Panic => panic!("fault injection: fault_dispatch = panic:{n}"),
+                    Fault::Hang => {
+                        while !stop.load(Ordering::Acquire) {
+                            std::thread::sleep(Duration::from_millis(5));
+                        }
+                        continue;
+                    }
+                },
+                _ => {}
+            }
+            watch.check(d, health);
             (d.pump(), d.is_idle(), d.needs_completions())
         };
         // Something an application thread submitted inline since this round began.
@@ -887,7 +1063,7 @@ fn run<N: NativeApi>(
             // tight loop (no intake, continuation or binding, no yield): a synchronize call then
             // sees its completion within about one event query, as a native spinning wait would.
             // New work, a completion or anything else to do ends it and runs a round.
-            poll_for_waiters::<N>(slot, &vctx, stop, &inline_new, submits);
+            poll_for_waiters::<N>(slot, &vctx, stop, &inline_new, submits, health);
         } else {
             // Progress waits on completions: poll again after a yield.
             std::thread::yield_now();
@@ -986,10 +1162,12 @@ fn lock_for_round<'a, N: NativeApi>(
     wake_grace: Duration,
     stop: &AtomicBool,
     spin_yield: bool,
+    health: &Health,
 ) -> parking_lot::MutexGuard<'a, Option<Shim<N>>> {
     // Since when a thread polling in a synchronize call holds this round off.
     let mut held_off: Option<Instant> = None;
     loop {
+        health.beat();
         if submits.lock_wanted.load(Ordering::Acquire) == 0 {
             if held_off.is_some_and(|s| !vctx.has_work_hint() && s.elapsed() < wake_grace) {
                 if vctx.has_assisting_waiters() {
@@ -1043,8 +1221,10 @@ fn poll_for_waiters<N: NativeApi>(
     stop: &AtomicBool,
     inline_new: &dyn Fn() -> bool,
     submits: &Submits,
+    health: &Health,
 ) {
     loop {
+        health.beat();
         if stop.load(Ordering::Acquire)
             || vctx.has_work_hint()
             || inline_new()
@@ -1194,6 +1374,25 @@ const TIGHT_POLL: bool = true;
 /// Submissions closer than this to the previous one go to the submission thread.
 const SUBMIT_BURST: Duration = Duration::from_micros(10);
 
+/// How long ready work may stay unbound with nothing in flight (or the dispatcher thread go
+/// without a round) before waiting calls time out (`unbound_timeout_ms`). Ten seconds: far
+/// beyond any round (microseconds) or pool realization (about 100 ms on the H200, docs/STATUS.md),
+/// and the delay the dispatcher's own stall report already used.
+pub const UNBOUND_TIMEOUT: Duration = Duration::from_secs(10);
+/// Recorded ops not yet retired past which recording waits (`max_outstanding_ops`). The driver
+/// itself accepts about this many pending launches before a launch call blocks (its launch queue;
+/// `bench/gpu/rss/run.sh` measures the depth on the H200 natively), so an application never sees
+/// vitamin hold much more work than the driver would, and the DAG, descriptors and staged
+/// copies of a process that never synchronizes stay bounded (docs/results/rss-fake.md).
+pub const MAX_OUTSTANDING: usize = 1024;
+/// Staged pageable bytes in flight past which a pageable copy runs synchronously
+/// (`max_staged_bytes`): 64 MiB, what [`MAX_OUTSTANDING`] copies of the largest staged size
+/// ([`STAGE_MAX_BYTES`](super::handles::STAGE_MAX_BYTES)) hold.
+pub const MAX_STAGED_BYTES: u64 = 64 << 20;
+/// How long the first bind-mode call waits for the pool (`start_timeout_ms`): realizing the
+/// H200's 59 nodes takes about 100 ms (docs/STATUS.md).
+pub const START_TIMEOUT: Duration = Duration::from_secs(30);
+
 /// Most ops lane continuation queues on one lane ahead of observed completions.
 pub const CONTINUATION_DEPTH: u32 = 256;
 /// Most predicted backlog (ns) lane continuation queues on one lane: no bound by default, because
@@ -1231,32 +1430,47 @@ fn dispatch_config(settings: &Settings) -> DispatchConfig {
 /// Notices a dispatcher that makes no progress while holding work (every proposal rejected or
 /// every submission refused, e.g. an op no partition can run): says so once in the log, with the
 /// counters, instead of hanging silently.
+/// Past [`Tuning::unbound_timeout`] it also tells waiting calls, which then time out
+/// ([`Coordinator::check_progress`]), until work progresses again.
 #[derive(Debug, Default)]
 struct Stall {
     completed: u64,
     since: Option<Instant>,
     reported: bool,
+    /// [`Tuning::unbound_timeout`].
+    bound: Duration,
 }
 
 impl Stall {
-    fn check<B: Backend, P: Policy>(&mut self, d: &Dispatcher<B, P>) {
+    fn check<B: Backend, P: Policy>(&mut self, d: &Dispatcher<B, P>, health: &Health) {
         let s = d.stats();
-        if d.is_idle() || s.completed != self.completed {
-            self.completed = s.completed;
-            self.since = None;
-            return;
-        }
-        let since = *self.since.get_or_insert_with(Instant::now);
-        if !self.reported && d.inflight() == 0 && since.elapsed() > Duration::from_secs(10) {
+        if self.observe(d.is_idle(), s.completed, d.inflight(), Instant::now(), health) && !self.reported {
             self.reported = true;
             vlog!(
                 LogLevel::Error,
-                "dispatcher stalled for 10 s with ready work and nothing in flight: {} proposals rejected, {} \
-                 submissions refused; the application will wait",
+                "dispatcher stalled for {} ms with ready work and nothing in flight: {} proposals rejected, {} \
+                 submissions refused; waiting calls time out",
+                self.bound.as_millis(),
                 s.rejected,
                 s.submit_failures
             );
         }
+    }
+
+    /// One observation at `now` (idle, ops completed so far, ops in flight); sets or clears
+    /// `health.stalled` and returns whether the dispatcher is stalled: work held (not idle), none
+    /// in flight and no completion for longer than the bound.
+    fn observe(&mut self, idle: bool, completed: u64, inflight: usize, now: Instant, health: &Health) -> bool {
+        if idle || completed != self.completed || inflight != 0 {
+            self.completed = completed;
+            self.since = None;
+            health.stalled.store(false, Ordering::Release);
+            return false;
+        }
+        let since = *self.since.get_or_insert(now);
+        let stalled = now.saturating_duration_since(since) > self.bound;
+        health.stalled.store(stalled, Ordering::Release);
+        stalled
     }
 }
 
@@ -1309,6 +1523,67 @@ mod tests {
         assert_eq!(submits.graces.load(Ordering::Relaxed), 5);
         grace(&vctx, &submits, Duration::ZERO, &stop, false);
         assert_eq!(submits.graces.load(Ordering::Relaxed), 5, "a zero grace is no grace");
+    }
+
+    #[test]
+    fn work_held_with_nothing_in_flight_past_the_bound_times_waiting_calls_out_until_it_progresses() {
+        let health = Health::default();
+        let mut stall = Stall { bound: Duration::from_secs(10), ..Stall::default() };
+        let t0 = Instant::now();
+        let at = |s: u64| t0 + Duration::from_secs(s);
+        assert!(!stall.observe(false, 0, 0, at(0), &health));
+        assert!(!stall.observe(false, 0, 0, at(10), &health), "not past the bound yet");
+        let mut seen = Progress { beats: health.beats.load(Ordering::Relaxed), since: None };
+        assert!(health.check(&mut seen, Duration::from_secs(3600)).is_ok());
+        assert!(stall.observe(false, 0, 0, at(11), &health));
+        let e = health.check(&mut seen, Duration::from_secs(3600)).unwrap_err();
+        assert!(matches!(&e, crate::VctxError::Timeout(m) if m.contains("unbound")), "{e}");
+        // A completion, work in flight, or an idle dispatcher ends it.
+        assert!(!stall.observe(false, 1, 0, at(12), &health));
+        assert!(health.check(&mut seen, Duration::from_secs(3600)).is_ok());
+        assert!(!stall.observe(false, 1, 0, at(13), &health), "the bound counts anew after a completion");
+        assert!(stall.observe(false, 1, 0, at(24), &health));
+        assert!(!stall.observe(false, 1, 3, at(25), &health), "work in flight: a long kernel, not a stall");
+        assert!(!stall.observe(false, 1, 0, at(30), &health));
+        assert!(!stall.observe(true, 1, 0, at(100), &health), "idle");
+    }
+
+    #[test]
+    fn a_waiting_call_gives_up_on_a_lost_or_motionless_dispatcher_only() {
+        let health = Health::default();
+        let mut seen = Progress { beats: 0, since: None };
+        // The first look only starts the clock; beats since the last look: progress, whatever
+        // the bound.
+        assert!(health.check(&mut seen, Duration::ZERO).is_ok());
+        health.beat();
+        assert!(health.check(&mut seen, Duration::ZERO).is_ok());
+        assert_eq!(seen.beats, 1);
+        // No beat since: fine within the bound, a timeout past it.
+        assert!(health.check(&mut seen, Duration::from_secs(3600)).is_ok());
+        let e = health.check(&mut seen, Duration::ZERO).unwrap_err();
+        assert!(matches!(&e, crate::VctxError::Timeout(m) if m.contains("no progress")), "{e}");
+        // A lost dispatcher is reported first, beating or not.
+        health.beat();
+        let _ = health.lost.set("the dispatcher thread panicked".into());
+        let e = health.check(&mut seen, Duration::from_secs(3600)).unwrap_err();
+        assert!(matches!(&e, crate::VctxError::RuntimeLost(m) if m.contains("panicked")), "{e}");
+    }
+
+    #[test]
+    fn injected_dispatcher_faults_parse_or_are_ignored() {
+        assert_eq!(tuning(&[("fault_dispatch", "panic:3")]).fault, Some((Fault::Panic, 3)));
+        assert_eq!(tuning(&[("fault_dispatch", " hang : 0 ")]).fault, Some((Fault::Hang, 0)));
+        for bad in ["none", "panic", "hang:x", "explode:1", ""] {
+            assert_eq!(tuning(&[("fault_dispatch", bad)]).fault, None, "{bad}");
+        }
+        let t = tuning(&[]);
+        assert_eq!(
+            (t.unbound_timeout, t.max_outstanding, t.start_timeout),
+            (UNBOUND_TIMEOUT, MAX_OUTSTANDING, START_TIMEOUT)
+        );
+        assert_eq!(t.max_staged_bytes, MAX_STAGED_BYTES);
+        let t = tuning(&[("VITAMIN_UNBOUND_TIMEOUT_MS", "0"), ("VITAMIN_MAX_OUTSTANDING_OPS", "0")]);
+        assert_eq!((t.unbound_timeout, t.max_outstanding), (Duration::from_millis(1), 1), "zero is clamped");
     }
 
     #[test]

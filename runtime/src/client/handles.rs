@@ -322,10 +322,90 @@ pub fn plan_copy(kind: CopyKind, dst: (Memory, u64), src: (Memory, u64), bytes: 
     CopyPlan::Async { dst: dst.0.endpoint(dst.1), src: src.0.endpoint(src.1) }
 }
 
+/// The staged pageable bytes of copies still in flight, bounded (`max_staged_bytes`): a staged
+/// buffer counts while any descriptor holds it (the op's, until it retired and the dispatcher
+/// let it go), found by a weak reference, so nothing has to report its release. At most one
+/// entry per staged copy alive, and the outstanding-op bound keeps those few (about 1024).
+#[derive(Debug)]
+pub struct StagingBudget {
+    max: u64,
+    /// Staged buffers possibly still alive, with their sizes.
+    live: Vec<(std::sync::Weak<[u8]>, u64)>,
+    /// Sum of the sizes in `live` (an upper bound on the bytes alive).
+    bytes: u64,
+    /// Length of `live` after its last pruning: pruned again when it has doubled.
+    pruned_len: usize,
+}
+
+impl StagingBudget {
+    /// A budget of `max` bytes.
+    pub fn new(max: u64) -> StagingBudget {
+        StagingBudget { max, live: Vec::new(), bytes: 0, pruned_len: 0 }
+    }
+
+    /// A staged copy of `data`, or `None` when it would take the bytes alive past the bound.
+    pub fn stage(&mut self, data: &[u8]) -> Option<std::sync::Arc<[u8]>> {
+        let n = data.len() as u64;
+        if self.bytes.saturating_add(n) > self.max || self.live.len() >= 2 * self.pruned_len.max(32) {
+            self.prune();
+        }
+        if self.bytes.saturating_add(n) > self.max {
+            return None;
+        }
+        let staged: std::sync::Arc<[u8]> = std::sync::Arc::from(data);
+        self.live.push((std::sync::Arc::downgrade(&staged), n));
+        self.bytes += n;
+        Some(staged)
+    }
+
+    /// Bytes counted as staged and alive (an upper bound; exact right after a pruning).
+    pub fn bytes(&self) -> u64 {
+        self.bytes
+    }
+
+    fn prune(&mut self) {
+        self.live.retain(|(w, _)| w.strong_count() > 0);
+        self.bytes = self.live.iter().map(|(_, n)| n).sum();
+        self.pruned_len = self.live.len();
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    proptest! {
+        /// Against a model that keeps every buffer's size while it is held: the bytes alive never
+        /// exceed the bound, a request is refused only when the bytes alive plus it would, and
+        /// released buffers make room again.
+        #[test]
+        fn the_staging_budget_bounds_the_bytes_alive(
+            max in 0u64..4096,
+            steps in proptest::collection::vec((0usize..600, any::<bool>(), any::<prop::sample::Index>()), 1..300),
+        ) {
+            let mut budget = StagingBudget::new(max);
+            let mut held: Vec<std::sync::Arc<[u8]>> = Vec::new();
+            for (size, release, which) in steps {
+                if release && !held.is_empty() {
+                    held.swap_remove(which.index(held.len()));
+                    continue;
+                }
+                let alive: u64 = held.iter().map(|b| b.len() as u64).sum();
+                let data = vec![7u8; size];
+                match budget.stage(&data) {
+                    Some(b) => {
+                        prop_assert!(alive + size as u64 <= max, "{alive} + {size} staged past {max}");
+                        prop_assert_eq!(&b[..], &data[..]);
+                        held.push(b);
+                    }
+                    None => prop_assert!(alive + size as u64 > max, "refused {size} with {alive} of {max} alive"),
+                }
+                let now: u64 = held.iter().map(|b| b.len() as u64).sum();
+                prop_assert!(now <= max && budget.bytes() >= now);
+            }
+        }
+    }
 
     #[test]
     fn event_flags() {

@@ -34,6 +34,15 @@
 //! 5. Synchronization and queries are answered from logical state ([`Client::synchronize_stream`]);
 //!    a waiting thread polls its own completions and spins on fence words (the wait assist).
 //!
+//! ## Bounded waits and bounded memory (docs/robustness.md)
+//! Every wait here (synchronize calls, drains, graph-submission waits, the exit) runs in slices
+//! ([`WATCH_SLICE`]) and asks [`Coordinator::check_progress`] between them: a dispatcher thread
+//! that ended makes it return [`VctxError::RuntimeLost`]; ready work left unbound with nothing in
+//! flight, or a dispatcher thread without a turn, for `unbound_timeout_ms` makes it return
+//! [`VctxError::Timeout`]. Recording holds the calling thread while `max_outstanding_ops` ops are
+//! outstanding ([`Client::hold_while_full`], bounded the same way), and staged pageable bytes in
+//! flight are bounded by `max_staged_bytes` ([`Client::stage`]).
+//!
 //! ## Invariants
 //! - Nothing here changes a launch: what is submitted is the application's descriptor, copied at
 //!   the call (or, launch-first, the application's own call made on another stream).
@@ -108,6 +117,10 @@ pub struct Counters {
     pub cooperative_or_cluster: Stat,
     /// Barrier drains before native-path calls.
     pub drains: Stat,
+    /// Recording calls that waited because `max_outstanding_ops` ops were outstanding.
+    pub held_records: Stat,
+    /// Pageable copies run synchronously because `max_staged_bytes` were staged in flight.
+    pub staging_full: Stat,
 }
 
 impl Counters {
@@ -123,7 +136,8 @@ impl Counters {
             "invalid_launches": self.invalid_launches.get(), "native_unmodelled": self.native_unmodelled.get(),
             "native_cooperative_or_cluster": self.native_constrained.get(),
             "cooperative_or_cluster": self.cooperative_or_cluster.get(),
-            "drains": self.drains.get(),
+            "drains": self.drains.get(), "held_records": self.held_records.get(),
+            "staging_full": self.staging_full.get(),
         })
     }
 }
@@ -142,11 +156,18 @@ pub struct Client<N: NativeApi> {
     native: Arc<N>,
     /// What was done.
     pub counters: Counters,
+    /// Staged pageable bytes of copies still in flight ([`Client::stage`]).
+    staging: Mutex<handles::StagingBudget>,
 }
 
 /// How long a synchronize call spins (polling) before it parks, unless the application asked
 /// for blocking synchronization: natively the driver spins for the whole wait by default.
 const SPIN_WAIT: Duration = Duration::from_secs(1);
+
+/// How often a bounded wait asks the coordinator whether it can still end by itself
+/// ([`Client::bounded`]): often enough that a dead dispatcher is reported within a fraction of a
+/// second, rarely enough to cost nothing (a parked waiter wakes 10 times a second).
+const WATCH_SLICE: Duration = Duration::from_millis(100);
 
 /// Marks the op timeline trace keeps (`VITAMIN_TRACE`; 24 bytes each).
 const TRACE_MARKS: usize = 2_000_000;
@@ -180,7 +201,60 @@ impl<N: NativeApi> Client<N> {
             coordinator,
             native,
             counters: Counters::default(),
+            staging: Mutex::new(handles::StagingBudget::new(t.max_staged_bytes)),
         })
+    }
+
+    /// Runs `wait` (a checked wait of the virtual context) bounded: between its slices of
+    /// [`WATCH_SLICE`] the coordinator says whether the wait can still end by itself
+    /// ([`Coordinator::check_progress`]); if not, the wait returns that error
+    /// ([`VctxError::Timeout`] or [`VctxError::RuntimeLost`]) instead of waiting forever.
+    fn bounded<T>(&self, wait: impl FnOnce(crate::vctx::Check<'_>) -> Result<T, VctxError>) -> Result<T, VctxError> {
+        let mut seen = self.coordinator.progress();
+        let mut check = || self.coordinator.check_progress(&mut seen);
+        wait(crate::vctx::Check { slice: WATCH_SLICE, f: &mut check })
+    }
+
+    /// Holds a recording call while `max_outstanding_ops` recorded ops are outstanding (not
+    /// retired), as a native launch blocks while the driver's queue is full, so that a program
+    /// that never synchronizes keeps a bounded amount of recorded work; bounded like a
+    /// synchronize call. Lock-free when below the bound.
+    fn hold_while_full(&self) -> Result<(), VctxError> {
+        let max = self.settings.tuning.max_outstanding;
+        if self.vctx.outstanding_hint() < max {
+            return Ok(());
+        }
+        self.counters.held_records.bump();
+        let mut seen = self.coordinator.progress();
+        let mut slice_end = std::time::Instant::now() + WATCH_SLICE;
+        let mut turns = 0u32;
+        while self.vctx.outstanding_hint() >= max {
+            // Completions come from the dispatcher thread's polls (every poll interval while work
+            // is in flight): spin briefly, then sleep in short naps.
+            turns += 1;
+            if turns < 64 {
+                std::thread::yield_now();
+            } else {
+                std::thread::sleep(Duration::from_micros(50));
+            }
+            if std::time::Instant::now() >= slice_end {
+                self.coordinator.check_progress(&mut seen)?;
+                slice_end = std::time::Instant::now() + WATCH_SLICE;
+            }
+        }
+        Ok(())
+    }
+
+    /// A copy of pageable source bytes `data` for a staged copy, or `None` when
+    /// `max_staged_bytes` are already staged by copies in flight (the copy then runs
+    /// synchronously, on the native path). Staged bytes count until every descriptor holding
+    /// them is gone.
+    pub fn stage(&self, data: &[u8]) -> Option<Arc<[u8]>> {
+        let staged = self.staging.lock().unwrap_or_else(|e| e.into_inner()).stage(data);
+        if staged.is_none() {
+            self.counters.staging_full.bump();
+        }
+        staged
     }
 
     /// The handle registry.
@@ -218,8 +292,11 @@ impl<N: NativeApi> Client<N> {
     }
 
     /// Records `desc` on `s` (the usual path of every op: [`record_inline`](Self::record_inline)
-    /// around [`record_op`](Self::record_op)).
+    /// around [`record_op`](Self::record_op)), first held while `max_outstanding_ops` ops are
+    /// outstanding ([`hold_while_full`](Self::hold_while_full)).
     pub fn record(&self, s: StreamId, desc: OpDesc) -> Result<OpId, VctxError> {
+        // Held before inline submission takes the dispatcher lock, which completions need.
+        self.hold_while_full()?;
         self.record_inline(|| match self.record_op(s, Arc::new(desc)) {
             Ok(r) => {
                 trace::mark(Tag::LaunchExit, r.op.0);
@@ -252,6 +329,9 @@ impl<N: NativeApi> Client<N> {
         // fresh) at every launch of a chain, before the record path takes it again.
         if !(t.launch_first && t.eager && !t.inline) || self.vctx.stream_has_live_op(s) {
             return None;
+        }
+        if self.vctx.outstanding_hint() >= t.max_outstanding {
+            return None; // the record path holds the call until there is room
         }
         if !self.native.in_pool_context() {
             return None;
@@ -316,14 +396,16 @@ impl<N: NativeApi> Client<N> {
             return Ok(());
         }
         self.counters.drains.bump();
-        self.vctx.record_synchronous_op(s, Arc::new(OpDesc::Marker(Marker::Barrier))).map(|_| ())
+        self.hold_while_full()?;
+        let op = self.vctx.record_op(s, Arc::new(OpDesc::Marker(Marker::Barrier)))?.op;
+        self.bounded(|check| self.vctx.op_synchronize_checked(op, s, check))
     }
 
     /// A stream synchronization answered from logical state.
     pub fn synchronize_stream(&self, s: StreamId) -> Result<(), VctxError> {
         self.counters.syncs.bump();
         trace::mark(Tag::SyncEnter, u64::from(s.0));
-        let r = self.vctx.stream_synchronize(s);
+        let r = self.bounded(|check| self.vctx.stream_synchronize_checked(s, check));
         trace::mark(Tag::SyncExit, u64::from(s.0));
         r
     }
@@ -337,7 +419,7 @@ impl<N: NativeApi> Client<N> {
     /// An event synchronization answered from logical state.
     pub fn synchronize_event(&self, e: EventId) -> Result<(), VctxError> {
         self.counters.syncs.bump();
-        self.vctx.event_synchronize(e)
+        self.bounded(|check| self.vctx.event_synchronize_checked(e, check))
     }
 
     /// An event query answered from logical state.
@@ -372,14 +454,14 @@ impl<N: NativeApi> Client<N> {
     /// A device synchronization answered from logical state.
     pub fn synchronize_device(&self) -> Result<(), VctxError> {
         self.counters.syncs.bump();
-        self.vctx.device_synchronize()
+        self.bounded(|check| self.vctx.device_synchronize_checked(check))
     }
 
     /// The driver's implicit device synchronization before a memory free.
     pub fn synchronize_before_free(&self) {
         if self.vctx.outstanding() > 0 {
             self.counters.drains.bump();
-            if let Err(e) = self.vctx.device_synchronize() {
+            if let Err(e) = self.bounded(|check| self.vctx.device_synchronize_checked(check)) {
                 clog!(LogLevel::Warn, "free after a failed operation: {e}");
             }
         }
@@ -389,6 +471,7 @@ impl<N: NativeApi> Client<N> {
     /// launch of the same executable graph through the graph's logical ordering event, as the
     /// driver orders launches of one executable graph whatever their streams.
     pub fn record_graph_launch(&self, s: StreamId, exec: usize) -> Result<OpId, VctxError> {
+        self.hold_while_full()?;
         let mut registry = self.registry();
         let entry = registry.graph_exec_or_insert(exec, || self.vctx.create_event());
         let desc = Arc::new(OpDesc::Graph(GraphLaunch::new(exec as u64, entry.name.clone())));
@@ -406,16 +489,20 @@ impl<N: NativeApi> Client<N> {
     /// dispatcher submitted may still sit with the submission thread: that is flushed too (for
     /// every graph this process launched in bind mode, since launches already reported submitted
     /// are no longer tracked; a flush with nothing pending is one atomic comparison).
-    pub fn wait_graph_launches_submitted(&self, exec: usize) {
+    pub fn wait_graph_launches_submitted(&self, exec: usize) -> Result<(), VctxError> {
         let pending = match self.registry().graph_exec(exec) {
             Some(e) => e.pending.clone(),
-            None => return,
+            None => return Ok(()),
         };
         if !pending.iter().all(|&o| self.vctx.is_submitted(o)) {
             self.counters.graph_exec_waits.bump();
-            self.vctx.wait_submitted(&pending);
+            let mut seen = self.coordinator.progress();
+            while !self.vctx.wait_submitted_timeout(&pending, WATCH_SLICE) {
+                self.coordinator.check_progress(&mut seen)?;
+            }
         }
         self.coordinator.flush_submissions();
+        Ok(())
     }
 
     /// Forgets destroyed executable graph `exec`.
@@ -449,8 +536,18 @@ impl<N: NativeApi> Client<N> {
     /// At process exit: lets enqueued work complete (as it would natively), stops the
     /// dispatcher thread and writes the op timeline (`VITAMIN_TRACE`).
     pub fn shutdown(&self) {
-        if !matches!(self.vctx.device_synchronize_timeout(Duration::from_secs(60)), Ok(true)) {
-            clog!(LogLevel::Warn, "exit: enqueued work did not complete within 60 s (or failed)");
+        let until = std::time::Instant::now() + Duration::from_secs(60);
+        let mut seen = self.coordinator.progress();
+        let mut check = || {
+            self.coordinator.check_progress(&mut seen)?;
+            if std::time::Instant::now() >= until {
+                return Err(VctxError::Timeout("exit: enqueued work did not complete within 60 s".into()));
+            }
+            Ok(())
+        };
+        let done = self.vctx.device_synchronize_checked(crate::vctx::Check { slice: WATCH_SLICE, f: &mut check });
+        if let Err(e) = done {
+            clog!(LogLevel::Warn, "exit: enqueued work did not complete: {e}");
         }
         if !self.coordinator.stop(Duration::from_secs(5)) {
             clog!(LogLevel::Warn, "exit: the dispatcher thread did not stop within 5 s");

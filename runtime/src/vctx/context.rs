@@ -66,7 +66,16 @@ pub struct VirtualContext {
     live: std::sync::Arc<LiveByStream>,
     /// Whether `State::completed` may hold ops (then the live counts may be stale).
     has_completed: AtomicBool,
+    /// The DAG's live-op count as of the last change under the lock
+    /// ([`VirtualContext::outstanding_hint`]); on a cache line of its own, so that its stores do
+    /// not disturb the lock-free hints spinning threads read.
+    live_ops: LiveOps,
 }
+
+/// [`VirtualContext`]'s live-op count, alone on its cache line.
+#[repr(align(64))]
+#[derive(Debug)]
+struct LiveOps(AtomicUsize);
 
 /// Work a spinning waiter does on each turn, with the ops it waits for (live, unsatisfied): e.g.
 /// polling completions itself. Returns `true` only if it established that those ops **and all
@@ -86,6 +95,21 @@ impl fmt::Debug for VirtualContext {
             .field("events", &events)
             .field("sticky_error", &g.sticky)
             .finish()
+    }
+}
+
+/// The bound of a checked wait ([`VirtualContext::stream_synchronize_checked`]): the wait runs in
+/// slices of `slice`, and `f` runs between slices; an error from `f` ends the wait with it.
+pub struct Check<'a> {
+    /// How long one slice of the wait lasts.
+    pub slice: Duration,
+    /// Called between slices (without the context's lock).
+    pub f: &'a mut dyn FnMut() -> Result<(), VctxError>,
+}
+
+impl fmt::Debug for Check<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Check").field("slice", &self.slice).finish_non_exhaustive()
     }
 }
 
@@ -128,6 +152,7 @@ impl VirtualContext {
             assist: std::sync::OnceLock::new(),
             assisting: AtomicUsize::new(0),
             has_completed: AtomicBool::new(false),
+            live_ops: LiveOps(AtomicUsize::new(0)),
         }
     }
 
@@ -192,6 +217,7 @@ impl VirtualContext {
     /// (blocked synchronize calls, dispatchers waiting for work).
     fn take_wakeups(&self, g: &mut State) -> (bool, bool) {
         let fx = g.dag.take_effects();
+        self.live_ops.0.store(g.dag.len(), Ordering::Relaxed);
         let wake_work = (fx.new_work && g.work_waiters > 0) || (fx.submitted_eagerly && g.eager_waiters > 0);
         if fx.new_work {
             self.work_hint.store(true, Ordering::Release);
@@ -381,6 +407,27 @@ impl VirtualContext {
         self.lock().dag.len()
     }
 
+    /// [`outstanding`](Self::outstanding) as of the last change, read without the lock (may be
+    /// stale either way; ops established complete by a waiting thread count until satisfied).
+    pub fn outstanding_hint(&self) -> usize {
+        self.live_ops.0.load(Ordering::Relaxed)
+    }
+
+    /// Waits for `op` (recorded on `s`) to complete, then reports `s`'s sticky error if it has
+    /// one (the second half of [`record_synchronous_op`](Self::record_synchronous_op), for callers
+    /// that bound the wait), with `check` between slices as in
+    /// [`stream_synchronize_checked`](Self::stream_synchronize_checked).
+    pub fn op_synchronize_checked(&self, op: OpId, s: StreamId, check: Check<'_>) -> Result<(), VctxError> {
+        let g = self.lock();
+        let g = self.wait_checked(g, Frontier::from_slice(&[op]), check)?;
+        if let Ok(stream) = g.order.stream(s) {
+            if let Some(e) = &stream.error {
+                return Err(e.clone());
+            }
+        }
+        Ok(())
+    }
+
     // ---- events -------------------------------------------------------------------------
 
     /// Creates an event. Never recorded, it is complete.
@@ -518,6 +565,32 @@ impl VirtualContext {
         }
     }
 
+    /// [`wait_tokens`](Self::wait_tokens) in slices of `check.slice`, calling `check.f` (without
+    /// the lock) after every slice that ended with tokens still live: its error ends the wait. The
+    /// tokens are the ones taken at the call, so later work never extends the wait.
+    fn wait_checked<'a>(
+        &'a self,
+        mut g: MutexGuard<'a, State>,
+        mut tokens: Frontier,
+        check: Check<'_>,
+    ) -> Result<MutexGuard<'a, State>, VctxError> {
+        // Done already (the usual case of a query-like sync): no clock read, no slice.
+        tokens.retain(|t| g.dag.is_live(*t));
+        if tokens.is_empty() {
+            return Ok(g);
+        }
+        loop {
+            let (g2, done) = self.wait_tokens(g, tokens.clone(), Block::after(check.slice));
+            if done {
+                return Ok(g2);
+            }
+            tokens.retain(|t| g2.dag.is_live(*t));
+            drop(g2);
+            (check.f)()?;
+            g = self.lock();
+        }
+    }
+
     /// Blocks until every op in `ops` was handed to a backend lane, retired or was never
     /// recorded, or `block` says stop; returns whether all were. Parks like [`Self::wait_tokens`].
     fn wait_submissions(&self, ops: &[OpId], block: Block) -> bool {
@@ -596,6 +669,56 @@ impl VirtualContext {
         Ok(done)
     }
 
+    /// [`stream_synchronize`](Self::stream_synchronize), bounded by its caller: the wait runs in
+    /// slices and `check` runs after each slice that did not see the work complete; its error ends
+    /// the wait (the work stays recorded). For a runtime that must never wait forever on work it
+    /// may be unable to complete (e.g. a dispatcher that stopped).
+    pub fn stream_synchronize_checked(&self, s: StreamId, check: Check<'_>) -> Result<(), VctxError> {
+        let g = self.lock();
+        let stream = g.order.stream(s)?;
+        if let Some(e) = &stream.error {
+            return Err(e.clone());
+        }
+        let tokens = stream.frontier.clone();
+        let g = self.wait_checked(g, tokens, check)?;
+        if let Ok(stream) = g.order.stream(s) {
+            if let Some(e) = &stream.error {
+                return Err(e.clone());
+            }
+        }
+        Ok(())
+    }
+
+    /// [`event_synchronize`](Self::event_synchronize), bounded like
+    /// [`stream_synchronize_checked`](Self::stream_synchronize_checked).
+    pub fn event_synchronize_checked(&self, e: EventId, check: Check<'_>) -> Result<(), VctxError> {
+        let g = self.lock();
+        let (_, tokens) = g.order.event_tokens(e)?;
+        if let Some(err) = &g.sticky {
+            return Err(err.clone());
+        }
+        let g = self.wait_checked(g, tokens, check)?;
+        if let Some(err) = &g.sticky {
+            return Err(err.clone());
+        }
+        Ok(())
+    }
+
+    /// [`device_synchronize`](Self::device_synchronize), bounded like
+    /// [`stream_synchronize_checked`](Self::stream_synchronize_checked).
+    pub fn device_synchronize_checked(&self, check: Check<'_>) -> Result<(), VctxError> {
+        let g = self.lock();
+        if let Some(e) = &g.sticky {
+            return Err(e.clone());
+        }
+        let tokens: Frontier = g.order.all_tokens(&g.dag).into_iter().collect();
+        let g = self.wait_checked(g, tokens, check)?;
+        if let Some(e) = &g.sticky {
+            return Err(e.clone());
+        }
+        Ok(())
+    }
+
     /// Whether all work recorded on `s` (ops and event waits) completed. Reports the stream's
     /// sticky asynchronous error, if any.
     pub fn stream_query(&self, s: StreamId) -> Result<bool, VctxError> {
@@ -613,10 +736,18 @@ impl VirtualContext {
         self.sync_stream(s, Block::after(timeout))
     }
 
+    /// An event's sync or query reports the context's sticky asynchronous error, as the driver's
+    /// does after a fault (an event query is where a program polling for completion sees it).
     fn sync_event(&self, e: EventId, block: Block) -> Result<bool, VctxError> {
         let g = self.lock();
         let (_, tokens) = g.order.event_tokens(e)?;
-        let (_, done) = self.wait_tokens(g, tokens, block);
+        if let Some(err) = &g.sticky {
+            return Err(err.clone());
+        }
+        let (g, done) = self.wait_tokens(g, tokens, block);
+        if let Some(err) = &g.sticky {
+            return Err(err.clone());
+        }
         Ok(done)
     }
 

@@ -1,6 +1,10 @@
 //! The native errors of the logical layer, named after the driver codes they stand for: an
-//! invalid handle ([`VctxError::InvalidHandle`], code 400 in both vendors' drivers) and a launch
-//! failure ([`VctxError::LaunchFailed`], 719). Each interposer maps them to its driver's codes.
+//! invalid handle ([`VctxError::InvalidHandle`], code 400 in both vendors' drivers), a launch
+//! failure ([`VctxError::LaunchFailed`], 719), a wait that timed out because vitamin could not bind
+//! the awaited work ([`VctxError::Timeout`], the launch-timeout code, 702) and a wait that cannot
+//! end because the runtime's dispatcher is gone ([`VctxError::RuntimeLost`], the unknown-error
+//! code, 999). Each interposer maps them to its driver's codes. The last two are never produced
+//! by the virtual context itself: the client runtime's bounded waits return them.
 //!
 //! A shim that knows the backend's precise asynchronous error (e.g. an illegal address, 700)
 //! may return that code instead of 719; the message carries the backend's text.
@@ -55,6 +59,16 @@ pub enum VctxError {
         /// launch-failure code is reported).
         code: Option<i32>,
     },
+    /// The awaited work was never handed to the device: an op stayed ready but unbound (with
+    /// nothing of this process in flight) or the dispatcher thread made no progress, for longer
+    /// than the configured bound (`unbound_timeout_ms`). The work stays recorded; the call that
+    /// waited returns this instead of waiting forever.
+    #[error("timed out: {0}")]
+    Timeout(String),
+    /// The runtime's dispatcher thread ended (it panicked, or was never able to run): recorded
+    /// work can no longer reach the device. Restart the application (or run it in observe mode).
+    #[error("the runtime cannot complete this call: {0}")]
+    RuntimeLost(String),
 }
 
 fn on_stream(stream: &Option<StreamId>) -> String {

@@ -34,7 +34,8 @@
 //!   calls spin for a while ([`VirtualContext::set_sync_spin`], running the wait assist if one
 //!   is installed, [`VirtualContext::set_wait_assist`]), then park on a condition variable and
 //!   are woken only when a token some blocked thread watches retires, not on every completion;
-//!   `*_timeout` variants bound the wait. An assist that establishes the awaited ops complete
+//!   `*_timeout` variants bound the wait; `*_checked` variants wait in slices and let the
+//!   caller end the wait with an error between them ([`Check`]). An assist that establishes the awaited ops complete
 //!   (with every ancestor) ends the call at once: the ops are satisfied by the next holder of
 //!   the context's lock, before it reads anything, so no caller can observe them live; a
 //!   launch-first recording that depends on nothing else launches before it satisfies them.
@@ -94,7 +95,7 @@ mod order;
 mod sync;
 mod table;
 
-pub use context::{VirtualContext, WaitAssist, SYNC_SPIN};
+pub use context::{Check, VirtualContext, WaitAssist, SYNC_SPIN};
 pub use dag::{ContinuableOp, ReadyOp, Recorded};
 pub use error::{Handle, VctxError};
 pub use ids::{EventId, OpId, StreamId, StreamKind, VctxId};

@@ -424,7 +424,9 @@ fn copy(
         CopyPlan::Stage { dst } => {
             // SAFETY: the application's source buffer of `bytes` bytes, read now as the driver
             // reads a pageable source before the call returns.
-            let data: Arc<[u8]> = Arc::from(unsafe { std::slice::from_raw_parts(src as *const u8, bytes) });
+            let Some(data) = b.stage(unsafe { std::slice::from_raw_parts(src as *const u8, bytes) }) else {
+                return b.native(Some(s), stream, pt, true, real); // staging is full: synchronously
+            };
             b.counters.staged_copies.bump();
             b.counters.staged_bytes.add(bytes as u64);
             Copy::new(dst, Endpoint::Staged(data), bytes as u64)
@@ -646,7 +648,9 @@ pub(crate) fn graph_launch(id: HookId, real: &dyn Fn() -> CUresult, exec: CUgrap
         Ok(Target::Forward) => return real(), // captured into the application's graph
         Ok(Target::Native(s)) => {
             // The driver orders this launch behind the graph's earlier launches only once it holds them.
-            b.wait_graph_launches_submitted(exec as usize);
+            if let Err(e) = b.wait_graph_launches_submitted(exec as usize) {
+                return code(&e);
+            }
             return b.native(Some(s), stream, pt, true, real);
         }
         Ok(Target::Record(s)) => s,
@@ -664,7 +668,9 @@ pub(crate) fn graph_launch(id: HookId, real: &dyn Fn() -> CUresult, exec: CUgrap
 /// deferred launches, then passes through.
 fn graph_exec_changed(real: &dyn Fn() -> CUresult, exec: CUgraphExec) -> CUresult {
     let Some(b) = get() else { return real() };
-    b.wait_graph_launches_submitted(exec as usize);
+    if let Err(e) = b.wait_graph_launches_submitted(exec as usize) {
+        return code(&e);
+    }
     real()
 }
 

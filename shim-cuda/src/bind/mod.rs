@@ -71,6 +71,14 @@
 //! application to run on its device's primary context (the CUDA runtime and PyTorch do); otherwise,
 //! or if the backend cannot start (no green contexts), the process keeps running in observe mode
 //! and the census says why. A forked child runs in observe mode (no dispatcher thread in it).
+//! A pool not realized within `start_timeout_ms` falls back to observe mode the same way.
+//!
+//! ## Waits and bounds (docs/robustness.md)
+//! No call waits forever: a wait whose work can no longer complete returns
+//! `CUDA_ERROR_UNKNOWN` (the dispatcher thread ended) or `CUDA_ERROR_LAUNCH_TIMEOUT` (work left
+//! unbound, or the dispatcher motionless, past `unbound_timeout_ms`) ([`code`]). Recording waits
+//! while `max_outstanding_ops` ops are outstanding; past `max_staged_bytes` staged, a pageable
+//! copy runs synchronously.
 //!
 //! ## Not yet done (see docs/shim.md)
 //! Per-thread default streams of exited threads are not released; launches on contexts other than
@@ -107,6 +115,8 @@ use crate::state::{self, vlog, ACTIVE_CAPTURES};
 pub const CUDA_ERROR_INVALID_HANDLE: CUresult = 400;
 /// `CUDA_ERROR_LAUNCH_FAILED`.
 pub const CUDA_ERROR_LAUNCH_FAILED: CUresult = 719;
+/// `CUDA_ERROR_LAUNCH_TIMEOUT`: a wait vitamin gave up because the awaited work was never bound.
+pub const CUDA_ERROR_LAUNCH_TIMEOUT: CUresult = 702;
 
 /// (function, grid, block, dynamic shared memory, cluster).
 type ClusterKey = (usize, [u32; 3], [u32; 3], u32, [u32; 3]);
@@ -283,6 +293,8 @@ pub fn code(e: &VctxError) -> CUresult {
         VctxError::InvalidHandle(_) => CUDA_ERROR_INVALID_HANDLE,
         VctxError::LaunchFailed { code: Some(c), .. } if *c != 0 => *c as CUresult,
         VctxError::LaunchFailed { .. } => CUDA_ERROR_LAUNCH_FAILED,
+        VctxError::Timeout(_) => CUDA_ERROR_LAUNCH_TIMEOUT,
+        VctxError::RuntimeLost(_) => crate::ffi::CUDA_ERROR_UNKNOWN,
     }
 }
 

@@ -661,12 +661,14 @@ EXPORT CUresult cuDevResourceGenerateDesc(fake_desc **desc, CUdevResource *resou
     *desc = d;
     return CUDA_SUCCESS;
 }
+static void fake_green_delay(void);
 EXPORT CUresult cuGreenCtxCreate(fake_green **g, fake_desc *desc, int dev, unsigned flags) {
     (void)dev; (void)flags;
     /* Fault injection (FAKE_CUDA_GREEN_OOM_AT=N): the N-th green context creation (and every later
      * one) fails with CUDA_ERROR_OUT_OF_MEMORY, as on a device whose memory is taken. */
     const char *oom = getenv("FAKE_CUDA_GREEN_OOM_AT");
     if (oom && NGREENS + 1 >= atoi(oom)) return CUDA_ERROR_OUT_OF_MEMORY;
+    fake_green_delay();
     fake_green *x = calloc(1, sizeof *x);
     x->magic = 0x6c;
     x->index = ++NGREENS;
@@ -692,6 +694,28 @@ EXPORT CUresult cuGreenCtxStreamCreate(CUstream *s, fake_green *g, unsigned flag
     fstream *st = new_stream(flags, priority, g->index);
     *s = st;
     return CUDA_SUCCESS; /* not logged: the pool creates many, in an order that is no test's concern */
+}
+
+/* ---------------------------------------------------------------- fault injection at submission
+ * FAKE_CUDA_FAIL_CALL=<prefix> (e.g. cuMemcpy, cuLaunchHostFunc, cuEventRecord, cuStreamWaitEvent,
+ * cuMemset): every call whose name starts with it fails with FAKE_CUDA_FAIL_CODE (default
+ * CUDA_ERROR_INVALID_VALUE, 1) and does nothing, on the streams FAKE_CUDA_FAIL_ON names: "pool"
+ * (green-context streams: vitamin's submissions), "app" (the application's own streams) or, unset,
+ * both. As a driver refusing the call at submission would. */
+static CUresult fake_injected(const char *call, fstream *st) {
+    const char *prefix = getenv("FAKE_CUDA_FAIL_CALL");
+    if (!prefix || !*prefix || strncmp(call, prefix, strlen(prefix)) != 0) return CUDA_SUCCESS;
+    const char *on = getenv("FAKE_CUDA_FAIL_ON");
+    int pool = st && st->ctx > 0;
+    if (on && ((strcmp(on, "pool") == 0 && !pool) || (strcmp(on, "app") == 0 && pool))) return CUDA_SUCCESS;
+    const char *code = getenv("FAKE_CUDA_FAIL_CODE");
+    logf_("%s -> FAILED (injected)", call);
+    return code ? atoi(code) : CUDA_ERROR_INVALID_VALUE;
+}
+/* FAKE_CUDA_GREEN_DELAY_MS=<n>: every green context creation takes n ms (a slow pool realization). */
+static void fake_green_delay(void) {
+    const char *ms = getenv("FAKE_CUDA_GREEN_DELAY_MS");
+    if (ms) usleep((useconds_t)atoi(ms) * 1000);
 }
 
 /* ---------------------------------------------------------------- memory API */
@@ -749,6 +773,8 @@ EXPORT CUresult cuMemcpyDtoH_v2(void *dst, CUdeviceptr src, size_t n) {
 /* A stream-ordered copy with the native rules for pageable host memory. */
 static CUresult copy_async(const char *via, uintptr_t dst, uintptr_t src, size_t n, CUstream s) {
     fstream *st = stream_of(s);
+    CUresult injected = fake_injected(via, st);
+    if (injected) return injected;
     char a[48], b[48];
     describe(a, sizeof a, dst);
     describe(b, sizeof b, src);
@@ -787,6 +813,8 @@ EXPORT CUresult cuMemcpyDtoDAsync_v2(CUdeviceptr dst, CUdeviceptr src, size_t n,
 }
 static CUresult fill_async(const char *via, CUdeviceptr dst, unsigned v, unsigned elem, size_t n, CUstream s) {
     fstream *st = stream_of(s);
+    CUresult injected = fake_injected(via, st);
+    if (injected) return injected;
     char a[48];
     describe(a, sizeof a, (uintptr_t)dst);
     if (!async_mode() && elem == 1) logf_("%s %u %zu stream=%d", via, v, n, st->index); /* part 1's format */
@@ -966,6 +994,8 @@ EXPORT CUresult cuGraphLaunch_ptsz(CUgraphExec g, CUstream s) { return graph_lau
 EXPORT CUresult cuLaunchHostFunc(CUstream s, CUhostFn fn, void *data) {
     fstream *st = stream_of(s);
     if (!fn) return CUDA_ERROR_INVALID_VALUE;
+    CUresult injected = fake_injected("cuLaunchHostFunc", st);
+    if (injected) return injected;
     if (st->ctx == 0) logf_("cuLaunchHostFunc stream=%d", st->index);
     else logf_("cuLaunchHostFunc ctx=g%d", st->ctx);
     cmd *c = new_cmd(C_HOST);
@@ -997,6 +1027,8 @@ static int event_done_locked(fake_event *ev) { return !ev->st || ev->st->complet
 EXPORT CUresult cuEventRecord(CUevent e, CUstream s) {
     fake_event *ev = e;
     fstream *st = stream_of(s);
+    CUresult injected = fake_injected("cuEventRecord", st);
+    if (injected) return injected;
     if (st->ctx == 0) logf_("cuEventRecord event=%d stream=%d", ev->index, st->index); /* pool fences: not logged */
     pthread_mutex_lock(&G);
     legacy_edges_locked(st);
@@ -1026,6 +1058,8 @@ EXPORT CUresult cuEventSynchronize(CUevent e) {
 EXPORT CUresult cuStreamWaitEvent(CUstream s, CUevent e, unsigned flags) {
     fake_event *ev = e;
     fstream *st = stream_of(s);
+    CUresult injected = fake_injected("cuStreamWaitEvent", st);
+    if (injected) return injected;
     logf_("cuStreamWaitEvent stream=%d event=%d flags=%u", st->index, ev->index, flags);
     pthread_mutex_lock(&G);
     if (ev->st && async_mode()) {
