@@ -42,8 +42,10 @@ use crate::vctx::OpId;
 /// How often a client in safe mode tries to re-register.
 pub const RECONNECT_EVERY: Duration = Duration::from_millis(200);
 
-/// Default time in safe mode before the dispatcher binds in-process.
-pub const DEFAULT_FALLBACK_AFTER: Duration = Duration::from_secs(10);
+/// Default time in safe mode before the dispatcher binds in-process: half the default bound on
+/// unbound work (`unbound_timeout_ms`, 10 s), so that a call waiting on ops the daemon never
+/// bound sees them bound in-process rather than timing out.
+pub const DEFAULT_FALLBACK_AFTER: Duration = Duration::from_secs(5);
 
 /// A daemon session as the dispatcher uses it.
 #[derive(Debug)]
