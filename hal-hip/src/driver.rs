@@ -237,7 +237,10 @@ impl Api {
 
     /// An asynchronous failure as the runtime reported it, with its native code.
     pub(crate) fn async_error(&self, what: &str, e: HipError) -> HalError {
-        HalError::Async(format!("{what}: {} ({e}): {}", self.error_name(e), self.error_string(e)))
+        HalError::AsyncDriver {
+            code: e,
+            message: format!("{what}: {} ({e}): {}", self.error_name(e), self.error_string(e)),
+        }
     }
 
     /// Whether the symbols of HIP green contexts were found.

@@ -28,7 +28,8 @@
 //! newest sequence number into a mapped host word that polls read with a load (the stream is
 //! asked for asynchronous errors every [`ERROR_CHECK_NS`] while the word lags). An asynchronous
 //! failure (the runtime's error from the query) is returned by the next poll or synchronize as
-//! `HalError::Async` with the runtime's error name and code.
+//! `HalError::AsyncDriver` with the runtime's error code and name (a panicking host function:
+//! `HalError::Async`).
 //!
 //! ## Teardown
 //! Dropping a partition synchronizes every lane, returns its events and destroys its streams.

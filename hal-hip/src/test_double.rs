@@ -16,7 +16,8 @@ pub const SOURCE: &str = include_str!("../tests/fake/libamdhip64.c");
 pub const VERSION_SCRIPT: &str = include_str!("../tests/fake/libamdhip64.map");
 /// Symbols the double exports that HIP 5.2 does not (newer ROCm API); their version nodes are
 /// assumptions (see the version script).
-pub const NEWER_THAN_5_2: &[&str] = &["hipGetFuncBySymbol", "hipKernelGetParamInfo", "hipModuleLaunchCooperativeKernel"];
+pub const NEWER_THAN_5_2: &[&str] =
+    &["hipGetFuncBySymbol", "hipKernelGetParamInfo", "hipModuleLaunchCooperativeKernel"];
 
 /// Where the HIP headers are: `HIP_INCLUDE_DIR`, else `/usr/include`.
 pub fn include_dir() -> PathBuf {
