@@ -1,0 +1,172 @@
+/*
+ * A small HIP application for shim-hip's tests, written against Debian's HIP 5.2 headers and run
+ * on the HIP test double (hal-hip/tests/fake/libamdhip64.c), natively and under
+ * LD_PRELOAD=libvitamin_hip.so.
+ *
+ * Per iteration k (of ITERS, argv[1]):
+ *   s1 (blocking):     waits e2 (iteration k-1 done), memset partial, reduce_partial (host stub,
+ *                      grid 8+k%5), records e1 (no timing) and the timing events around it
+ *   s2 (non-blocking): waits e1, reduce_final (module function), axpy (host stub, y += a*x),
+ *                      a host callback that reads the sum (happens-before: it must see it),
+ *                      copies sum and y to pinned host memory, records e2
+ * then s2 is synchronized and the results folded into a hash. Also: a copy from pageable memory
+ * (staged), a launch on hipStreamPerThread, synchronous hipMemcpy / hipMemset on the null stream,
+ * stream and event queries, hipEventElapsedTime, an invalid launch (2048 threads: the runtime's
+ * hipErrorInvalidValue, synchronously) and, with argv[2] = "fault" (and FAKE_HIP_FAIL_KERNEL set),
+ * the code an asynchronous failure reports at the next synchronize.
+ *
+ * Prints one line: results=<hash> sum=<bits> cb_ok=<0|1> invalid=<code> elapsed_ok=<0|1> sync=<code>
+ */
+#define __HIP_PLATFORM_AMD__ 1
+#include <hip/hip_runtime_api.h>
+
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+void **__hipRegisterFatBinary(const void *data);
+void __hipRegisterFunction(void **modules, const void *hostFunction, char *deviceFunction, const char *deviceName,
+                           unsigned int threadLimit, void *tid, void *bid, dim3 *blockDim, dim3 *gridDim, int *wSize);
+
+/* Host stubs: what hipcc generates for each __global__ function is a host symbol whose address
+ * the program launches with; here plain objects stand in for them. */
+static const char stub_reduce_partial = 0, stub_axpy = 0, stub_empty = 0;
+
+#define CHECK(call)                                                                                 \
+    do {                                                                                            \
+        hipError_t e_ = (call);                                                                     \
+        if (e_ != hipSuccess) {                                                                     \
+            fprintf(stderr, "%s:%d: %s = %d\n", __FILE__, __LINE__, #call, (int)e_);                 \
+            exit(2);                                                                                \
+        }                                                                                           \
+    } while (0)
+
+static uint64_t fnv(uint64_t h, const void *p, size_t n) {
+    const unsigned char *b = p;
+    for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * 1099511628211ull;
+    return h;
+}
+
+typedef struct {
+    const float *sum; /* device memory (host-addressable on the double) */
+    float seen;
+    int calls;
+} cb_state;
+
+static void callback(hipStream_t s, hipError_t status, void *user) {
+    (void)s, (void)status;
+    cb_state *c = user;
+    c->seen = *c->sum;
+    c->calls++;
+}
+
+int main(int argc, char **argv) {
+    int iters = argc > 1 ? atoi(argv[1]) : 4;
+    int fault = argc > 2 && strcmp(argv[2], "fault") == 0;
+    const unsigned n = 40000, block = 64, max_grid = 16;
+
+    static const char fatbin[] = "fake fat binary";
+    void **h = __hipRegisterFatBinary(fatbin);
+    __hipRegisterFunction(h, &stub_reduce_partial, "reduce_partial", "reduce_partial", (unsigned)-1, 0, 0, 0, 0, 0);
+    __hipRegisterFunction(h, &stub_axpy, "axpy", "axpy", (unsigned)-1, 0, 0, 0, 0, 0);
+    __hipRegisterFunction(h, &stub_empty, "empty_kernel", "empty_kernel", (unsigned)-1, 0, 0, 0, 0, 0);
+
+    hipModule_t module;
+    hipFunction_t reduce_final;
+    CHECK(hipModuleLoadData(&module, "FAKEHIPCO1\nextern \"C\" __global__ void reduce_final(...) {}"));
+    CHECK(hipModuleGetFunction(&reduce_final, module, "reduce_final"));
+
+    hipStream_t s1, s2;
+    CHECK(hipStreamCreate(&s1));
+    CHECK(hipStreamCreateWithFlags(&s2, hipStreamNonBlocking));
+    hipEvent_t e1, e2, t0, t1;
+    CHECK(hipEventCreateWithFlags(&e1, hipEventDisableTiming));
+    CHECK(hipEventCreateWithFlags(&e2, hipEventDisableTiming));
+    CHECK(hipEventCreate(&t0));
+    CHECK(hipEventCreate(&t1));
+
+    float *h_x, *h_sum, *h_y, *d_x, *d_y, *d_partial, *d_sum;
+    CHECK(hipHostMalloc((void **)&h_x, n * sizeof(float), 0));
+    CHECK(hipHostMalloc((void **)&h_sum, sizeof(float), 0));
+    CHECK(hipHostMalloc((void **)&h_y, n * sizeof(float), 0));
+    CHECK(hipMalloc((void **)&d_x, n * sizeof(float)));
+    CHECK(hipMalloc((void **)&d_y, n * sizeof(float)));
+    CHECK(hipMalloc((void **)&d_partial, max_grid * sizeof(float)));
+    CHECK(hipMalloc((void **)&d_sum, sizeof(float)));
+    uint32_t seed = 12345;
+    for (unsigned i = 0; i < n; i++) {
+        seed = seed * 1664525u + 1013904223u;
+        h_x[i] = (float)(seed >> 8) / (float)(1u << 24) - 0.5f;
+    }
+    /* Synchronous copy and memset on the null stream. */
+    CHECK(hipMemcpy(d_x, h_x, n * sizeof(float), hipMemcpyHostToDevice));
+    CHECK(hipMemset(d_y, 0, n * sizeof(float)));
+    /* A copy from pageable memory (staged by the interposer in bind mode). */
+    float scale[4] = {0.5f, 0.25f, 2.0f, 1.5f};
+    float *d_scale;
+    CHECK(hipMalloc((void **)&d_scale, sizeof scale));
+    CHECK(hipMemcpyAsync(d_scale, scale, sizeof scale, hipMemcpyHostToDevice, s1));
+    CHECK(hipStreamSynchronize(s1));
+
+    cb_state cb = {d_sum, 0.0f, 0};
+    uint64_t hash = 1469598103934665603ull;
+    int cb_ok = 1;
+    hipError_t sync = hipSuccess;
+    for (int k = 0; k < iters && sync == hipSuccess; k++) {
+        unsigned grid = 8 + (unsigned)k % 5, nn = n;
+        CHECK(hipStreamWaitEvent(s1, e2, 0));
+        CHECK(hipMemsetAsync(d_partial, 0, max_grid * sizeof(float), s1));
+        if (k == 0) CHECK(hipEventRecord(t0, s1));
+        void *pargs[] = {&d_x, &nn, &d_partial};
+        CHECK(hipLaunchKernel(&stub_reduce_partial, (dim3){grid, 1, 1}, (dim3){block, 1, 1}, pargs, 0, s1));
+        if (k == 0) CHECK(hipEventRecord(t1, s1));
+        CHECK(hipEventRecord(e1, s1));
+
+        CHECK(hipStreamWaitEvent(s2, e1, 0));
+        void *fargs[] = {&d_partial, &grid, &d_sum};
+        CHECK(hipModuleLaunchKernel(reduce_final, 1, 1, 1, 1, 1, 1, 0, s2, fargs, NULL));
+        float a = scale[k % 4];
+        void *aargs[] = {&a, &d_x, &d_y, &nn};
+        CHECK(hipLaunchKernel(&stub_axpy, (dim3){(n + 255) / 256, 1, 1}, (dim3){256, 1, 1}, aargs, 0, s2));
+        CHECK(hipStreamAddCallback(s2, callback, &cb, 0));
+        CHECK(hipMemcpyAsync(h_sum, d_sum, sizeof(float), hipMemcpyDeviceToHost, s2));
+        CHECK(hipMemcpyAsync(h_y, d_y, n * sizeof(float), hipMemcpyDeviceToHost, s2));
+        CHECK(hipEventRecord(e2, s2));
+        sync = hipStreamSynchronize(s2);
+        if (sync != hipSuccess) break;
+        if (hipStreamQuery(s2) != hipSuccess || hipEventQuery(e2) != hipSuccess) {
+            fprintf(stderr, "query after synchronize: not complete\n");
+            return 3;
+        }
+        if (cb.calls != k + 1 || memcmp(&cb.seen, h_sum, sizeof(float)) != 0) cb_ok = 0;
+        hash = fnv(hash, h_sum, sizeof(float));
+        hash = fnv(hash, h_y, n * sizeof(float));
+    }
+    if (fault) {
+        /* The failure is sticky: the device reports it too. */
+        hipError_t dev = hipDeviceSynchronize();
+        printf("device_sync=%d ", (int)dev);
+    } else {
+        /* hipStreamPerThread, and a launch the runtime refuses synchronously. */
+        CHECK(hipLaunchKernel(&stub_empty, (dim3){1, 1, 1}, (dim3){32, 1, 1}, NULL, 0, hipStreamPerThread));
+        CHECK(hipStreamSynchronize(hipStreamPerThread));
+    }
+    hipError_t invalid = hipLaunchKernel(&stub_empty, (dim3){1, 1, 1}, (dim3){2048, 1, 1}, NULL, 0, s1);
+    float ms = -1.0f;
+    int elapsed_ok = fault || (hipEventElapsedTime(&ms, t0, t1) == hipSuccess && ms >= 0.0f);
+    uint32_t bits;
+    memcpy(&bits, h_sum, sizeof bits);
+    printf("results=%016llx sum=%08x cb_ok=%d invalid=%d elapsed_ok=%d sync=%d\n", (unsigned long long)hash, bits,
+           cb_ok, (int)invalid, elapsed_ok, (int)sync);
+    if (!fault) {
+        CHECK(hipDeviceSynchronize());
+        CHECK(hipStreamDestroy(s1));
+        CHECK(hipStreamDestroy(s2));
+        CHECK(hipEventDestroy(e1));
+        CHECK(hipEventDestroy(e2));
+        CHECK(hipFree(d_x));
+        CHECK(hipHostFree(h_x));
+    }
+    return 0;
+}

@@ -1,0 +1,179 @@
+//! The HIP interposer on the test double: a HIP application (tests/fake/app.c: two streams,
+//! events, a host callback, async copies and memsets, host-stub and module launches) runs
+//! natively and under `LD_PRELOAD=libvitamin_hip.so` in observe and bind mode; the outputs are
+//! bitwise identical, the happens-before edges the application expressed hold in the double's
+//! execution log, bind mode's kernels run on the pool's CU-masked lanes (the census names the
+//! nodes), a faulting kernel reports the native code, and no run hangs (watchdog).
+
+mod support;
+
+use support::{built, execs, masked_streams, run, Exec, Run};
+
+const LIB_ENV: &str = "VITAMIN_HIP_LIBRARY";
+const ITERS: usize = 6;
+
+/// The happens-before edges of every iteration k, checked on the executed operations (begin and
+/// end lines of the double's log, one global order):
+/// memset(partial) < reduce_partial_k < reduce_final_k < callback_k, axpy_k < copy(y)_k, and
+/// reduce_final_k < reduce_partial_{k+1} (s1 waits on e2, recorded on s2 after iteration k).
+fn check_happens_before(tag: &str, ops: &[Exec]) {
+    let nth = |pred: &dyn Fn(&Exec) -> bool, k: usize| -> &Exec {
+        ops.iter().filter(|e| pred(e)).nth(k).unwrap_or_else(|| panic!("{tag}: occurrence {k} missing: {ops:#?}"))
+    };
+    let kernel = |name: &'static str| move |e: &Exec| e.kernel() == Some(name);
+    let what = |w: &'static str| move |e: &Exec| e.what == w;
+    let before = |a: &Exec, b: &Exec, edge: &str| {
+        assert!(a.end < b.begin, "{tag}: {edge}: {a:?} must end before {b:?} begins");
+    };
+    for k in 0..ITERS {
+        let partial = nth(&kernel("reduce_partial"), k);
+        let fin = nth(&kernel("reduce_final"), k);
+        let axpy = nth(&kernel("axpy"), k);
+        before(nth(&what("fill 64 x 1"), k), partial, "memset(partial) -> reduce_partial");
+        before(partial, fin, "reduce_partial -> (e1) -> reduce_final");
+        before(fin, nth(&what("callback"), k), "reduce_final -> host callback");
+        before(axpy, nth(&what("copy 160000"), k), "axpy -> copy of y");
+        before(fin, nth(&what("copy 4"), k), "reduce_final -> copy of the sum");
+        if k + 1 < ITERS {
+            before(fin, nth(&kernel("reduce_partial"), k + 1), "iteration k (e2) -> reduce_partial k+1");
+        }
+    }
+}
+
+fn native(b: &support::Built, tag: &str, args: &[&str], env: &[(&str, &str)]) -> Run {
+    run(b, tag, false, args, env)
+}
+
+#[test]
+fn observe_and_bind_give_the_native_results_in_the_native_order() {
+    let Some(b) = built() else { return };
+    let lib = b.lib.to_str().unwrap();
+    let iters = ITERS.to_string();
+    let n = native(b, "native", &[&iters], &[]);
+    assert!(n.line.contains("cb_ok=1 invalid=1 elapsed_ok=1 sync=0"), "native: {}", n.line);
+    check_happens_before("native", &execs(&n.log));
+
+    let observe = run(b, "observe", true, &[&iters], &[("VITAMIN_MODE", "observe"), (LIB_ENV, lib)]);
+    assert_eq!(observe.line, n.line, "observe mode changes nothing");
+    check_happens_before("observe", &execs(&observe.log));
+    let c = observe.census.as_ref().expect("observe census");
+    assert_eq!(c["mode"], "observe");
+    assert_eq!(c["interposer"], "hip");
+    assert_eq!(c["api"]["hipLaunchKernel"]["calls"], 2 * ITERS as u64 + 2, "{c:#}");
+    assert_eq!(c["api"]["hipLaunchKernel"]["failed"], 1, "the invalid launch");
+    assert_eq!(c["api"]["hipModuleLaunchKernel"]["calls"], ITERS as u64);
+    let names: Vec<&str> = c["kernels"].as_array().unwrap().iter().filter_map(|k| k["name"].as_str()).collect();
+    for k in ["reduce_partial", "reduce_final", "axpy", "empty_kernel"] {
+        assert!(names.contains(&k), "kernel census names {k}: {names:?}");
+    }
+
+    for (tag, policy, seed) in [("throughput", "throughput", "1"), ("chaos1", "chaos", "1"), ("chaos2", "chaos", "2")] {
+        let env = [("VITAMIN_MODE", "bind"), ("VITAMIN_POLICY", policy), ("VITAMIN_SEED", seed), (LIB_ENV, lib)];
+        let r = run(b, tag, true, &[&iters], &env);
+        assert_eq!(r.line, n.line, "{tag}: bind mode's results are bitwise the native ones");
+        let ops = execs(&r.log);
+        check_happens_before(tag, &ops);
+        // Every kernel ran on a pool lane (a stream the backend created with a node's CU mask),
+        // none on the application's own streams.
+        let lanes = masked_streams(&r.log);
+        let kernels: Vec<&Exec> = ops.iter().filter(|e| e.kernel().is_some()).collect();
+        assert_eq!(kernels.len(), 3 * ITERS + 1, "{tag}: every kernel ran once");
+        for k in &kernels {
+            assert!(lanes.contains(&k.stream), "{tag}: {k:?} did not run on a pool lane");
+        }
+        let c = r.census.as_ref().expect("bind census");
+        let bind = &c["bind"];
+        assert_eq!(bind["active"], true, "{tag}: {bind:#}");
+        assert_eq!(bind["policy"], policy);
+        let nodes: Vec<&str> = bind["nodes"].as_array().unwrap().iter().filter_map(|n| n.as_str()).collect();
+        assert_eq!(nodes.len(), 71, "{tag}: the MI300X pool: {nodes:?}");
+        assert_eq!(nodes[0], "CU 0-303");
+        let per_node: u64 = bind["dispatcher"]["per_node"].as_array().unwrap().iter().filter_map(|n| n.as_u64()).sum();
+        assert!(per_node > 0, "{tag}: ops bound to pool nodes: {bind:#}");
+        assert!(bind["ops"]["kernels"].as_u64().unwrap() >= 3 * ITERS as u64, "{tag}: {bind:#}");
+        assert!(bind["ops"]["host_functions"].as_u64().unwrap() >= ITERS as u64, "{tag}: {bind:#}");
+        assert!(bind["ops"]["copies"].as_u64().unwrap() >= 2 * ITERS as u64, "{tag}: {bind:#}");
+        assert!(bind["ops"]["invalid_launches"].as_u64().unwrap() >= 1, "{tag}: the 2048-thread launch");
+        if policy == "chaos" {
+            let sizes: std::collections::BTreeSet<u32> = kernels.iter().map(|k| k.cus).collect();
+            assert!(sizes.len() >= 2, "{tag}: chaos bound kernels to nodes of one size only: {sizes:?}");
+        }
+    }
+}
+
+/// Without `VITAMIN_HIP_LIBRARY`, the interposer forwards to the library the application loaded
+/// and builds the pool from that same library.
+#[test]
+fn bind_mode_finds_the_applications_library() {
+    let Some(b) = built() else { return };
+    let n = native(b, "native-lib", &["2"], &[]);
+    let r = run(b, "bind-lib", true, &["2"], &[("VITAMIN_MODE", "bind")]);
+    assert_eq!(r.line, n.line);
+    let c = r.census.as_ref().expect("census");
+    assert_eq!(c["bind"]["active"], true, "{:#}", c["bind"]);
+    assert!(!masked_streams(&r.log).is_empty(), "the pool's lanes were created in the application's library");
+}
+
+/// A kernel that fails asynchronously: the next synchronize reports the runtime's own code
+/// (hipErrorLaunchFailure), as does the device synchronize after it, in every mode.
+#[test]
+fn an_asynchronous_failure_reports_the_native_code() {
+    let Some(b) = built() else { return };
+    let lib = b.lib.to_str().unwrap();
+    let fail = ("FAKE_HIP_FAIL_KERNEL", "reduce_final");
+    let n = native(b, "fault-native", &["3", "fault"], &[fail]);
+    assert!(n.line.contains("sync=719"), "native: {}", n.line);
+    for (tag, mode, policy) in [("fault-observe", "observe", "throughput"), ("fault-bind", "bind", "chaos")] {
+        let env = [fail, ("VITAMIN_MODE", mode), ("VITAMIN_POLICY", policy), (LIB_ENV, lib)];
+        let r = run(b, tag, true, &["3", "fault"], &env);
+        assert_eq!(r.line, n.line, "{tag}");
+        assert!(r.line.contains("sync=719") && r.line.contains("invalid=1"), "{tag}: {}", r.line);
+    }
+}
+
+/// The double's failure injection at start-up: when the pool cannot be realized (the stream
+/// bound refuses it), the process keeps running natively in observe mode and the census says why.
+#[test]
+fn bind_mode_falls_back_to_observe_when_the_pool_cannot_be_built() {
+    let Some(b) = built() else { return };
+    let lib = b.lib.to_str().unwrap();
+    let n = native(b, "fallback-native", &["2"], &[]);
+    let env = [("VITAMIN_MODE", "bind"), (LIB_ENV, lib), ("VITAMIN_HIP_MAX_STREAMS", "4")];
+    let r = run(b, "fallback", true, &["2"], &env);
+    assert_eq!(r.line, n.line);
+    let bind = &r.census.as_ref().expect("census")["bind"];
+    assert_eq!(bind["active"], false, "{bind:#}");
+    let reason = bind.to_string();
+    assert!(reason.contains("stream"), "the census says why: {reason}");
+    // The partly realized pool was torn down; every kernel ran on the application's streams.
+    let lanes = masked_streams(&r.log);
+    let kernels: Vec<Exec> = execs(&r.log).into_iter().filter(|e| e.kernel().is_some()).collect();
+    assert_eq!(kernels.len(), 2 * 3 + 1);
+    assert!(kernels.iter().all(|k| !lanes.contains(&k.stream)), "{kernels:?}\n{}", r.log);
+}
+
+/// Every symbol the interposer exports is an entry point of Debian's real `libamdhip64.so.5`,
+/// except those newer than HIP 5.2 (where present, they are forwarded too).
+#[test]
+fn exports_are_real_hip_entry_points() {
+    use vitamin_hal_hip::symbols::{exports, DEBIAN_LIBAMDHIP64};
+    let reference = match exports(std::path::Path::new(DEBIAN_LIBAMDHIP64)) {
+        Ok(r) => r,
+        Err(why) => {
+            eprintln!("SKIPPED: {why}");
+            return;
+        }
+    };
+    let ours = exports(&support::shim_path()).expect("objdump -T of libvitamin_hip.so");
+    let real: std::collections::HashSet<&str> = reference.iter().map(|e| e.name.as_str()).collect();
+    let newer = ["hipModuleLaunchCooperativeKernel", "hipLaunchHostFunc"];
+    let hooked: Vec<&str> =
+        ours.iter().map(|e| e.name.as_str()).filter(|n| n.starts_with("hip") || n.starts_with("__hip")).collect();
+    assert!(hooked.len() >= 60, "{hooked:?}");
+    for name in &hooked {
+        assert!(real.contains(name) || newer.contains(name), "{name} is not a HIP 5.2 entry point");
+    }
+    for name in vitamin_hip::hooks::HOOKS.iter().map(|h| h.symbol()) {
+        assert!(hooked.contains(&name), "{name} is in the hook table but not exported");
+    }
+}
