@@ -15,7 +15,11 @@
  * hipErrorInvalidValue, synchronously) and, with argv[2] = "fault" (and FAKE_HIP_FAIL_KERNEL set),
  * the code an asynchronous failure reports at the next synchronize.
  *
+ * Also two module launches the runtime refuses (an `extra` buffer: the double does not take one; a
+ * null function).
+ *
  * Prints one line: results=<hash> sum=<bits> cb_ok=<0|1> invalid=<code> elapsed_ok=<0|1> sync=<code>
+ *                  extra=<code> null=<code>
  */
 #define __HIP_PLATFORM_AMD__ 1
 #include <hip/hip_runtime_api.h>
@@ -153,12 +157,18 @@ int main(int argc, char **argv) {
         CHECK(hipStreamSynchronize(hipStreamPerThread));
     }
     hipError_t invalid = hipLaunchKernel(&stub_empty, (dim3){1, 1, 1}, (dim3){2048, 1, 1}, NULL, 0, s1);
+    /* Launch forms the double refuses synchronously: arguments in an `extra` buffer, a null function. */
+    unsigned m = 1;
+    void *fargs2[] = {&d_partial, &m, &d_sum};
+    void *extra[] = {HIP_LAUNCH_PARAM_BUFFER_POINTER, fargs2, HIP_LAUNCH_PARAM_END};
+    hipError_t extra_code = hipModuleLaunchKernel(reduce_final, 1, 1, 1, 1, 1, 1, 0, s2, NULL, extra);
+    hipError_t null_code = hipModuleLaunchKernel(NULL, 1, 1, 1, 1, 1, 1, 0, s2, NULL, NULL);
     float ms = -1.0f;
     int elapsed_ok = fault || (hipEventElapsedTime(&ms, t0, t1) == hipSuccess && ms >= 0.0f);
     uint32_t bits;
     memcpy(&bits, h_sum, sizeof bits);
-    printf("results=%016llx sum=%08x cb_ok=%d invalid=%d elapsed_ok=%d sync=%d\n", (unsigned long long)hash, bits,
-           cb_ok, (int)invalid, elapsed_ok, (int)sync);
+    printf("results=%016llx sum=%08x cb_ok=%d invalid=%d elapsed_ok=%d sync=%d extra=%d null=%d\n",
+           (unsigned long long)hash, bits, cb_ok, (int)invalid, elapsed_ok, (int)sync, (int)extra_code, (int)null_code);
     if (!fault) {
         CHECK(hipDeviceSynchronize());
         CHECK(hipStreamDestroy(s1));
