@@ -35,6 +35,10 @@
  *                                   (sticky) from every later query or synchronize call
  *     FAKE_HIP_FAIL_STREAM_CREATE=n the n-th stream creation (1-based) fails (hipErrorInvalidValue)
  *     FAKE_HIP_MAX_STREAMS=n        more than n live streams: hipErrorOutOfMemory (queue memory)
+ *     FAKE_HIP_API=5.2              hipGetFuncBySymbol and hipKernelGetParamInfo (ROCm 6, 7) answer
+ *                                   hipErrorNotSupported, as on a runtime without them
+ * - hipModuleLoadData also takes a real code object (ELF) or offload bundle as holding every
+ *   reference kernel (their metadata is the interposer's to read).
  *
  * Build: cc -shared -fPIC -pthread -I/usr/include -Wl,--version-script=libamdhip64.map
  *           -Wl,-soname,libamdhip64.so.5 -o libamdhip64.so.5 libamdhip64.c
@@ -964,11 +968,18 @@ hipError_t hipMemsetD32Async(hipDeviceptr_t dest, int value, size_t count, hipSt
 /* ------------------------------------------------------------------ modules and launches */
 static const char CODE_MAGIC[] = "FAKEHIPCO1\n";
 
+/* A real code object (ELF) or offload bundle holds, for the double, every reference kernel (it
+ * runs their CPU references; the image's metadata is for the interposer to read). */
+static int is_code_object(const void *image) {
+    return memcmp(image, "\x7f" "ELF", 4) == 0 || memcmp(image, "__CLANG_OFFLOAD_BUNDLE__", 24) == 0;
+}
+
 hipError_t hipModuleLoadData(hipModule_t *module, const void *image) {
     if (!module || !image) return ret(hipErrorInvalidValue);
-    if (strncmp(image, CODE_MAGIC, strlen(CODE_MAGIC)) != 0) return ret(hipErrorInvalidImage);
+    int code_object = is_code_object(image);
+    if (!code_object && strncmp(image, CODE_MAGIC, strlen(CODE_MAGIC)) != 0) return ret(hipErrorInvalidImage);
     struct ihipModule_t *m = calloc(1, sizeof *m);
-    m->image = strdup(image);
+    m->image = strdup(code_object ? "code object: reduce_partial reduce_final busy axpy empty_kernel" : image);
     *module = m;
     logf_("call module-load");
     return hipSuccess;
@@ -1148,7 +1159,14 @@ hipError_t hipLaunchCooperativeKernel(const void *f, dim3 gridDim, dim3 blockDim
 hipError_t hipGetFuncBySymbol(hipFunction_t *functionPtr, const void *symbolPtr);
 hipError_t hipKernelGetParamInfo(hipFunction_t kernel, size_t paramIndex, size_t *paramOffset, size_t *paramSize);
 
+/* FAKE_HIP_API=5.2: the runtime predates these two (they answer hipErrorNotSupported). */
+static int api_5_2(void) {
+    const char *v = getenv("FAKE_HIP_API");
+    return v && strcmp(v, "5.2") == 0;
+}
+
 hipError_t hipGetFuncBySymbol(hipFunction_t *functionPtr, const void *symbolPtr) {
+    if (api_5_2()) return ret(hipErrorNotSupported);
     if (!functionPtr) return ret(hipErrorInvalidValue);
     hipFunction_t f = stub_function(symbolPtr);
     if (!f) return ret(hipErrorInvalidDeviceFunction);
@@ -1157,6 +1175,7 @@ hipError_t hipGetFuncBySymbol(hipFunction_t *functionPtr, const void *symbolPtr)
 }
 
 hipError_t hipKernelGetParamInfo(hipFunction_t kernel, size_t paramIndex, size_t *paramOffset, size_t *paramSize) {
+    if (api_5_2()) return ret(hipErrorNotSupported);
     if (!kernel || !paramOffset) return ret(hipErrorInvalidValue);
     if (paramIndex >= (size_t)kernel->sig->nparams) return ret(hipErrorInvalidValue);
     int off = 0;
