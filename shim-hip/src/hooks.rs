@@ -19,6 +19,7 @@
 #![allow(clippy::too_many_arguments)]
 
 use std::ffi::{c_char, c_int, c_uint, c_void};
+use std::os::unix::ffi::OsStrExt;
 
 use crate::bind::calls;
 use crate::ffi::*;
@@ -172,6 +173,11 @@ hip_hooks! {
 
     // ---- modules
     fn hipModuleGetFunction(out: *mut HipFunction, module: HipModule, name: *const c_char) => observe_get_function;
+    fn hipModuleLoadData(out: *mut HipModule, image: *const c_void) => observe_load_data;
+    fn hipModuleLoadDataEx(
+        out: *mut HipModule, image: *const c_void, n: c_uint, options: *mut c_int, values: *mut *mut c_void,
+    ) => observe_load_data_ex;
+    fn hipModuleLoad(out: *mut HipModule, path: *const c_char) => observe_load_file;
 
     // ---- streams
     fn hipStreamCreate(out: *mut HipStream) | calls::stream_create;
@@ -338,6 +344,96 @@ fn observe_end_capture(_id: HookId, _result: HipError, stream: HipStream, _graph
     // Any answer ends the capture as far as vitamin is concerned: a stream whose capture failed
     // or was invalidated is queried natively again from now on.
     crate::bind::note_capture(stream, false);
+}
+
+// ---- code objects: parameter layouts for bind mode (read only in bind mode)
+
+/// Reads an image the runtime accepted, at offsets its own headers give.
+struct RawImage(*const u8);
+
+impl crate::codeobj::Reader for RawImage {
+    fn read(&self, offset: usize, len: usize) -> Option<&[u8]> {
+        if offset.checked_add(len)? > crate::codeobj::MAX_IMAGE {
+            return None;
+        }
+        // SAFETY: the runtime accepted this image (a code object or offload bundle), so the
+        // extents its headers give lie inside it; `codeobj` only asks for those.
+        Some(unsafe { std::slice::from_raw_parts(self.0.add(offset), len) })
+    }
+}
+
+/// Notes the kernel layouts of the image at `image` (bind mode only).
+fn note_image(image: *const c_void) {
+    if image.is_null() || state::config().mode != vitamin_runtime::config::Mode::Bind {
+        return;
+    }
+    let r = RawImage(image.cast());
+    let Some(len) = crate::codeobj::image_extent(&r) else { return };
+    let Some(bytes) = crate::codeobj::Reader::read(&r, 0, len) else { return };
+    crate::bind::function::note_image(crate::codeobj::image_layouts(bytes));
+}
+
+fn observe_load_data(_id: HookId, result: HipError, _out: *mut HipModule, image: *const c_void) {
+    if result == HIP_SUCCESS {
+        note_image(image);
+    }
+}
+
+fn observe_load_data_ex(
+    id: HookId,
+    result: HipError,
+    out: *mut HipModule,
+    image: *const c_void,
+    _n: c_uint,
+    _options: *mut c_int,
+    _values: *mut *mut c_void,
+) {
+    observe_load_data(id, result, out, image);
+}
+
+fn observe_load_file(_id: HookId, result: HipError, _out: *mut HipModule, path: *const c_char) {
+    if result != HIP_SUCCESS || path.is_null() || state::config().mode != vitamin_runtime::config::Mode::Bind {
+        return;
+    }
+    // SAFETY: the application's NUL-terminated path, which the runtime just opened.
+    let path = unsafe { std::ffi::CStr::from_ptr(path) };
+    let path = std::path::Path::new(std::ffi::OsStr::from_bytes(path.to_bytes()));
+    if let Ok(bytes) = std::fs::read(path) {
+        crate::bind::function::note_image(crate::codeobj::image_layouts(&bytes));
+    }
+}
+
+/// `__hipRegisterFatBinary`: registers the offload bundle behind a fat-binary wrapper (`HIPF`,
+/// version, bundle pointer). Forwarded unchanged; in bind mode the interposer reads the bundle's
+/// kernel layouts.
+///
+/// # Safety
+/// The contract of HIP's `__hipRegisterFatBinary` (called by hipcc-generated start-up code).
+#[no_mangle]
+pub unsafe extern "C" fn __hipRegisterFatBinary(data: *const c_void) -> *mut *mut c_void {
+    type Real = unsafe extern "C" fn(*const c_void) -> *mut *mut c_void;
+    static SLOT: crate::real::Slot = crate::real::Slot::new();
+    let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        let Some(target) = SLOT.get("__hipRegisterFatBinary") else {
+            state::STATS.missing_real.bump();
+            return std::ptr::null_mut();
+        };
+        // SAFETY: the real runtime's `__hipRegisterFatBinary`, whose C signature is `Real`.
+        let f = unsafe { std::mem::transmute::<usize, Real>(target) };
+        // SAFETY: the caller's argument, unchanged.
+        let handle = unsafe { f(data) };
+        if let Some(_entered) = vitamin_runtime::client::guard::enter() {
+            if !data.is_null() {
+                // SAFETY: hipcc's wrapper starts with a 4-byte magic.
+                if unsafe { *(data as *const u32) } == crate::codeobj::FATBIN_MAGIC {
+                    // SAFETY: a `HIPF` wrapper: magic, 4-byte version, then the bundle pointer.
+                    note_image(unsafe { *(data as *const *const c_void).add(1) });
+                }
+            }
+        }
+        handle
+    }));
+    outcome.unwrap_or(std::ptr::null_mut())
 }
 
 // ---- the registration entry points of hipcc's start-up code (not hipError_t functions)

@@ -39,6 +39,7 @@
 #![warn(missing_docs)]
 
 pub mod bind;
+pub mod codeobj;
 pub mod ffi;
 pub mod hooks;
 pub mod real;

@@ -184,3 +184,52 @@ fn exports_are_real_hip_entry_points() {
         assert!(hooked.contains(&name), "{name} is in the hook table but not exported");
     }
 }
+
+/// A runtime without `hipKernelGetParamInfo` and `hipGetFuncBySymbol` (HIP before ROCm 6, here
+/// the double with `FAKE_HIP_API=5.2`): without code objects to read, every launch takes the
+/// native path; with the application's code objects (a module's ELF, the host stubs' offload
+/// bundle), their metadata gives the layouts and every kernel is bound, the host stubs launched
+/// as themselves with `hipLaunchKernel` on the pool's lanes.
+#[test]
+fn layouts_from_code_objects_bind_launches_on_runtimes_without_param_info() {
+    use vitamin_hal::ParamLayout;
+    use vitamin_hip::codeobj::build::{bundle, code_object, metadata};
+    let Some(b) = built() else { return };
+    let lib = b.lib.to_str().unwrap();
+    let p = |offset, size| ParamLayout { offset, size };
+    // The reference kernels' parameters as the double lays them out (natural alignment).
+    let reduce = [p(0, 8), p(8, 4), p(16, 8)];
+    let axpy = [p(0, 4), p(8, 8), p(16, 8), p(24, 4)];
+    let module = code_object(&metadata(&[("reduce_final", &reduce)]));
+    let stubs = code_object(&metadata(&[("reduce_partial", &reduce), ("axpy", &axpy), ("empty_kernel", &[])]));
+    let fatbin = bundle(&[("hipv4-amdgcn-amd-amdhsa--gfx942", &stubs)]);
+    let (co_path, fat_path) = (b.dir.join("module.co"), b.dir.join("stubs.hipfb"));
+    std::fs::write(&co_path, &module).unwrap();
+    std::fs::write(&fat_path, &fatbin).unwrap();
+    let (co, fat) = (co_path.to_str().unwrap(), fat_path.to_str().unwrap());
+    let iters = "3";
+    let old = ("FAKE_HIP_API", "5.2");
+
+    let n = native(b, "old-native", &[iters], &[old]);
+    let plain = run(b, "old-plain", true, &[iters], &[old, ("VITAMIN_MODE", "bind"), (LIB_ENV, lib)]);
+    assert_eq!(plain.line, n.line);
+    let lanes = masked_streams(&plain.log);
+    let on_lanes = |r: &Run| execs(&r.log).iter().filter(|e| e.kernel().is_some() && lanes.contains(&e.stream)).count();
+    assert_eq!(on_lanes(&plain), 0, "no layout: every launch took the native path");
+
+    let with_images = [old, ("APP_CODE_OBJECT", co), ("APP_FATBIN", fat)];
+    let n = native(b, "images-native", &[iters], &with_images);
+    assert_eq!(n.line, plain.line, "the images change nothing natively");
+    for (tag, policy) in [("images-throughput", "throughput"), ("images-chaos", "chaos")] {
+        let env = [old, ("APP_CODE_OBJECT", co), ("APP_FATBIN", fat), ("VITAMIN_POLICY", policy), (LIB_ENV, lib)];
+        let r = run(b, tag, true, &[iters], &env);
+        assert_eq!(r.line, n.line, "{tag}");
+        let lanes = masked_streams(&r.log);
+        let kernels: Vec<Exec> = execs(&r.log).into_iter().filter(|e| e.kernel().is_some()).collect();
+        assert_eq!(kernels.len(), 3 * 3 + 1);
+        for k in &kernels {
+            assert!(lanes.contains(&k.stream), "{tag}: {k:?} was not bound");
+        }
+        assert!(r.log.contains("call launch-stub s"), "host stubs were launched as themselves");
+    }
+}

@@ -100,20 +100,13 @@ fn launch(id: HookId, real: &dyn Fn() -> HipError, c: LaunchCall) -> HipError {
 }
 
 /// Validates a launch the way the runtime does before accepting it: a function vitamin knows the
-/// layout of, a shape within the device's and the function's limits. Returns the runtime function
-/// to launch and its info.
+/// layout of, a shape within the device's and the function's limits. Returns the handle to
+/// launch (a runtime function, or the host stub itself) and its info.
 fn check_launch(b: &Bind, c: &LaunchCall) -> Result<(usize, Arc<FunctionInfo>), Decline> {
     if c.handle == 0 {
         return Err(Decline::Invalid("null function".into()));
     }
-    let f = if c.stub {
-        b.functions.stub(c.handle).ok_or_else(|| {
-            Decline::Unmodelled("the runtime does not map host stubs to functions (hipGetFuncBySymbol)".into())
-        })?
-    } else {
-        c.handle
-    };
-    let info = b.functions.function(f, c.handle, b.max_threads);
+    let (f, info) = b.functions.launchable(c.handle, c.stub, b.max_threads);
     if info.layout.is_none() {
         return Err(Decline::Unmodelled(format!("no parameter layout for {}", info.name)));
     }
@@ -144,41 +137,41 @@ fn launch_first(b: &Bind, s: StreamId, c: &LaunchCall, f: usize, info: &Function
         }
     }
     let g = &c.geometry;
+    let params = if layout.is_empty() { std::ptr::null_mut() } else { c.params };
+    let stub = info.kind == FunctionKind::Kernel;
     let launch = |stream: u64| {
-        // SAFETY: `f` is a function of the application's, `stream` the lane's stream handed over
-        // by the backend, and `c.params` the application's one pointer per parameter (checked
-        // above), valid for this call: the launch the application asked for, on another stream.
+        let dim = |d: vitamin_hal::Dim3| Dim3 { x: d.x, y: d.y, z: d.z };
+        // SAFETY: `f` is the application's function (or host stub), `stream` the lane's stream
+        // handed over by the backend, and `params` the application's one pointer per parameter
+        // (checked above), valid for this call: the launch the application asked for, on another
+        // stream.
         let r = unsafe {
-            driver::module_launch_kernel(
-                f as HipFunction,
-                g.grid.x,
-                g.grid.y,
-                g.grid.z,
-                g.block.x,
-                g.block.y,
-                g.block.z,
-                0,
-                stream as HipStream,
-                if layout.is_empty() { std::ptr::null_mut() } else { c.params },
-                std::ptr::null_mut(),
-            )
+            if stub {
+                driver::launch_kernel(f as *const c_void, dim(g.grid), dim(g.block), params, 0, stream as HipStream)
+            } else {
+                driver::module_launch_kernel(
+                    f as HipFunction,
+                    g.grid.x,
+                    g.grid.y,
+                    g.grid.z,
+                    g.block.x,
+                    g.block.y,
+                    g.block.z,
+                    0,
+                    stream as HipStream,
+                    params,
+                    std::ptr::null_mut(),
+                )
+            }
         };
-        match r {
-            Some(HIP_SUCCESS) => Ok(()),
-            Some(code) => Err(vitamin_hal::HalError::Driver {
-                call: "hipModuleLaunchKernel",
-                code,
-                name: format!("hipError {code}"),
-            }),
-            None => Err(vitamin_hal::HalError::Driver {
-                call: "hipModuleLaunchKernel",
-                code: HIP_ERROR_SHARED_OBJECT_SYMBOL_NOT_FOUND,
-                name: "hipErrorSharedObjectSymbolNotFound".into(),
-            }),
+        let call = if stub { "hipLaunchKernel" } else { "hipModuleLaunchKernel" };
+        match r.unwrap_or(HIP_ERROR_SHARED_OBJECT_SYMBOL_NOT_FOUND) {
+            HIP_SUCCESS => Ok(()),
+            code => Err(vitamin_hal::HalError::Driver { call, code, name: format!("hipError {code}") }),
         }
     };
     let capture = || copy_launch(c, f, info).ok().map(OpDesc::Kernel);
-    let fref = FunctionRef::with_static_name(f as u64, FunctionKind::Function, info.name);
+    let fref = FunctionRef::with_static_name(f as u64, info.kind, info.name);
     match b.launch_first(s, fref, g.grid, g.block, launch, capture)? {
         Ok(()) => Some(HIP_SUCCESS),
         Err(vitamin_hal::HalError::Driver { code, .. }) => Some(code),
@@ -218,7 +211,7 @@ fn copy_launch(c: &LaunchCall, f: usize, info: &FunctionInfo) -> Result<KernelLa
     };
     let g = &c.geometry;
     Ok(KernelLaunch::new(
-        FunctionRef::with_static_name(f as u64, FunctionKind::Function, info.name),
+        FunctionRef::with_static_name(f as u64, info.kind, info.name),
         g.grid,
         g.block,
         g.shared_mem_bytes,

@@ -49,6 +49,10 @@ real_fns! {
     fn get_func_by_symbol = "hipGetFuncBySymbol" (f: *mut HipFunction, symbol: *const c_void);
     /// `hipKernelGetParamInfo` (ROCm 7+).
     fn kernel_get_param_info = "hipKernelGetParamInfo" (f: HipFunction, i: usize, offset: *mut usize, size: *mut usize);
+    /// `hipLaunchKernel`.
+    fn launch_kernel = "hipLaunchKernel" (
+        f: *const c_void, grid: Dim3, block: Dim3, params: *mut *mut c_void, smem: usize, s: HipStream
+    );
     /// `hipModuleLaunchKernel`.
     fn module_launch_kernel = "hipModuleLaunchKernel" (
         f: HipFunction, gx: c_uint, gy: c_uint, gz: c_uint, bx: c_uint, by: c_uint, bz: c_uint, smem: c_uint,

@@ -18,6 +18,10 @@
  * Also two module launches the runtime refuses (an `extra` buffer: the double does not take one; a
  * null function).
  *
+ * With APP_FATBIN=<file> the host stubs are registered from that offload bundle (behind a HIPF
+ * fat-binary wrapper, as hipcc's start-up code does), and with APP_CODE_OBJECT=<file> the module
+ * is loaded from that code object, instead of the double's text images.
+ *
  * Prints one line: results=<hash> sum=<bits> cb_ok=<0|1> invalid=<code> elapsed_ok=<0|1> sync=<code>
  *                  extra=<code> null=<code>
  */
@@ -46,6 +50,27 @@ static const char stub_reduce_partial = 0, stub_axpy = 0, stub_empty = 0;
         }                                                                                           \
     } while (0)
 
+/* The bytes of file `path` (exits on failure). */
+static void *slurp(const char *path) {
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        perror(path);
+        exit(2);
+    }
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    void *p = malloc((size_t)n + 1);
+    if (fread(p, 1, (size_t)n, f) != (size_t)n) exit(2);
+    fclose(f);
+    return p;
+}
+
+typedef struct {
+    unsigned magic, version;
+    void *binary, *unused;
+} fatbin_wrapper;
+
 static uint64_t fnv(uint64_t h, const void *p, size_t n) {
     const unsigned char *b = p;
     for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * 1099511628211ull;
@@ -70,15 +95,20 @@ int main(int argc, char **argv) {
     int fault = argc > 2 && strcmp(argv[2], "fault") == 0;
     const unsigned n = 40000, block = 64, max_grid = 16;
 
-    static const char fatbin[] = "fake fat binary";
-    void **h = __hipRegisterFatBinary(fatbin);
+    static const char fake_fatbin[] = "fake fat binary";
+    static fatbin_wrapper wrapper = {0x48495046, 1, NULL, NULL};
+    const char *fatbin_path = getenv("APP_FATBIN");
+    if (fatbin_path) wrapper.binary = slurp(fatbin_path);
+    void **h = __hipRegisterFatBinary(fatbin_path ? (const void *)&wrapper : (const void *)fake_fatbin);
     __hipRegisterFunction(h, &stub_reduce_partial, "reduce_partial", "reduce_partial", (unsigned)-1, 0, 0, 0, 0, 0);
     __hipRegisterFunction(h, &stub_axpy, "axpy", "axpy", (unsigned)-1, 0, 0, 0, 0, 0);
     __hipRegisterFunction(h, &stub_empty, "empty_kernel", "empty_kernel", (unsigned)-1, 0, 0, 0, 0, 0);
 
     hipModule_t module;
     hipFunction_t reduce_final;
-    CHECK(hipModuleLoadData(&module, "FAKEHIPCO1\nextern \"C\" __global__ void reduce_final(...) {}"));
+    const char *co_path = getenv("APP_CODE_OBJECT");
+    CHECK(hipModuleLoadData(&module, co_path ? slurp(co_path)
+                                             : "FAKEHIPCO1\nextern \"C\" __global__ void reduce_final(...) {}"));
     CHECK(hipModuleGetFunction(&reduce_final, module, "reduce_final"));
 
     hipStream_t s1, s2;
