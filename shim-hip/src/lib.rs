@@ -19,7 +19,9 @@
 //! unversioned definition satisfies the application's versioned references such as
 //! `hipLaunchKernel@hip_4.2`); each forwards to the real runtime's function of the same name
 //! ([`real`]: `VITAMIN_HIP_LIBRARY`, else the next definition in the loader's order).
-//! `__hipRegisterFunction` is hooked to learn host stubs' kernel names. HIP 5.2 has no
+//! `__hipRegisterFunction` is hooked to learn host stubs' kernel names, `__hipRegisterFatBinary`
+//! and the module loads to read kernel argument layouts from code objects ([`codeobj`]) in bind
+//! mode. HIP 5.2 has no
 //! `hipGetProcAddress`, so there is no lookup route to hook.
 //!
 //! ## Invariants
@@ -34,7 +36,8 @@
 //! What every interposer needs (registry, capture rules, record and wait paths, coordinator,
 //! census tables, configuration, re-entry guard) is the client runtime's
 //! ([`vitamin_runtime::client`]); this crate keeps HIP's types ([`ffi`]), the real-function table
-//! ([`real`]), the hook table ([`hooks`]), the process state ([`state`]) and the bind-mode handlers
+//! ([`real`]), the hook table ([`hooks`]), the code-object reader ([`codeobj`], pure), the process
+//! state ([`state`]) and the bind-mode handlers
 //! with the client's view of the runtime ([`bind`], [`bind::HipNative`]).
 #![warn(missing_docs)]
 

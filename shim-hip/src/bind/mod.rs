@@ -3,16 +3,16 @@
 //! Asynchronous operations become ops of one virtual context and the client runtime
 //! ([`vitamin_runtime::client`]: registry, capture rules, record paths, waits, coordinator) binds
 //! them to the pool of CU-masked streams (hal-hip), under the policy `VITAMIN_POLICY` selects.
-//! This module holds only what is HIP's: the handlers ([`calls`]), the runtime calls bind mode
+//! This module holds only what is HIP's: the handlers (`calls`), the runtime calls bind mode
 //! makes itself ([`driver`]), the function cache ([`function`]), HIP's stream handles, and
 //! [`HipNative`], the client's view of the runtime.
 //!
 //! ## What becomes an op
 //! - `hipModuleLaunchKernel` (kernel parameters, no `extra` buffer), `hipLaunchKernel` (+`_spt`)
 //!   and `hipExtLaunchKernel` without events: kernel ops, captured at the call (parameter bytes
-//!   copied by the layout [`function`] finds). A host stub is launched as the runtime function it
-//!   stands for (`hipGetFuncBySymbol`) with `hipModuleLaunchKernel`: the same kernel, grid, block,
-//!   shared memory and arguments.
+//!   copied by the layout [`function`] finds: the runtime's, or the code objects' metadata). A
+//!   host stub is launched as the runtime function it stands for (`hipGetFuncBySymbol`), else as
+//!   itself (`hipLaunchKernel`): the same kernel, grid, block, shared memory and arguments.
 //! - `hipMemcpyAsync` (+ HtoD/DtoH/DtoD), `hipMemsetAsync`, `hipMemsetD8/16/32Async`: copy and
 //!   fill ops (a pageable source is staged at the call; a pageable destination takes the native
 //!   path).
