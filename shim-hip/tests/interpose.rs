@@ -11,6 +11,8 @@ use support::{built, execs, masked_streams, run, Exec, Run};
 
 const LIB_ENV: &str = "VITAMIN_HIP_LIBRARY";
 const ITERS: usize = 6;
+/// Host threads of the application, two launches each on its per-thread default stream.
+const THREADS: usize = 3;
 
 /// The happens-before edges of every iteration k, checked on the executed operations (begin and
 /// end lines of the double's log, one global order):
@@ -59,7 +61,7 @@ fn observe_and_bind_give_the_native_results_in_the_native_order() {
     let c = observe.census.as_ref().expect("observe census");
     assert_eq!(c["mode"], "observe");
     assert_eq!(c["interposer"], "hip");
-    assert_eq!(c["api"]["hipLaunchKernel"]["calls"], 2 * ITERS as u64 + 2, "{c:#}");
+    assert_eq!(c["api"]["hipLaunchKernel"]["calls"], (2 * ITERS + 2 + 2 * THREADS) as u64, "{c:#}");
     assert_eq!(c["api"]["hipLaunchKernel"]["failed"], 1, "the invalid launch");
     assert_eq!(c["api"]["hipModuleLaunchKernel"]["calls"], ITERS as u64 + 2);
     // The double calls its own exports (hipEventCreate -> hipEventCreateWithFlags, hipMemset ->
@@ -68,7 +70,7 @@ fn observe_and_bind_give_the_native_results_in_the_native_order() {
     assert_eq!(c["api"]["hipEventCreate"]["calls"], 2);
     assert_eq!(c["api"]["hipEventCreateWithFlags"]["calls"], 2, "{:#}", c["api"]);
     assert_eq!(c["api"]["hipMemset"]["calls"], 1);
-    assert_eq!(c["api"]["hipMemsetAsync"]["calls"], ITERS as u64, "{:#}", c["api"]);
+    assert_eq!(c["api"]["hipMemsetAsync"]["calls"], (ITERS + THREADS) as u64, "{:#}", c["api"]);
     let names: Vec<&str> = c["kernels"].as_array().unwrap().iter().filter_map(|k| k["name"].as_str()).collect();
     for k in ["reduce_partial", "reduce_final", "axpy", "empty_kernel"] {
         assert!(names.contains(&k), "kernel census names {k}: {names:?}");
@@ -84,7 +86,7 @@ fn observe_and_bind_give_the_native_results_in_the_native_order() {
         // none on the application's own streams.
         let lanes = masked_streams(&r.log);
         let kernels: Vec<&Exec> = ops.iter().filter(|e| e.kernel().is_some()).collect();
-        assert_eq!(kernels.len(), 3 * ITERS + 1, "{tag}: every kernel ran once");
+        assert_eq!(kernels.len(), 3 * ITERS + 1 + 2 * THREADS, "{tag}: every kernel ran once");
         for k in &kernels {
             assert!(lanes.contains(&k.stream), "{tag}: {k:?} did not run on a pool lane");
         }
@@ -155,7 +157,7 @@ fn bind_mode_falls_back_to_observe_when_the_pool_cannot_be_built() {
     // The partly realized pool was torn down; every kernel ran on the application's streams.
     let lanes = masked_streams(&r.log);
     let kernels: Vec<Exec> = execs(&r.log).into_iter().filter(|e| e.kernel().is_some()).collect();
-    assert_eq!(kernels.len(), 2 * 3 + 1);
+    assert_eq!(kernels.len(), 2 * 3 + 1 + 2 * THREADS);
     assert!(kernels.iter().all(|k| !lanes.contains(&k.stream)), "{kernels:?}\n{}", r.log);
 }
 
@@ -226,7 +228,7 @@ fn layouts_from_code_objects_bind_launches_on_runtimes_without_param_info() {
         assert_eq!(r.line, n.line, "{tag}");
         let lanes = masked_streams(&r.log);
         let kernels: Vec<Exec> = execs(&r.log).into_iter().filter(|e| e.kernel().is_some()).collect();
-        assert_eq!(kernels.len(), 3 * 3 + 1);
+        assert_eq!(kernels.len(), 3 * 3 + 1 + 2 * THREADS);
         for k in &kernels {
             assert!(lanes.contains(&k.stream), "{tag}: {k:?} was not bound");
         }

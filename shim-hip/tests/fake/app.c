@@ -10,7 +10,8 @@
  *                      a host callback that reads the sum (happens-before: it must see it),
  *                      copies sum and y to pinned host memory, records e2
  * then s2 is synchronized and the results folded into a hash. Also: a copy from pageable memory
- * (staged), a launch on hipStreamPerThread, synchronous hipMemcpy / hipMemset on the null stream,
+ * (staged), three host threads each launching on its hipStreamPerThread, a launch on
+ * hipStreamPerThread, synchronous hipMemcpy / hipMemset on the null stream,
  * stream and event queries, hipEventElapsedTime, an invalid launch (2048 threads: the runtime's
  * hipErrorInvalidValue, synchronously) and, with argv[2] = "fault" (and FAKE_HIP_FAIL_KERNEL set),
  * the code an asynchronous failure reports at the next synchronize.
@@ -28,6 +29,7 @@
 #define __HIP_PLATFORM_AMD__ 1
 #include <hip/hip_runtime_api.h>
 
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -88,6 +90,30 @@ static void callback(hipStream_t s, hipError_t status, void *user) {
     cb_state *c = user;
     c->seen = *c->sum;
     c->calls++;
+}
+
+/* One of THREADS host threads: y_t = 0; y_t += a_t * x (twice) on its hipStreamPerThread, then
+ * synchronizes it and copies y_t out. */
+#define THREADS 3
+typedef struct {
+    int t;
+    unsigned n;
+    const float *d_x;
+    float *d_y, *h_y;
+} worker_t;
+
+static void *worker(void *arg) {
+    worker_t *w = arg;
+    float a = 0.125f * (float)(w->t + 1);
+    CHECK(hipMemsetAsync(w->d_y, 0, w->n * sizeof(float), hipStreamPerThread));
+    for (int r = 0; r < 2; r++) {
+        void *args[] = {&a, &w->d_x, &w->d_y, &w->n};
+        CHECK(hipLaunchKernel(&stub_axpy, (dim3){(w->n + 255) / 256, 1, 1}, (dim3){256, 1, 1}, args, 0,
+                              hipStreamPerThread));
+    }
+    CHECK(hipMemcpyAsync(w->h_y, w->d_y, w->n * sizeof(float), hipMemcpyDeviceToHost, hipStreamPerThread));
+    CHECK(hipStreamSynchronize(hipStreamPerThread));
+    return NULL;
 }
 
 int main(int argc, char **argv) {
@@ -182,6 +208,19 @@ int main(int argc, char **argv) {
         hipError_t dev = hipDeviceSynchronize();
         printf("device_sync=%d ", (int)dev);
     } else {
+        /* Host threads, each on its own per-thread default stream, concurrently. */
+        worker_t w[THREADS];
+        pthread_t tid[THREADS];
+        for (int t = 0; t < THREADS; t++) {
+            w[t] = (worker_t){t, n, d_x, NULL, NULL};
+            CHECK(hipMalloc((void **)&w[t].d_y, n * sizeof(float)));
+            CHECK(hipHostMalloc((void **)&w[t].h_y, n * sizeof(float), 0));
+            pthread_create(&tid[t], NULL, worker, &w[t]);
+        }
+        for (int t = 0; t < THREADS; t++) {
+            pthread_join(tid[t], NULL);
+            hash = fnv(hash, w[t].h_y, n * sizeof(float));
+        }
         /* hipStreamPerThread, and a launch the runtime refuses synchronously. */
         CHECK(hipLaunchKernel(&stub_empty, (dim3){1, 1, 1}, (dim3){32, 1, 1}, NULL, 0, hipStreamPerThread));
         CHECK(hipStreamSynchronize(hipStreamPerThread));
