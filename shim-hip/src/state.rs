@@ -8,7 +8,7 @@
 
 use std::collections::HashMap;
 use std::ffi::c_void;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicPtr, AtomicU32, Ordering};
 use std::sync::{Mutex, OnceLock};
 
 use vitamin_runtime::client::census::{
@@ -31,10 +31,27 @@ static CONFIG: OnceLock<Config> = OnceLock::new();
 static PID: AtomicU32 = AtomicU32::new(0);
 
 /// Kernel names by handle: host stubs (`__hipRegisterFunction`) and module functions
-/// (`hipModuleGetFunction`). Leaked in a forked child (another thread may hold the lock).
+/// (`hipModuleGetFunction`), behind an atomic pointer so that a forked child can detach the
+/// parent's map (another thread may have held its lock at the fork) and start its own.
+static NAMES: AtomicPtr<Mutex<HashMap<usize, String>>> = AtomicPtr::new(std::ptr::null_mut());
+
 fn names() -> &'static Mutex<HashMap<usize, String>> {
-    static NAMES: OnceLock<Mutex<HashMap<usize, String>>> = OnceLock::new();
-    NAMES.get_or_init(Default::default)
+    let p = NAMES.load(Ordering::Acquire);
+    if !p.is_null() {
+        // SAFETY: NAMES only ever holds pointers from Box::into_raw that are never freed.
+        return unsafe { &*p };
+    }
+    let fresh = Box::into_raw(Box::default());
+    match NAMES.compare_exchange(std::ptr::null_mut(), fresh, Ordering::AcqRel, Ordering::Acquire) {
+        // SAFETY: just published; never freed.
+        Ok(_) => unsafe { &*fresh },
+        Err(existing) => {
+            // SAFETY: `fresh` came from Box::into_raw above and was not published.
+            drop(unsafe { Box::from_raw(fresh) });
+            // SAFETY: a published, never-freed map.
+            unsafe { &*existing }
+        }
+    }
 }
 
 /// The configuration, initializing the process state on first use.
@@ -156,6 +173,8 @@ extern "C" fn after_fork_in_child() {
     GRAPHS.launched.reset();
     GRAPHS.captured.reset();
     LAUNCHES.reset();
+    // The parent's name map may have been locked by another thread at the fork: leak it.
+    NAMES.store(std::ptr::null_mut(), Ordering::Release);
     crate::bind::after_fork_in_child();
 }
 
