@@ -1,5 +1,6 @@
 //! The HIP interposer on the test double: a HIP application (tests/fake/app.c: two streams,
-//! events, a host callback, async copies and memsets, host-stub and module launches) runs
+//! events, a host callback, async copies and memsets, host-stub, module and graph launches, host
+//! threads on per-thread default streams) runs
 //! natively and under `LD_PRELOAD=libvitamin_hip.so` in observe and bind mode; the outputs are
 //! bitwise identical, the happens-before edges the application expressed hold in the double's
 //! execution log, bind mode's kernels run on the pool's CU-masked lanes (the census names the
@@ -36,6 +37,7 @@ fn check_happens_before(tag: &str, ops: &[Exec]) {
         before(fin, nth(&what("callback"), k), "reduce_final -> host callback");
         before(axpy, nth(&what("copy 160000"), k), "axpy -> copy of y");
         before(fin, nth(&what("copy 4"), k), "reduce_final -> copy of the sum");
+        before(nth(&what("copy 160000"), k), nth(&what("graph"), k), "copy of y -> graph launch");
         if k + 1 < ITERS {
             before(fin, nth(&kernel("reduce_partial"), k + 1), "iteration k (e2) -> reduce_partial k+1");
         }
@@ -61,6 +63,7 @@ fn observe_and_bind_give_the_native_results_in_the_native_order() {
     let c = observe.census.as_ref().expect("observe census");
     assert_eq!(c["mode"], "observe");
     assert_eq!(c["interposer"], "hip");
+    assert_eq!(c["totals"]["graph_launches"], ITERS as u64);
     assert_eq!(c["api"]["hipLaunchKernel"]["calls"], (2 * ITERS + 2 + 2 * THREADS) as u64, "{c:#}");
     assert_eq!(c["api"]["hipLaunchKernel"]["failed"], 1, "the invalid launch");
     assert_eq!(c["api"]["hipModuleLaunchKernel"]["calls"], ITERS as u64 + 2);
@@ -103,6 +106,11 @@ fn observe_and_bind_give_the_native_results_in_the_native_order() {
         assert!(bind["ops"]["host_functions"].as_u64().unwrap() >= ITERS as u64, "{tag}: {bind:#}");
         assert!(bind["ops"]["copies"].as_u64().unwrap() >= 2 * ITERS as u64, "{tag}: {bind:#}");
         assert!(bind["ops"]["invalid_launches"].as_u64().unwrap() >= 1, "{tag}: the 2048-thread launch");
+        // Graph launches go to the whole-device node (its lanes have every CU).
+        let graphs: Vec<&Exec> = ops.iter().filter(|e| e.what == "graph").collect();
+        assert_eq!(graphs.len(), ITERS, "{tag}");
+        assert!(graphs.iter().all(|g| lanes.contains(&g.stream) && g.cus == 304), "{tag}: {graphs:?}");
+        assert_eq!(bind["ops"]["graph_launches"], ITERS as u64, "{tag}: {bind:#}");
         if policy == "chaos" {
             let sizes: std::collections::BTreeSet<u32> = kernels.iter().map(|k| k.cus).collect();
             assert!(sizes.len() >= 2, "{tag}: chaos bound kernels to nodes of one size only: {sizes:?}");

@@ -16,6 +16,7 @@
  * hipErrorInvalidValue, synchronously) and, with argv[2] = "fault" (and FAKE_HIP_FAIL_KERNEL set),
  * the code an asynchronous failure reports at the next synchronize.
  *
+ * Each iteration also launches an (empty) executable graph on s2 after the copies.
  * Also two module launches the runtime refuses (an `extra` buffer: the double does not take one; a
  * null function).
  *
@@ -72,6 +73,8 @@ typedef struct {
     unsigned magic, version;
     void *binary, *unused;
 } fatbin_wrapper;
+
+static const char graph_exec = 0;
 
 static uint64_t fnv(uint64_t h, const void *p, size_t n) {
     const unsigned char *b = p;
@@ -192,6 +195,8 @@ int main(int argc, char **argv) {
         CHECK(hipStreamAddCallback(s2, callback, &cb, 0));
         CHECK(hipMemcpyAsync(h_sum, d_sum, sizeof(float), hipMemcpyDeviceToHost, s2));
         CHECK(hipMemcpyAsync(h_y, d_y, n * sizeof(float), hipMemcpyDeviceToHost, s2));
+        /* A graph launch (the double runs no graph contents; any handle is an executable graph). */
+        CHECK(hipGraphLaunch((hipGraphExec_t)&graph_exec, s2));
         CHECK(hipEventRecord(e2, s2));
         sync = hipStreamSynchronize(s2);
         if (sync != hipSuccess) break;
