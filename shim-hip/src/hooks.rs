@@ -183,6 +183,7 @@ hip_hooks! {
     fn hipStreamCreate(out: *mut HipStream) | calls::stream_create;
     fn hipStreamCreateWithFlags(out: *mut HipStream, flags: c_uint) | calls::stream_create_with_flags;
     fn hipStreamCreateWithPriority(out: *mut HipStream, flags: c_uint, priority: c_int) | calls::stream_create_with_priority;
+    fn hipExtStreamCreateWithCUMask(out: *mut HipStream, words: u32, mask: *const u32) | calls::stream_create_with_cu_mask;
     fn hipStreamDestroy(stream: HipStream) | calls::stream_destroy;
     fn hipStreamSynchronize(stream: HipStream) | calls::stream_synchronize;
     fn hipStreamSynchronize_spt(stream: HipStream) | calls::stream_synchronize;

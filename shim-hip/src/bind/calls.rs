@@ -622,6 +622,19 @@ pub(crate) fn stream_create_with_priority(
     created_stream(real, out, flags, priority)
 }
 
+/// `hipExtStreamCreateWithCUMask` by the application: a blocking stream of its own. Its launches
+/// are late-bound like any other stream's (the pool's nodes, not the application's mask, decide
+/// where they run: the mask is a placement request vitamin replaces, as it does for every stream).
+pub(crate) fn stream_create_with_cu_mask(
+    _id: HookId,
+    real: &dyn Fn() -> HipError,
+    out: *mut HipStream,
+    _words: u32,
+    _mask: *const u32,
+) -> HipError {
+    created_stream(real, out, 0, 0)
+}
+
 pub(crate) fn stream_destroy(_id: HookId, real: &dyn Fn() -> HipError, stream: HipStream) -> HipError {
     let Some(b) = get() else { return real() };
     let r = real();

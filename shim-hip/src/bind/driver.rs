@@ -94,7 +94,8 @@ pub fn native_event_synchronize(e: usize) -> HipError {
     unsafe { event_synchronize(e as HipEvent) }.unwrap_or(HIP_ERROR_SHARED_OBJECT_SYMBOL_NOT_FOUND)
 }
 
-/// Flags and priority of a stream the runtime knows (a handle value).
+/// Flags and priority of a stream the runtime knows (a handle value); a blocking stream of
+/// normal priority when the runtime has no `hipStreamGetFlags`.
 pub fn stream_flags_priority(s: usize) -> Result<(u32, i32), HipError> {
     let s = s as HipStream;
     let (mut f, mut p) = (0u32, 0 as c_int);
@@ -102,7 +103,8 @@ pub fn stream_flags_priority(s: usize) -> Result<(u32, i32), HipError> {
     match unsafe { stream_get_flags(s, &mut f) } {
         Some(HIP_SUCCESS) => {}
         Some(e) => return Err(e),
-        None => return Err(HIP_ERROR_SHARED_OBJECT_SYMBOL_NOT_FOUND),
+        // A runtime without the query: a blocking stream of normal priority (the default).
+        None => return Ok((0, 0)),
     }
     // SAFETY: as above.
     match unsafe { stream_get_priority(s, &mut p) } {
