@@ -193,7 +193,7 @@ hip_hooks! {
     fn hipStreamWaitEvent_spt(stream: HipStream, event: HipEvent, flags: c_uint) | calls::stream_wait_event;
     fn hipStreamAddCallback(stream: HipStream, callback: HipStreamCallback, user: *mut c_void, flags: c_uint)
         | calls::stream_add_callback;
-    fn hipStreamBeginCapture(stream: HipStream, mode: c_int) ~ stream => observe_begin_capture;
+    fn hipStreamBeginCapture(stream: HipStream, mode: c_int) => observe_begin_capture | calls::begin_capture;
     fn hipStreamEndCapture(stream: HipStream, graph: *mut *mut c_void) => observe_end_capture;
     fn hipStreamWaitValue32(stream: HipStream, ptr: *mut c_void, value: u32, flags: c_uint, mask: u32) ~ stream;
     fn hipStreamWaitValue64(stream: HipStream, ptr: *mut c_void, value: u64, flags: c_uint, mask: u64) ~ stream;

@@ -15,6 +15,12 @@ const ITERS: usize = 6;
 /// Host threads of the application, two launches each on its per-thread default stream.
 const THREADS: usize = 3;
 
+/// Kernels a run of `iters` iterations executes: reduce_partial, reduce_final, axpy and the
+/// captured graph's axpy per iteration, the per-thread stream's empty kernel, the threads'.
+fn kernels_of(iters: usize) -> usize {
+    4 * iters + 1 + 2 * THREADS
+}
+
 /// The happens-before edges of every iteration k, checked on the executed operations (begin and
 /// end lines of the double's log, one global order):
 /// memset(partial) < reduce_partial_k < reduce_final_k < callback_k, axpy_k < copy(y)_k, and
@@ -23,7 +29,11 @@ fn check_happens_before(tag: &str, ops: &[Exec]) {
     let nth = |pred: &dyn Fn(&Exec) -> bool, k: usize| -> &Exec {
         ops.iter().filter(|e| pred(e)).nth(k).unwrap_or_else(|| panic!("{tag}: occurrence {k} missing: {ops:#?}"))
     };
-    let kernel = |name: &'static str| move |e: &Exec| e.kernel() == Some(name);
+    // Operations a graph launch ran (logged inside its begin and end) are the graph's.
+    let graphs: Vec<&Exec> = ops.iter().filter(|e| e.what == "graph").collect();
+    let in_graph = |e: &Exec| graphs.iter().any(|g| g.begin < e.begin && e.end < g.end);
+    let in_graph = &in_graph;
+    let kernel = |name: &'static str| move |e: &Exec| e.kernel() == Some(name) && !in_graph(e);
     let what = |w: &'static str| move |e: &Exec| e.what == w;
     let before = |a: &Exec, b: &Exec, edge: &str| {
         assert!(a.end < b.begin, "{tag}: {edge}: {a:?} must end before {b:?} begins");
@@ -37,7 +47,11 @@ fn check_happens_before(tag: &str, ops: &[Exec]) {
         before(fin, nth(&what("callback"), k), "reduce_final -> host callback");
         before(axpy, nth(&what("copy 160000"), k), "axpy -> copy of y");
         before(fin, nth(&what("copy 4"), k), "reduce_final -> copy of the sum");
-        before(nth(&what("copy 160000"), k), nth(&what("graph"), k), "copy of y -> graph launch");
+        let graph = nth(&what("graph"), k);
+        before(nth(&what("copy 160000"), k), graph, "copy of y -> graph launch");
+        if k + 1 < ITERS {
+            before(graph, nth(&kernel("axpy"), k + 1), "graph (y += x) -> the next axpy");
+        }
         if k + 1 < ITERS {
             before(fin, nth(&kernel("reduce_partial"), k + 1), "iteration k (e2) -> reduce_partial k+1");
         }
@@ -64,7 +78,8 @@ fn observe_and_bind_give_the_native_results_in_the_native_order() {
     assert_eq!(c["mode"], "observe");
     assert_eq!(c["interposer"], "hip");
     assert_eq!(c["totals"]["graph_launches"], ITERS as u64);
-    assert_eq!(c["api"]["hipLaunchKernel"]["calls"], (2 * ITERS + 2 + 2 * THREADS) as u64, "{c:#}");
+    assert_eq!(c["api"]["hipLaunchKernel"]["calls"], (2 * ITERS + 3 + 2 * THREADS) as u64, "{c:#}");
+    assert_eq!(c["totals"]["captured_kernel_launches"], 1, "the launch captured into the graph");
     assert_eq!(c["api"]["hipLaunchKernel"]["failed"], 1, "the invalid launch");
     assert_eq!(c["api"]["hipModuleLaunchKernel"]["calls"], ITERS as u64 + 2);
     // The double calls its own exports (hipEventCreate -> hipEventCreateWithFlags, hipMemset ->
@@ -89,7 +104,7 @@ fn observe_and_bind_give_the_native_results_in_the_native_order() {
         // none on the application's own streams.
         let lanes = masked_streams(&r.log);
         let kernels: Vec<&Exec> = ops.iter().filter(|e| e.kernel().is_some()).collect();
-        assert_eq!(kernels.len(), 3 * ITERS + 1 + 2 * THREADS, "{tag}: every kernel ran once");
+        assert_eq!(kernels.len(), kernels_of(ITERS), "{tag}: every kernel ran once");
         for k in &kernels {
             assert!(lanes.contains(&k.stream), "{tag}: {k:?} did not run on a pool lane");
         }
@@ -111,6 +126,7 @@ fn observe_and_bind_give_the_native_results_in_the_native_order() {
         assert_eq!(graphs.len(), ITERS, "{tag}");
         assert!(graphs.iter().all(|g| lanes.contains(&g.stream) && g.cus == 304), "{tag}: {graphs:?}");
         assert_eq!(bind["ops"]["graph_launches"], ITERS as u64, "{tag}: {bind:#}");
+        assert_eq!(bind["ops"]["forwarded_capturing"], 1, "{tag}: the captured launch was forwarded");
         if policy == "chaos" {
             let sizes: std::collections::BTreeSet<u32> = kernels.iter().map(|k| k.cus).collect();
             assert!(sizes.len() >= 2, "{tag}: chaos bound kernels to nodes of one size only: {sizes:?}");
@@ -165,7 +181,7 @@ fn bind_mode_falls_back_to_observe_when_the_pool_cannot_be_built() {
     // The partly realized pool was torn down; every kernel ran on the application's streams.
     let lanes = masked_streams(&r.log);
     let kernels: Vec<Exec> = execs(&r.log).into_iter().filter(|e| e.kernel().is_some()).collect();
-    assert_eq!(kernels.len(), 2 * 3 + 1 + 2 * THREADS);
+    assert_eq!(kernels.len(), kernels_of(2));
     assert!(kernels.iter().all(|k| !lanes.contains(&k.stream)), "{kernels:?}\n{}", r.log);
 }
 
@@ -224,8 +240,13 @@ fn layouts_from_code_objects_bind_launches_on_runtimes_without_param_info() {
     let plain = run(b, "old-plain", true, &[iters], &[old, ("VITAMIN_MODE", "bind"), (LIB_ENV, lib)]);
     assert_eq!(plain.line, n.line);
     let lanes = masked_streams(&plain.log);
-    let on_lanes = |r: &Run| execs(&r.log).iter().filter(|e| e.kernel().is_some() && lanes.contains(&e.stream)).count();
-    assert_eq!(on_lanes(&plain), 0, "no layout: every launch took the native path");
+    // Graph launches need no layout (they are bound whole); the kernels launched directly do.
+    let ops = execs(&plain.log);
+    let graphs: Vec<&Exec> = ops.iter().filter(|e| e.what == "graph").collect();
+    let direct =
+        ops.iter().filter(|e| e.kernel().is_some() && !graphs.iter().any(|g| g.begin < e.begin && e.end < g.end));
+    assert_eq!(direct.filter(|e| lanes.contains(&e.stream)).count(), 0, "no layout: every launch took the native path");
+    assert!(graphs.iter().all(|g| lanes.contains(&g.stream)), "graph launches are bound");
 
     let with_images = [old, ("APP_CODE_OBJECT", co), ("APP_FATBIN", fat)];
     let n = native(b, "images-native", &[iters], &with_images);
@@ -236,7 +257,7 @@ fn layouts_from_code_objects_bind_launches_on_runtimes_without_param_info() {
         assert_eq!(r.line, n.line, "{tag}");
         let lanes = masked_streams(&r.log);
         let kernels: Vec<Exec> = execs(&r.log).into_iter().filter(|e| e.kernel().is_some()).collect();
-        assert_eq!(kernels.len(), 3 * 3 + 1 + 2 * THREADS);
+        assert_eq!(kernels.len(), kernels_of(3));
         for k in &kernels {
             assert!(lanes.contains(&k.stream), "{tag}: {k:?} was not bound");
         }

@@ -645,6 +645,16 @@ pub(crate) fn stream_destroy(_id: HookId, real: &dyn Fn() -> HipError, stream: H
     r
 }
 
+/// `hipStreamBeginCapture`: the stream's logical work is drained first (captured work must follow
+/// it, as natively), then the capture begins; from then on the stream's work is forwarded
+/// unchanged into the application's graph. No native wait after it: a capturing stream may not
+/// be synchronized.
+pub(crate) fn begin_capture(id: HookId, real: &dyn Fn() -> HipError, stream: HipStream, _mode: c_int) -> HipError {
+    let Some(b) = get() else { return real() };
+    b.counters.native_unmodelled.bump();
+    b.native_on_stream(stream, id.per_thread(), false, real)
+}
+
 fn stream_wait(id: HookId, real: &dyn Fn() -> HipError, stream: HipStream, block: bool) -> HipError {
     let Some(b) = get() else { return real() };
     if is_capturing(stream) {

@@ -16,7 +16,8 @@
  * hipErrorInvalidValue, synchronously) and, with argv[2] = "fault" (and FAKE_HIP_FAIL_KERNEL set),
  * the code an asynchronous failure reports at the next synchronize.
  *
- * Each iteration also launches an (empty) executable graph on s2 after the copies.
+ * Each iteration also launches, on s2 after the copies, a graph captured from s2 before the loop
+ * (y += x; the next iteration's axpy and copy see it).
  * Also two module launches the runtime refuses (an `extra` buffer: the double does not take one; a
  * null function).
  *
@@ -73,8 +74,6 @@ typedef struct {
     unsigned magic, version;
     void *binary, *unused;
 } fatbin_wrapper;
-
-static const char graph_exec = 0;
 
 static uint64_t fnv(uint64_t h, const void *p, size_t n) {
     const unsigned char *b = p;
@@ -172,6 +171,17 @@ int main(int argc, char **argv) {
     CHECK(hipMemcpyAsync(d_scale, scale, sizeof scale, hipMemcpyHostToDevice, s1));
     CHECK(hipStreamSynchronize(s1));
 
+    /* A graph captured on s2: y += 1.0 * x (axpy, host stub). */
+    hipGraph_t graph;
+    hipGraphExec_t graph_exec;
+    float one = 1.0f;
+    unsigned nn0 = n;
+    void *gargs[] = {&one, &d_x, &d_y, &nn0};
+    CHECK(hipStreamBeginCapture(s2, hipStreamCaptureModeGlobal));
+    CHECK(hipLaunchKernel(&stub_axpy, (dim3){(n + 255) / 256, 1, 1}, (dim3){256, 1, 1}, gargs, 0, s2));
+    CHECK(hipStreamEndCapture(s2, &graph));
+    CHECK(hipGraphInstantiate(&graph_exec, graph, NULL, NULL, 0));
+
     cb_state cb = {d_sum, 0.0f, 0};
     uint64_t hash = 1469598103934665603ull;
     int cb_ok = 1;
@@ -195,8 +205,7 @@ int main(int argc, char **argv) {
         CHECK(hipStreamAddCallback(s2, callback, &cb, 0));
         CHECK(hipMemcpyAsync(h_sum, d_sum, sizeof(float), hipMemcpyDeviceToHost, s2));
         CHECK(hipMemcpyAsync(h_y, d_y, n * sizeof(float), hipMemcpyDeviceToHost, s2));
-        /* A graph launch (the double runs no graph contents; any handle is an executable graph). */
-        CHECK(hipGraphLaunch((hipGraphExec_t)&graph_exec, s2));
+        CHECK(hipGraphLaunch(graph_exec, s2));
         CHECK(hipEventRecord(e2, s2));
         sync = hipStreamSynchronize(s2);
         if (sync != hipSuccess) break;
