@@ -43,6 +43,7 @@ fn stream_target(b: &Bind, id: HookId, stream: HipStream, real: &dyn Fn() -> Hip
     match b.target(stream, id.per_thread()) {
         Err(e) => Err(e),
         Ok(Target::Forward) => Err(real()),
+        Ok(Target::Native) => Err(b.native_on_stream(stream, id.per_thread(), true, real)),
         Ok(Target::Record(s)) => Ok(s),
     }
 }
@@ -759,6 +760,13 @@ pub(crate) fn event_record(id: HookId, real: &dyn Fn() -> HipError, event: HipEv
         Err(e) => return e,
         Ok(Target::Forward) => {
             let r = real();
+            if r == HIP_SUCCESS {
+                b.note_native_record(mapped, entry, None);
+            }
+            return r;
+        }
+        Ok(Target::Native) => {
+            let r = b.native_on_stream(stream, id.per_thread(), false, real);
             if r == HIP_SUCCESS {
                 b.note_native_record(mapped, entry, None);
             }

@@ -46,7 +46,8 @@
 //! ## Start-up
 //! The first bind-mode call starts the coordinator on the calling thread's current device (the
 //! pool is realized from the same library the application loaded). If it cannot start, the
-//! process runs in observe mode and the census says why.
+//! process runs in observe mode and the census says why. One device only: work issued while
+//! another device is current takes the native path (multi-device processes are not modelled).
 
 pub(crate) mod calls;
 pub mod driver;
@@ -111,6 +112,8 @@ impl NativeApi for HipNative {
 pub struct Bind {
     client: Client<HipNative>,
     functions: function::Cache,
+    /// The device the pool was built on (the calling thread's current device at start-up).
+    device: c_int,
     /// The device's threads-per-block limit (what a launch is validated against).
     max_threads: u32,
 }
@@ -156,7 +159,7 @@ impl Bind {
         // (hipSetDeviceFlags, not read here).
         let client =
             Client::start(HipNative { device }, device, settings, HostWait::Spin).map_err(StartError::Unavailable)?;
-        Ok(Bind { client, functions: function::Cache::default(), max_threads })
+        Ok(Bind { client, functions: function::Cache::default(), device, max_threads })
     }
 
     /// The logical stream of `r`, registering an application stream vitamin has not seen yet
@@ -174,11 +177,17 @@ impl Bind {
         self.client.drain(s).map_err(|e| code(&e))
     }
 
-    /// Where an asynchronous operation on application stream `stream` goes.
+    /// Where an asynchronous operation on application stream `stream` goes. Work issued while
+    /// another device is current is not modelled (the pool is one device's): it takes the
+    /// native path.
     fn target(&self, stream: HipStream, per_thread: bool) -> Result<Target, HipError> {
         if is_capturing(stream) {
             self.counters.capturing.bump();
             return Ok(Target::Forward);
+        }
+        if driver::current_device() != Ok(self.device) {
+            self.counters.native_unmodelled.bump();
+            return Ok(Target::Native);
         }
         self.stream(classify_stream(stream as usize, per_thread), stream).map(Target::Record)
     }
@@ -232,6 +241,8 @@ enum Target {
     Record(StreamId),
     /// Its stream is capturing: forwarded unchanged.
     Forward,
+    /// Another device is current: the native path.
+    Native,
 }
 
 /// Classifies a hook's stream argument: the null stream is the legacy default stream, or the
