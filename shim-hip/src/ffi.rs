@@ -42,6 +42,32 @@ impl Dim3 {
     }
 }
 
+/// `hipPitchedPtr`, passed by value (`hipMemset3DAsync`).
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct PitchedPtr {
+    /// Base address.
+    pub ptr: *mut c_void,
+    /// Row pitch, bytes.
+    pub pitch: usize,
+    /// Row width, bytes.
+    pub xsize: usize,
+    /// Rows.
+    pub ysize: usize,
+}
+
+/// `hipExtent`, passed by value (`hipMemset3DAsync`).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Extent {
+    /// Width.
+    pub width: usize,
+    /// Height.
+    pub height: usize,
+    /// Depth.
+    pub depth: usize,
+}
+
 /// `hipSuccess`.
 pub const HIP_SUCCESS: HipError = 0;
 /// `hipErrorInvalidValue`.

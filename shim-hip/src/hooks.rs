@@ -240,6 +240,26 @@ hip_hooks! {
     fn hipMemPrefetchAsync(ptr: *const c_void, count: usize, device: c_int, stream: HipStream) ~ stream;
     fn hipMallocAsync(ptr: *mut *mut c_void, size: usize, stream: HipStream) ~ stream;
     fn hipFreeAsync(ptr: *mut c_void, stream: HipStream) ~ stream;
+    fn hipMallocFromPoolAsync(ptr: *mut *mut c_void, size: usize, pool: *mut c_void, stream: HipStream) ~ stream;
+    fn hipDrvMemcpy3DAsync(copy: *const c_void, stream: HipStream) ~ stream;
+    fn hipMemcpyParam2DAsync(copy: *const c_void, stream: HipStream) ~ stream;
+    fn hipMemcpy2DToArrayAsync(
+        dst: *mut c_void, w_offset: usize, h_offset: usize, src: *const c_void, spitch: usize, width: usize,
+        height: usize, kind: c_int, stream: HipStream,
+    ) ~ stream;
+    fn hipMemcpy2DFromArrayAsync(
+        dst: *mut c_void, dpitch: usize, src: *const c_void, w_offset: usize, h_offset: usize, width: usize,
+        height: usize, kind: c_int, stream: HipStream,
+    ) ~ stream;
+    fn hipMemset3DAsync(ptr: PitchedPtr, value: c_int, extent: Extent, stream: HipStream) ~ stream;
+    fn hipMemMapArrayAsync(list: *mut c_void, count: c_uint, stream: HipStream) ~ stream;
+    fn hipStreamAttachMemAsync(stream: HipStream, ptr: *mut c_void, length: usize, flags: c_uint) ~ stream;
+    fn hipSignalExternalSemaphoresAsync(sems: *const c_void, params: *const c_void, n: c_uint, stream: HipStream)
+        ~ stream;
+    fn hipWaitExternalSemaphoresAsync(sems: *const c_void, params: *const c_void, n: c_uint, stream: HipStream)
+        ~ stream;
+    fn hipGraphicsMapResources(count: c_int, resources: *mut c_void, stream: HipStream) ~ stream;
+    fn hipGraphicsUnmapResources(count: c_int, resources: *mut c_void, stream: HipStream) ~ stream;
     fn hipMemcpy(dst: *mut c_void, src: *const c_void, bytes: usize, kind: c_int) | calls::legacy_sync_call4;
     fn hipMemcpy_spt(dst: *mut c_void, src: *const c_void, bytes: usize, kind: c_int) | calls::legacy_sync_call4;
     fn hipMemset(dst: *mut c_void, value: c_int, bytes: usize) | calls::legacy_sync_call3;

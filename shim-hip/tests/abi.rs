@@ -26,6 +26,10 @@ int main(void) {
     printf("interprocess %d\n", (int)hipEventInterprocess);
     printf("memory_host %d\n", (int)hipMemoryTypeHost);
     printf("dim3 %zu\n", sizeof(dim3));
+    printf("pitched %zu\n", sizeof(hipPitchedPtr));
+    printf("pitched_ysize %zu\n", offsetof(hipPitchedPtr, ysize));
+    printf("extent %zu\n", sizeof(hipExtent));
+    printf("extent_depth %zu\n", offsetof(hipExtent, depth));
     printf("attr_size %zu\n", sizeof(hipPointerAttribute_t));
     printf("attr_type %zu\n", offsetof(hipPointerAttribute_t, memoryType));
     printf("attr_device %zu\n", offsetof(hipPointerAttribute_t, device));
@@ -80,6 +84,10 @@ fn constants_and_layouts_match_the_headers() {
     assert_eq!(value("interprocess"), i64::from(HIP_EVENT_INTERPROCESS));
     assert_eq!(value("memory_host"), i64::from(HIP_MEMORY_TYPE_HOST));
     assert_eq!(value("dim3"), size_of::<Dim3>() as i64);
+    assert_eq!(value("pitched"), size_of::<PitchedPtr>() as i64);
+    assert_eq!(value("pitched_ysize"), offset_of!(PitchedPtr, ysize) as i64);
+    assert_eq!(value("extent"), size_of::<Extent>() as i64);
+    assert_eq!(value("extent_depth"), offset_of!(Extent, depth) as i64);
     assert_eq!(value("attr_size"), size_of::<HipPointerAttribute>() as i64);
     assert_eq!(value("attr_type"), offset_of!(HipPointerAttribute, memory_type) as i64);
     assert_eq!(value("attr_device"), offset_of!(HipPointerAttribute, device) as i64);
