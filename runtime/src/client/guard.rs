@@ -1,7 +1,7 @@
 //! The re-entry guard of an interposer: at most one level of vitamin logic per thread.
 //!
 //! A hook can be re-entered on its own thread: the vendor's runtime calls its own exported entry
-//! points while serving one (HIP's `hipEventCreate` calls `hipEventCreateWithFlags` through the
+//! points while serving one (an event creation calling the create-with-flags variant through the
 //! symbol table, which the preloaded interposer wins), and the interposer's bookkeeping calls the
 //! runtime. A hook entered while the guard is held only forwards. Runtime threads (the
 //! coordinator's) hold it for their whole life ([`super::native::NativeApi::enter_runtime_thread`]),
