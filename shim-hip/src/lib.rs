@@ -21,8 +21,9 @@
 //! ([`real`]: `VITAMIN_HIP_LIBRARY`, else the next definition in the loader's order).
 //! `__hipRegisterFunction` is hooked to learn host stubs' kernel names, `__hipRegisterFatBinary`
 //! and the module loads to read kernel argument layouts from code objects ([`codeobj`]) in bind
-//! mode. HIP 5.2 has no
-//! `hipGetProcAddress`, so there is no lookup route to hook.
+//! mode. **Not intercepted yet:** symbols an application looks up itself with `dlsym` on a
+//! `dlopen`ed `libamdhip64` (Triton's AMD backend, hip-python) and `hipGetProcAddress` (ROCm 6;
+//! HIP 5.2 has none): such calls reach the runtime directly.
 //!
 //! ## Invariants
 //! - Observe mode never changes a call; bind mode never changes a launch (what it submits is the
