@@ -97,7 +97,7 @@ fn main() -> Result<()> {
         Command::Demo(args) => demo_cmd::run(args, cli.sim_device),
         Command::Profile(args) => profile_cmd::run(args),
         Command::Determinism(args) => determinism_cmd::run(choice, cli.sim_device, &args),
-        Command::Run(args) => run_cmd::run(args),
+        Command::Run(args) => run_cmd::run(args, choice),
         Command::Compare(args) => match compare_cmd::run(&args) {
             Ok(all_match) => std::process::exit(if all_match { 0 } else { 1 }),
             Err(e) => {

@@ -1,8 +1,10 @@
 //! `vitamin run [--bind [--policy P] | --observe] [--census FILE] [--lib-dir DIR] -- <command> [args...]`
 //!
-//! Runs an unmodified CUDA application under the interposer so users never type `LD_PRELOAD`:
-//! finds `libvitamin_cuda.so` (`--lib-dir`, else `VITAMIN_LIB_DIR`, else next to the `vitamin`
-//! binary, else `../lib` from it), prepends it to `LD_PRELOAD` (dropping any other copy of the
+//! Runs an unmodified CUDA or HIP application under the interposer so users never type
+//! `LD_PRELOAD`: picks the interposer by the backend ([`shim_file`]: `libvitamin_hip.so` with
+//! `--backend hip`, or with `auto` when the HIP backend is usable; `libvitamin_cuda.so`
+//! otherwise), finds it (`--lib-dir`, else `VITAMIN_LIB_DIR`, else next to the `vitamin`
+//! binary, else `../lib` from it), prepends it to `LD_PRELOAD` (dropping any other copy of that
 //! shim), sets `VITAMIN_MODE`, `VITAMIN_CENSUS` (absolute) and `VITAMIN_CENSUS_PID`, and then
 //! **replaces itself** with the command (`exec`): the command keeps vitamin's process id, gets
 //! signals directly, and its exit status is the exit status of `vitamin run`.
@@ -21,8 +23,22 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
 
+use crate::backends::BackendChoice;
+
 /// File name of the CUDA interposer.
 pub const SHIM_FILE: &str = "libvitamin_cuda.so";
+/// File name of the HIP interposer.
+pub const HIP_SHIM_FILE: &str = "libvitamin_hip.so";
+
+/// The interposer for `choice`: the HIP one when the HIP backend is chosen, or (`auto`) when
+/// `hip_usable` says it is usable (probed only then); the CUDA one otherwise.
+pub fn shim_file(choice: BackendChoice, hip_usable: impl FnOnce() -> bool) -> &'static str {
+    match choice {
+        BackendChoice::Hip => HIP_SHIM_FILE,
+        BackendChoice::Auto if hip_usable() => HIP_SHIM_FILE,
+        _ => SHIM_FILE,
+    }
+}
 
 /// Arguments of `vitamin run`.
 #[derive(Debug, clap::Args)]
@@ -56,7 +72,7 @@ pub struct RunArgs {
     /// Per-token (per-step) target of a latency-class process, ms.
     #[arg(long, value_name = "MS")]
     pub tpot_ms: Option<f64>,
-    /// Directory holding libvitamin_cuda.so (default: next to the vitamin binary).
+    /// Directory holding libvitamin_cuda.so / libvitamin_hip.so (default: next to the vitamin binary).
     #[arg(long, env = "VITAMIN_LIB_DIR", value_name = "DIR")]
     pub lib_dir: Option<PathBuf>,
     /// The command to run and its arguments (after `--`).
@@ -76,12 +92,13 @@ pub struct Plan {
 }
 
 /// `LD_PRELOAD` with `lib` first, keeping every other entry in order and dropping other copies
-/// of the shim (glibc accepts ':' and whitespace as separators).
+/// of the same shim (glibc accepts ':' and whitespace as separators).
 pub fn prepend_preload(existing: Option<&OsStr>, lib: &Path) -> OsString {
+    let shim = lib.file_name().unwrap_or(OsStr::new(SHIM_FILE));
     let mut out = OsString::from(lib.as_os_str());
     let existing = existing.map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
     for entry in existing.split(|c: char| c == ':' || c.is_whitespace()).filter(|e| !e.is_empty()) {
-        if Path::new(entry).file_name() == Some(OsStr::new(SHIM_FILE)) {
+        if Path::new(entry).file_name() == Some(shim) {
             continue;
         }
         out.push(":");
@@ -156,19 +173,20 @@ pub fn search_dirs(lib_dir: Option<&Path>, exe: Option<&Path>) -> Vec<PathBuf> {
     dirs
 }
 
-/// The shim's absolute path.
-pub fn find_shim(dirs: &[PathBuf]) -> Result<PathBuf> {
+/// The absolute path of shim `file`.
+pub fn find_shim(dirs: &[PathBuf], file: &str) -> Result<PathBuf> {
     for d in dirs {
-        let p = d.join(SHIM_FILE);
+        let p = d.join(file);
         if p.is_file() {
             return std::path::absolute(&p).with_context(|| format!("cannot make {} absolute", p.display()));
         }
     }
     let searched: Vec<String> = dirs.iter().map(|d| d.display().to_string()).collect();
     bail!(
-        "{SHIM_FILE} not found (looked in: {}); build it with `cargo build --release -p vitamin-shim-cuda` \
+        "{file} not found (looked in: {}); build it with `cargo build --release -p {}` \
          and keep it next to the vitamin binary, or point --lib-dir / VITAMIN_LIB_DIR at its directory",
-        if searched.is_empty() { "nowhere: no vitamin binary path".to_string() } else { searched.join(", ") }
+        if searched.is_empty() { "nowhere: no vitamin binary path".to_string() } else { searched.join(", ") },
+        if file == HIP_SHIM_FILE { "vitamin-shim-hip" } else { "vitamin-shim-cuda" }
     )
 }
 
@@ -217,10 +235,12 @@ fn choose_daemon(args: &RunArgs) -> Result<Option<PathBuf>> {
     }
 }
 
-/// Runs `vitamin run`: never returns on success (the process becomes the command).
-pub fn run(args: RunArgs) -> Result<()> {
+/// Runs `vitamin run` with the interposer of backend `choice`: never returns on success (the
+/// process becomes the command).
+pub fn run(args: RunArgs, choice: BackendChoice) -> Result<()> {
     let exe = std::env::current_exe().ok();
-    let lib = find_shim(&search_dirs(args.lib_dir.as_deref(), exe.as_deref()))?;
+    let file = shim_file(choice, || vitamin_hal_hip::HipBackend::new().is_ok());
+    let lib = find_shim(&search_dirs(args.lib_dir.as_deref(), exe.as_deref()), file)?;
     let cwd = std::env::current_dir().context("cannot read the current directory")?;
     let daemon = choose_daemon(&args)?;
     let plan =
@@ -373,14 +393,32 @@ mod tests {
         let exe = bin.join("vitamin");
         let dirs = search_dirs(None, Some(&exe));
         assert_eq!(dirs, vec![bin.clone(), lib.clone()]);
-        let err = find_shim(&dirs).unwrap_err().to_string();
+        let err = find_shim(&dirs, SHIM_FILE).unwrap_err().to_string();
         assert!(err.contains("not found") && err.contains("VITAMIN_LIB_DIR"), "{err}");
         std::fs::write(lib.join(SHIM_FILE), b"").unwrap();
-        assert_eq!(find_shim(&dirs).unwrap(), lib.join(SHIM_FILE));
+        assert_eq!(find_shim(&dirs, SHIM_FILE).unwrap(), lib.join(SHIM_FILE));
         std::fs::write(bin.join(SHIM_FILE), b"").unwrap();
-        assert_eq!(find_shim(&dirs).unwrap(), bin.join(SHIM_FILE), "next to the binary wins");
+        assert_eq!(find_shim(&dirs, SHIM_FILE).unwrap(), bin.join(SHIM_FILE), "next to the binary wins");
+        let err = find_shim(&dirs, HIP_SHIM_FILE).unwrap_err().to_string();
+        assert!(err.contains(HIP_SHIM_FILE) && err.contains("-p vitamin-shim-hip"), "{err}");
+        std::fs::write(lib.join(HIP_SHIM_FILE), b"").unwrap();
+        assert_eq!(find_shim(&dirs, HIP_SHIM_FILE).unwrap(), lib.join(HIP_SHIM_FILE));
         assert_eq!(search_dirs(Some(&lib), Some(&exe)), vec![lib.clone()], "--lib-dir overrides");
         std::fs::remove_dir_all(&root).unwrap();
+    }
+
+    #[test]
+    fn the_backend_picks_the_interposer() {
+        let never = || -> bool { panic!("the HIP backend is probed only for auto") };
+        assert_eq!(shim_file(BackendChoice::Hip, never), HIP_SHIM_FILE);
+        assert_eq!(shim_file(BackendChoice::Cuda, never), SHIM_FILE);
+        assert_eq!(shim_file(BackendChoice::Sim, never), SHIM_FILE);
+        assert_eq!(shim_file(BackendChoice::Auto, || true), HIP_SHIM_FILE, "a usable HIP backend");
+        assert_eq!(shim_file(BackendChoice::Auto, || false), SHIM_FILE);
+        // Each shim replaces only its own earlier copies.
+        let hip = Path::new("/new/libvitamin_hip.so");
+        let out = prepend_preload(Some(OsStr::new("/old/libvitamin_hip.so:/old/libvitamin_cuda.so")), hip);
+        assert_eq!(out, "/new/libvitamin_hip.so:/old/libvitamin_cuda.so");
     }
 
     /// Exhaustive over a small domain: 0..=4 entries, the old shim at every position or absent,

@@ -115,3 +115,24 @@ fn config_prints_every_key_with_where_its_value_came_from() {
     let text = String::from_utf8_lossy(&text.stdout);
     assert!(text.contains("configuration file: none") && text.contains("env VITAMIN_SEED"), "{text}");
 }
+
+#[test]
+fn the_hip_backend_preloads_the_hip_interposer() {
+    let dir = tmp("vitamin-run-hip");
+    std::fs::write(dir.join("libvitamin_hip.so"), b"").unwrap();
+    let out = vitamin()
+        .env("VITAMIN_LIB_DIR", &dir)
+        .args(["--backend", "hip", "run", "--", "sh", "-c", r#"echo "$LD_PRELOAD|$VITAMIN_MODE""#])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let shim = dir.join("libvitamin_hip.so");
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), format!("{}|bind", shim.display()));
+    // Without it, the message names the HIP interposer's crate.
+    let empty = tmp("vitamin-run-hip-missing");
+    let out =
+        vitamin().env("VITAMIN_LIB_DIR", &empty).args(["--backend", "hip", "run", "--", "true"]).output().unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("libvitamin_hip.so not found") && err.contains("vitamin-shim-hip"), "{err}");
+}

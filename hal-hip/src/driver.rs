@@ -46,6 +46,18 @@ pub type HipStreamCallback = unsafe extern "C" fn(HipStream, HipError, *mut c_vo
 /// `hipHostFn_t`.
 pub type HipHostFn = unsafe extern "C" fn(*mut c_void);
 
+/// `dim3`, passed by value (`hipLaunchKernel`).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Dim3 {
+    /// x.
+    pub x: u32,
+    /// y.
+    pub y: u32,
+    /// z.
+    pub z: u32,
+}
+
 /// `hipSuccess`.
 pub const SUCCESS: HipError = 0;
 /// `hipErrorInvalidValue`.
@@ -193,6 +205,7 @@ hip_api! {
         hipHostMalloc: fn(*mut *mut c_void, usize, c_uint) -> HipError;
         hipHostFree: fn(*mut c_void) -> HipError;
         hipHostGetDevicePointer: fn(*mut *mut c_void, *mut c_void, c_uint) -> HipError;
+        hipLaunchKernel: fn(*const c_void, Dim3, Dim3, *mut *mut c_void, usize, HipStream) -> HipError;
     }
     presence {
         hipDevSmResourceSplitByCount;
@@ -237,7 +250,10 @@ impl Api {
 
     /// An asynchronous failure as the runtime reported it, with its native code.
     pub(crate) fn async_error(&self, what: &str, e: HipError) -> HalError {
-        HalError::Async(format!("{what}: {} ({e}): {}", self.error_name(e), self.error_string(e)))
+        HalError::AsyncDriver {
+            code: e,
+            message: format!("{what}: {} ({e}): {}", self.error_name(e), self.error_string(e)),
+        }
     }
 
     /// Whether the symbols of HIP green contexts were found.

@@ -27,6 +27,8 @@
 //!   exist on AMD and are refused.
 //! - [`rtc`] compiles a source string to a code object with hipRTC ([`HipBackend::load_module`]
 //!   loads it).
+//! - [`client`]: the client runtime's view of the backend (`PoolBackend`) for the interposer
+//!   (`shim-hip`).
 //! - [`symbols`] compares a library's exported `hip*` symbols and version nodes with Debian's
 //!   `libamdhip64.so.5` (for the test double now, for the interposer later).
 //!
@@ -55,6 +57,7 @@
 //! the places in `device.rs` and `partition.rs` that hand live handles to them.
 #![warn(missing_docs)]
 
+pub mod client;
 mod device;
 pub mod driver;
 mod partition;

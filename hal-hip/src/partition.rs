@@ -13,7 +13,8 @@
 //! ## Submission
 //! A descriptor is submitted exactly as described: a kernel with `hipModuleLaunchKernel` (same
 //! function, grid, block, dynamic shared memory; one parameter pointer per parameter into the
-//! descriptor's argument bytes), a cooperative kernel with `hipModuleLaunchCooperativeKernel`
+//! descriptor's argument bytes; a host stub, `FunctionKind::Kernel`, with `hipLaunchKernel`), a
+//! cooperative kernel with `hipModuleLaunchCooperativeKernel`
 //! (only on the whole-device node: CU masks do not apply to cooperative launches, FACTS.md), a copy
 //! with `hipMemcpyAsync`, a fill with `hipMemsetD{8,16,32}Async`, a host function with
 //! `hipLaunchHostFunc` (or `hipStreamAddCallback` on HIP 5.2, which lacks it), a graph with
@@ -28,7 +29,8 @@
 //! newest sequence number into a mapped host word that polls read with a load (the stream is
 //! asked for asynchronous errors every [`ERROR_CHECK_NS`] while the word lags). An asynchronous
 //! failure (the runtime's error from the query) is returned by the next poll or synchronize as
-//! `HalError::Async` with the runtime's error name and code.
+//! `HalError::AsyncDriver` with the runtime's error code and name (a panicking host function:
+//! `HalError::Async`).
 //!
 //! ## Teardown
 //! Dropping a partition synchronizes every lane, returns its events and destroys its streams.
@@ -241,8 +243,16 @@ impl HipPartition {
                 "launch attributes other than cooperative cannot be passed to hipModuleLaunchKernel".into(),
             ));
         }
-        if k.function().kind() != vitamin_hal::FunctionKind::Function {
-            return Err(Incompatibility::UnknownFunction(format!("{} is not a HIP function", k.function().name())));
+        match k.function().kind() {
+            vitamin_hal::FunctionKind::Function => {}
+            // A host stub (`hipLaunchKernel`'s function address), launched with hipLaunchKernel.
+            vitamin_hal::FunctionKind::Kernel if !a.cooperative() && self.api().hipLaunchKernel.is_some() => {}
+            _ => {
+                return Err(Incompatibility::UnknownFunction(format!(
+                    "{} is not a HIP function (or a host stub this runtime launches)",
+                    k.function().name()
+                )))
+            }
         }
         if a.cooperative() {
             if !caps.module_cooperative_launch {
@@ -467,8 +477,9 @@ fn issue(api: &Api, s: HipStream, op: &OpDesc, errors: &Arc<Mutex<Option<String>
     }
 }
 
-/// Launches `k` unchanged on `s`: `hipModuleLaunchKernel`, or `hipModuleLaunchCooperativeKernel`
-/// for a cooperative launch, with one parameter pointer per parameter into its argument bytes.
+/// Launches `k` unchanged on `s`: `hipModuleLaunchKernel`, `hipModuleLaunchCooperativeKernel` for
+/// a cooperative launch, or `hipLaunchKernel` for a host stub (`FunctionKind::Kernel`), with one
+/// parameter pointer per parameter into its argument bytes.
 fn launch_kernel(api: &Api, s: HipStream, k: &KernelLaunch) -> Result<(), HalError> {
     let args = k.args();
     let base = args.bytes().as_ptr();
@@ -477,6 +488,18 @@ fn launch_kernel(api: &Api, s: HipStream, k: &KernelLaunch) -> Result<(), HalErr
         args.params().iter().map(|p| base.wrapping_add(p.offset as usize).cast_mut().cast()).collect();
     let params_ptr = if params.is_empty() { std::ptr::null_mut() } else { params.as_mut_ptr() };
     let (g, b) = (k.grid(), k.block());
+    if k.function().kind() == vitamin_hal::FunctionKind::Kernel {
+        let launch = api.hipLaunchKernel.ok_or_else(|| {
+            HalError::Incompatible(Incompatibility::UnknownFunction("this runtime has no hipLaunchKernel".into()))
+        })?;
+        let dim = |d: vitamin_hal::Dim3| driver::Dim3 { x: d.x, y: d.y, z: d.z };
+        // SAFETY: the handle is the application's host stub (registered with the runtime by its
+        // start-up code), `s` a live stream of this partition, `params` one pointer per parameter
+        // into bytes alive for the call.
+        return api.check("hipLaunchKernel", unsafe {
+            launch(k.function().handle() as *const c_void, dim(g), dim(b), params_ptr, k.shared_mem_bytes() as usize, s)
+        });
+    }
     let f = k.function().handle() as driver::HipFunction;
     if k.attributes().cooperative() {
         let launch = api.hipModuleLaunchCooperativeKernel.ok_or_else(|| {

@@ -415,12 +415,16 @@ fn an_asynchronous_failure_comes_back_with_the_native_code() {
             let b = backend();
             let p = b.create_partition(&b.topology().leaves()[1], 1).expect("leaf");
             match reduction(&b, &p, 10_000, 16) {
-                Err(HalError::Async(why)) => {
-                    assert!(why.contains("hipErrorLaunchFailure (719)") && why.contains("lane 0"), "{why}");
+                Err(HalError::AsyncDriver { code, message }) => {
+                    assert_eq!(code, 719, "hipErrorLaunchFailure");
+                    assert!(message.contains("hipErrorLaunchFailure (719)") && message.contains("lane 0"), "{message}");
                 }
                 other => panic!("expected an asynchronous failure, got {other:?}"),
             }
-            assert!(matches!(p.synchronize(), Err(HalError::Async(_))), "synchronize reports it too");
+            assert!(
+                matches!(p.synchronize(), Err(HalError::AsyncDriver { code: 719, .. })),
+                "synchronize reports it too"
+            );
             assert!(log().contains("kernel reduce_final grid=1x1x1 block=32x1x1 FAILED"));
         },
     );

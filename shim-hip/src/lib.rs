@@ -1,6 +1,50 @@
 //! # libvitamin_hip.so: the HIP interposer
 //!
-//! The HIP counterpart of `libvitamin_cuda.so`: intercepts `hipLaunchKernel` and friends,
-//! `hipGetProcAddress` and HIP stream/event calls of an unmodified HIP application. Not implemented
-//! yet; the library exports nothing.
+//! Loaded with `LD_PRELOAD` (by `vitamin run` when the HIP backend is selected), the library sits
+//! between an unmodified HIP application and `libamdhip64`. **Bind mode** (the default, [`bind`]):
+//! kernel launches, copies, fills, host callbacks and graph launches become ops of a virtual
+//! context, late-bound by the client runtime's in-process coordinator to the pool of CU-masked
+//! streams ([`vitamin_hal_hip`]), while the application sees native semantics; if bind mode cannot
+//! start, the process runs in observe mode and the census says why. **Observe mode**
+//! (`VITAMIN_MODE=observe`): every intercepted call is forwarded unchanged and counted; both
+//! modes write the census JSON at exit when `VITAMIN_CENSUS` asks for one (the same schema as the
+//! CUDA interposer's, with `"interposer": "hip"`).
+//!
+//! **Not validated on AMD hardware** (there is none here): it is built against Debian's HIP 5.2.3
+//! headers and tested in CI on the project's HIP test double (`hal-hip/tests/fake`), which runs
+//! kernels on the CPU; `docs/amd.md` says what that shows and what it cannot.
+//!
+//! ## Interposition
+//! The library exports every hooked HIP symbol ([`hooks::HOOKS`], unversioned: a preloaded
+//! unversioned definition satisfies the application's versioned references such as
+//! `hipLaunchKernel@hip_4.2`); each forwards to the real runtime's function of the same name
+//! ([`real`]: `VITAMIN_HIP_LIBRARY`, else the next definition in the loader's order).
+//! `__hipRegisterFunction` is hooked to learn host stubs' kernel names, `__hipRegisterFatBinary`
+//! and the module loads to read kernel argument layouts from code objects ([`codeobj`]) in bind
+//! mode. **Not intercepted yet:** symbols an application looks up itself with `dlsym` on a
+//! `dlopen`ed `libamdhip64` (Triton's AMD backend, hip-python) and `hipGetProcAddress` (ROCm 6;
+//! HIP 5.2 has none): such calls reach the runtime directly.
+//!
+//! ## Invariants
+//! - Observe mode never changes a call; bind mode never changes a launch (what it submits is the
+//!   application's descriptor, copied at the call).
+//! - Nothing happens at load time; state is initialized by the first intercepted call.
+//! - Every exported function body runs inside `catch_unwind` (a panic becomes `hipErrorUnknown`);
+//!   a re-entered hook (HIP calls its own exports) only forwards
+//!   ([`vitamin_runtime::client::guard`]). A forked child runs in observe mode.
+//!
+//! ## Layout
+//! What every interposer needs (registry, capture rules, record and wait paths, coordinator,
+//! census tables, configuration, re-entry guard) is the client runtime's
+//! ([`vitamin_runtime::client`]); this crate keeps HIP's types ([`ffi`]), the real-function table
+//! ([`real`]), the hook table ([`hooks`]), the code-object reader ([`codeobj`], pure), the process
+//! state ([`state`]) and the bind-mode handlers
+//! with the client's view of the runtime ([`bind`], [`bind::HipNative`]).
 #![warn(missing_docs)]
+
+pub mod bind;
+pub mod codeobj;
+pub mod ffi;
+pub mod hooks;
+pub mod real;
+pub mod state;

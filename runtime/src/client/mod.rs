@@ -13,7 +13,7 @@
 //! - [`coordinator`]: the dispatcher thread, the wait assist and fast waits;
 //! - [`census`] (launch table, kernel census, counters) and the op timeline ([`crate::trace`]);
 //! - [`lifecycle`]: started once per process, unavailable for good, disabled after fork;
-//! - [`log`]: logging through the interposer's sink.
+//! - [`log`]: logging through the interposer's sink; [`guard`]: the re-entry guard.
 //!
 //! What is vendor-specific reaches it through [`native::PoolBackend`] (implemented by the hal
 //! backend) and [`native::NativeApi`] (implemented by the interposer, which owns the table of the
@@ -54,6 +54,7 @@ pub mod capture;
 pub mod census;
 pub mod coordinator;
 pub mod functions;
+pub mod guard;
 pub mod handles;
 pub mod lifecycle;
 pub mod log;
