@@ -1444,7 +1444,14 @@ struct Stall {
 impl Stall {
     fn check<B: Backend, P: Policy>(&mut self, d: &Dispatcher<B, P>, health: &Health) {
         let s = d.stats();
-        if self.observe(d.is_idle(), s.completed, d.inflight(), Instant::now(), health) && !self.reported {
+        // Ready work waiting for a live daemon's binding is not a stall: other processes hold the
+        // nodes, as a native launch waits behind another context's time slice. A daemon that goes
+        // away puts the session in safe mode, and the dispatcher binds in-process after
+        // `DEFAULT_FALLBACK_AFTER` (5 s, within the bound), where this watch applies again.
+        let waits_on_daemon = d.remote().is_some_and(|r| r.safe_mode().is_none());
+        if self.observe(d.is_idle() || waits_on_daemon, s.completed, d.inflight(), Instant::now(), health)
+            && !self.reported
+        {
             self.reported = true;
             vlog!(
                 LogLevel::Error,
