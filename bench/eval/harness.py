@@ -1,7 +1,7 @@
 """The evaluation harness (bench/eval/README.md): runs one scenario group on the GPU machine.
 
-  python3 harness.py GROUP.json --out DIR [--rounds N] [--seconds S] [--configs a,b] [--scenarios x,y]
-                     [--budget S] [--dry-run] [--vitamin PATH]
+  python3 harness.py GROUP.json --out DIR [--part P] [--rounds N] [--seconds S] [--configs a,b]
+                     [--scenarios x,y] [--budget S] [--dry-run] [--vitamin PATH]
 
 A group names tenants (commands speaking tenant.py's protocol), scenarios (sets of tenants started
 together) and system configurations. Each round runs every tenant of the group alone (natively, no
@@ -12,6 +12,11 @@ the MPS control daemon (its own pipe and log directories) and the vitamin daemon
 every exit path, failures and signals included. Before running it estimates the group's time from the
 tenants' declared start-up times and refuses a group that would not fit the budget of one device call;
 while running it skips (and records) a run that would overrun what is left.
+
+Tenant commands run in this folder (the staged bench/eval); `${VAR}` in their arguments is expanded
+and a leading python3 is this interpreter. A group may name parts (subsets of its configurations,
+`--part`) where all of them together would not fit one call; each part's records carry the
+group name `GROUP:PART`, and the summary reads several parts' outputs together.
 
 Outputs under --out: log.txt (a progress line per run), rounds/round-N.json (raw records, rewritten
 after every run), results.json (meta + every run), runs/ (each tenant's result, stdout and stderr,
@@ -65,6 +70,15 @@ def load_group(path):
             g = json.load(f)
     except (OSError, ValueError) as e:
         raise GroupError(f"cannot read group {path}: {e}") from e
+    if "tenant_defs" in g:  # shared tenant definitions, relative to the group file
+        defs_path = os.path.join(os.path.dirname(os.path.abspath(path)), g["tenant_defs"])
+        try:
+            with open(defs_path) as f:
+                defs = json.load(f)
+        except (OSError, ValueError) as e:
+            raise GroupError(f"cannot read tenant definitions {defs_path}: {e}") from e
+        defs.update(g.get("tenants", {}))
+        g["tenants"] = defs
     for key in ("name", "kind", "tenants", "scenarios", "configs"):
         if key not in g:
             raise GroupError(f"group {path}: missing key {key!r}")
@@ -76,12 +90,17 @@ def load_group(path):
     for c in g["configs"]:
         if c not in CONFIGS or c == "alone":
             raise GroupError(f"group {g['name']}: unknown configuration {c!r} (known: {', '.join(CONFIGS)})")
+    g["tenants"] = {k: v for k, v in g["tenants"].items() if not k.startswith("_")}  # "_comment"
     for name, t in g["tenants"].items():
-        if not isinstance(t.get("cmd"), list) or not t["cmd"]:
+        if not isinstance(t, dict) or not isinstance(t.get("cmd"), list) or not t["cmd"]:
             raise GroupError(f"tenant {name}: 'cmd' must be a non-empty list")
         t.setdefault("startup_s", 15)
         t.setdefault("role", "train")
         t.setdefault("latency", False)
+    for part, cs in g.get("parts", {}).items():
+        for c in cs:
+            if c not in g["configs"]:
+                raise GroupError(f"group {g['name']}: part {part} names {c!r}, not among its configurations")
     seen = set()
     for s in g["scenarios"]:
         if s.get("name") in seen or not s.get("name"):
@@ -470,6 +489,7 @@ def main(argv=None):
     ap.add_argument("--out", required=True)
     ap.add_argument("--rounds", type=int)
     ap.add_argument("--seconds", type=float)
+    ap.add_argument("--part", help="one of the group's parts (a named list of configurations)")
     ap.add_argument("--configs", help="comma-separated subset/order of the group's configurations")
     ap.add_argument("--scenarios", help="comma-separated subset of the group's scenarios")
     ap.add_argument("--budget", type=float, help="seconds one call may take (default: the group's budget_s)")
@@ -483,6 +503,12 @@ def main(argv=None):
             g["rounds"] = a.rounds
         if a.seconds is not None:
             g["seconds"] = a.seconds
+        if a.part:
+            parts = g.get("parts", {})
+            if a.part not in parts:
+                raise GroupError(f"group {g['name']} has no part {a.part!r} (parts: {', '.join(parts) or 'none'})")
+            g["configs"] = list(parts[a.part])
+            g["name"] = f"{g['name']}:{a.part}"
         if a.configs:
             g["configs"] = a.configs.split(",")
         if a.scenarios:
@@ -511,7 +537,9 @@ def main(argv=None):
     if est > budget:
         print(f"harness: group {g['name']} would not fit one device call: estimate {est:.0f} s > budget "
               f"{budget:.0f} s. Cut rounds (--rounds), the window (--seconds), configurations (--configs) or "
-              f"scenarios (--scenarios), or split the group.", file=sys.stderr)
+              f"scenarios (--scenarios), or split the group"
+              + (f"; its parts: {', '.join(g['parts'])} (--part)" if g.get("parts") and not a.part else "")
+              + ".", file=sys.stderr)
         return 2
     if a.dry_run:
         for r, c, s, ts in runs:

@@ -236,6 +236,46 @@ def test_sigterm_stops_the_daemon_and_mps():
         assert results(d)["runs"] == [] or not results(d)["runs"][0]["ok"]
 
 
+def test_every_committed_group_fits_one_call():
+    """Each group under groups/ (each part, where it has parts) passes the estimate; every tenant
+    script it names exists."""
+    gdir = os.path.join(HERE, "groups")
+    names = sorted(f for f in os.listdir(gdir) if f.endswith(".json") and f != "tenants.json")
+    assert len(names) >= 5, names
+    sys.path.insert(0, HERE)
+    import harness
+    for n in names:
+        g = harness.load_group(os.path.join(gdir, n))
+        for t in g["tenants"].values():
+            scripts = [a for a in t["cmd"] if a.endswith(".py")]
+            assert all(os.path.exists(os.path.join(HERE, a)) for a in scripts), (n, t["cmd"])
+        for part in g.get("parts") or [None]:
+            args = ["--part", part] if part else []
+            r = subprocess.run([sys.executable, HARNESS, os.path.join(gdir, n), "--out", "/nonexistent", "--dry-run"]
+                               + args, capture_output=True, text=True, timeout=60)
+            assert r.returncode == 0, (n, part, r.stderr)
+
+
+def test_run_group_packs_at_most_eight_files():
+    with tempfile.TemporaryDirectory() as d:
+        group = write_group(d, rounds=1, configs=["mps", "vitamin_throughput"])
+        out = os.path.join(d, "device-out")
+        r = subprocess.run(["bash", os.path.join(HERE, "run_group.sh"), group], env=env_for(d, OUT=out),
+                           capture_output=True, text=True, timeout=240)
+        assert r.returncode == 0, r.stdout + r.stderr
+        files = sorted(os.listdir(out))
+        assert len(files) <= 8, files
+        for f in ("env.txt", "summary.md", "results.json", "log.txt", "runs.tgz"):
+            assert f in files, files
+        assert "| a+b | vitamin Throughput |" in open(os.path.join(out, "summary.md")).read()
+        listing = subprocess.run(["tar", "tzf", os.path.join(out, "runs.tgz")], capture_output=True, text=True).stdout
+        assert "rounds/round-1.json" in listing and "-a.err" in listing, listing
+        assert_stand_ins_stopped(d)
+        r = subprocess.run(["bash", os.path.join(HERE, "run_group.sh"), "no-such-group"], env=env_for(d, OUT=out),
+                           capture_output=True, text=True, timeout=60)
+        assert r.returncode == 2 and "no group file" in r.stderr and "colo-gpt-resnet" in r.stderr, r.stderr
+
+
 if __name__ == "__main__":
     tests = [v for k, v in sorted(globals().items()) if k.startswith("test_")]
     for t in tests:

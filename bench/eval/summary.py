@@ -62,7 +62,30 @@ def load(*dirs):
         if meta is None:
             raise SystemExit(f"summary: no results.json or rounds/round-*.json under {d}")
         groups.append({"meta": meta, "runs": runs})
-    return groups
+    return merge_parts(groups)
+
+
+def merge_parts(groups):
+    """Outputs of one group's parts (meta.group "NAME:PART", one device call each) become one group:
+    each call's rounds keep their own alone runs (renumbered part x 100 + round), configurations
+    are the union in order."""
+    merged, order = {}, []
+    for g in groups:
+        base = g["meta"]["group"].split(":")[0]
+        if base not in merged:
+            m = dict(g["meta"], group=base, configs=list(g["meta"]["configs"]), calls=1)
+            merged[base] = {"meta": m, "runs": []}
+            order.append(base)
+        else:
+            m = merged[base]["meta"]
+            m["calls"] += 1
+            m["configs"] += [c for c in g["meta"]["configs"] if c not in m["configs"]]
+            m["wall_s"] = (m.get("wall_s") or 0) + (g["meta"].get("wall_s") or 0)
+            m["estimate_s"] = (m.get("estimate_s") or 0) + (g["meta"].get("estimate_s") or 0)
+        k = merged[base]["meta"]["calls"]
+        for r in g["runs"]:
+            merged[base]["runs"].append(dict(r, round=r["round"] if k == 1 else k * 100 + r["round"]))
+    return [merged[b] for b in order]
 
 
 def geomean(xs):
@@ -188,30 +211,56 @@ def ratio_lines(ix, medians, higher_better, what):
     return out
 
 
+def _lat(res, rate, key):
+    """A latency tenant's figure, for one rate phase (by_rate) or over the whole window (rate None)."""
+    if not res:
+        return None
+    if rate is None:
+        return res.get(key)
+    return (res.get("by_rate") or {}).get(rate, {}).get(key)
+
+
 def mixed_section(ix, plots):
     out = [f"### {ix.meta['group']}: training + latency-critical inference", ""]
-    out.append("| scenario | configuration | p50 ms | p99 ms (median) | p99 range | background norm. | rounds |")
-    out.append("| --- | --- | --- | --- | --- | --- | --- |")
-    p99s, bgs = {}, {}
+    out.append("| scenario | rate /s | configuration | p50 ms | p99 ms (median) | p99 range | background norm. | rounds |")
+    out.append("| --- | --- | --- | --- | --- | --- | --- | --- |")
+    p99s, bgs, keys = {}, {}, []
     for s in ix.scenarios:
         lat = [t for t in ix.members[s] if ix.role.get(t) == "latency"]
         bg = [t for t in ix.members[s] if ix.role.get(t) != "latency"]
+        rates = []
+        for (r, c, sc), res in ix.by.items():
+            for t in lat:
+                for k in (res.get(t) or {}).get("by_rate") or {}:
+                    if sc == s and k not in rates:
+                        rates.append(k)
+        rates = sorted(rates, key=float) or [None]
         for c in ix.configs:
-            p50 = [x for t in lat for x in ix.metric(c, s, t, "p50_ms")]
-            p99 = [x for t in lat for x in ix.metric(c, s, t, "p99_ms")]
             norm = [n for n in (ix.norm(r, c, s, bg)[0] for r in ix.rounds) if n is not None]
-            p99s[(s, c)], bgs[(s, c)] = med(p99), med(norm)
-            out.append(f"| {s} | {LABELS.get(c, c)} | {fmt(med(p50), 2)} | **{fmt(med(p99), 2)}** | "
-                       f"{spread(p99, 2)} | {fmt(med(norm))} | {len(p99)} |")
-        for t in lat:
-            al = [ix.alone(r, t).get("p99_ms") for r in ix.rounds if ix.alone(r, t)]
-            out.append(f"| {s} | {t} alone (native) | - | {fmt(med(al), 2)} | {spread(al, 2)} | - | {len(al)} |")
-    out += ratio_lines(ix, p99s, higher_better=False, what="inference p99")
+            bgs[(s, c)] = med(norm)
+        for rate in rates:
+            key = s if rate is None else f"{s} @{rate}/s"
+            keys.append(key)
+            for c in ix.configs:
+                got = [ix.get(r, c, s).get(t) for r in ix.rounds for t in lat]
+                p50 = [x for x in (_lat(g, rate, "p50_ms") for g in got) if x is not None]
+                p99 = [x for x in (_lat(g, rate, "p99_ms") for g in got) if x is not None]
+                p99s[(key, c)] = med(p99)
+                out.append(f"| {s} | {rate or '-'} | {LABELS.get(c, c)} | {fmt(med(p50), 2)} | **{fmt(med(p99), 2)}** | "
+                           f"{spread(p99, 2)} | {fmt(bgs[(s, c)])} | {len(p99)} |")
+            for t in lat:
+                al = [x for x in (_lat(ix.alone(r, t), rate, "p99_ms") for r in ix.rounds) if x is not None]
+                out.append(f"| {s} | {rate or '-'} | {t} alone (native) | - | {fmt(med(al), 2)} | {spread(al, 2)} | - | "
+                           f"{len(al)} |")
+    view = Index.__new__(Index)
+    view.__dict__.update(ix.__dict__)
+    view.scenarios = keys
+    out += ratio_lines(view, p99s, higher_better=False, what="inference p99")
     out += ratio_lines(ix, bgs, higher_better=True, what="background throughput")
     out += ["", "Goals (issue 25): p99 at most 0.4x MPS's and 0.9x Static's; background at least 1.05x the best "
             "baseline's.", ""]
     if plots is not None:
-        bars(plots, f"{ix.meta['group']}-p99.png", ix.scenarios, ix.configs,
+        bars(plots, f"{ix.meta['group']}-p99.png", keys, ix.configs,
              {k: [v] if v is not None else [] for k, v in p99s.items()}, "inference p99 (ms)", ix.meta["group"])
         bars(plots, f"{ix.meta['group']}-background.png", ix.scenarios, ix.configs,
              {k: [v] if v is not None else [] for k, v in bgs.items()}, "background normalized throughput",

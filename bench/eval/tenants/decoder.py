@@ -1,11 +1,12 @@
 """Latency-critical decoder tenant: batch-1 requests at Poisson arrivals (--rate per second, seeded
 by EVAL_SEED), each a --prompt token prefill and --gen greedy decode steps with a KV cache; one
-request at a time in arrival order (open loop: a late request queues). Reports p50/p99 latency
+request at a time in arrival order (open loop: a late request queues). --rates splits the window in
+equal phases, one per rate, reported apart (`by_rate`) and together. Reports p50/p99 latency
 (arrival to last token, queueing included) and the per-token time. Model: transformers'
 LlamaForCausalLM (random init, bf16) when importable, else the hand-written llm.Llama; `impl` says
 which.
 
-  python3 tenants/decoder.py --rate 10 [--prompt 128] [--gen 16] [--size small] [--digest [--reshape 4]]
+  python3 tenants/decoder.py --rate 10 | --rates 5,10,20 [--prompt 128] [--gen 16] [--size small] [--digest [--reshape 4]]
 
 --digest: one fixed prompt, --gen greedy tokens; SHA-256 of the tokens and the last logits' bytes.
 --reshape K (with --digest, hand-written model only): the same decode with the LM head's reduction
@@ -79,6 +80,7 @@ def hand_generate(m):
 def main():
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--rate", type=float, default=10.0, help="requests per second (Poisson)")
+    ap.add_argument("--rates", help="comma-separated rates: the window is split in equal phases, one per rate")
     ap.add_argument("--prompt", type=int, default=128)
     ap.add_argument("--gen", type=int, default=16)
     ap.add_argument("--size", choices=sorted(llm.SIZES), default="small")
@@ -118,7 +120,13 @@ def main():
     generate(prompt, a.gen)
     torch.cuda.synchronize()
     service_ms = (time.perf_counter() - t1) * 1000
-    arrivals = tenant.poisson_arrivals(a.rate, t.seconds, t.seed)
+    rates = [float(x) for x in a.rates.split(",")] if a.rates else [a.rate]
+    phase = t.seconds / len(rates)
+    arrivals, tags = [], []
+    for k, rate in enumerate(rates):
+        got = tenant.poisson_arrivals(rate, phase, t.seed * 1000 + k)
+        arrivals += [k * phase + x for x in got]
+        tags += [k] * len(got)
     t.ready()
 
     def serve():
@@ -127,9 +135,14 @@ def main():
 
     lat, not_started = serving_core.open_loop(arrivals, serve, time.perf_counter, time.sleep,
                                               t.seconds + a.drain_s)
-    ms = [x * 1000 for x in lat]
+    ms = [x * 1000 for x in lat]  # in arrival order: ms[i] belongs to arrivals[i]
+    by_rate = {}
+    for k, rate in enumerate(rates):
+        mk = [x for x, tag in zip(ms, tags) if tag == k]
+        by_rate[f"{rate:g}"] = {"requests": tags.count(k), "completed": len(mk), "p50_ms": tenant.percentile(mk, 50),
+                                "p90_ms": tenant.percentile(mk, 90), "p99_ms": tenant.percentile(mk, 99)}
     return t.write({
-        "role": "latency", "impl": impl, "rate": a.rate, "prompt": a.prompt, "gen": a.gen,
+        "role": "latency", "impl": impl, "rates": rates, "by_rate": by_rate, "prompt": a.prompt, "gen": a.gen,
         "requests": len(arrivals), "completed": len(ms), "not_started": not_started,
         "p50_ms": tenant.percentile(ms, 50), "p90_ms": tenant.percentile(ms, 90),
         "p99_ms": tenant.percentile(ms, 99), "max_ms": max(ms) if ms else None,
