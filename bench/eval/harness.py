@@ -41,6 +41,7 @@ CONFIGS = {
     "mps": (True, "native", None),
     "mps_pct": (True, "native", None),
     "vitamin_inproc": (True, "inproc", None),
+    "vitamin_nomps": (False, "inproc", None),
     "vitamin_static": (True, "daemon", "static"),
     "vitamin_exclusive": (True, "daemon", "exclusive"),
     "vitamin_throughput": (True, "daemon", "throughput"),
@@ -594,6 +595,8 @@ def main(argv=None):
         systems.close()
         for sig, h in old.items():
             signal.signal(sig, h)
+        if os.listdir(systems.mps_log):
+            shutil.copytree(systems.mps_log, os.path.join(rundir, "mps-log"), dirs_exist_ok=True)
         shutil.rmtree(work, ignore_errors=True)
     meta["wall_s"] = time.monotonic() - t0
     with open(os.path.join(a.out, "results.json"), "w") as f:

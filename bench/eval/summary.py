@@ -36,6 +36,7 @@ LABELS = {
     "mps": "MPS",
     "mps_pct": "MPS + thread %",
     "vitamin_inproc": "vitamin in-process",
+    "vitamin_nomps": "vitamin in-process, no MPS",
     "vitamin_static": "vitamin Static",
     "vitamin_exclusive": "vitamin Exclusive",
     "vitamin_throughput": "vitamin Throughput",

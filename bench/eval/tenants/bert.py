@@ -68,7 +68,7 @@ def main():
     x = torch.where(mask, torch.full_like(x, 103), x).to(dev)  # [MASK]
 
     def step():
-        with torch.autocast("cuda", dtype=torch.bfloat16):
+        with common.autocast():
             out = logits(x)
         loss = F.cross_entropy(out.view(-1, VOCAB).float(), y.view(-1), ignore_index=-100)
         opt.zero_grad(set_to_none=True)

@@ -32,7 +32,7 @@ def main():
         opt.zero_grad(set_to_none=True)
         loss.backward()
         for _ in range(a.buckets):
-            torch.cuda.synchronize()
+            common.sync()
             time.sleep(a.comm_ms / 1000 / a.buckets)
         opt.step()
         return loss

@@ -29,8 +29,31 @@ def base_args(description):
     return ap
 
 
+SMOKE_CPU = os.environ.get("EVAL_DEVICE") == "cpu"  # smoke test of the tenants' code on a CPU only
+
+
+def sync():
+    """Waits for the device's queued work (nothing to wait for on the CPU smoke path)."""
+    if not SMOKE_CPU:
+        sync()
+
+
+def pinned(t):
+    return t if SMOKE_CPU else t.pin_memory()
+
+
+def autocast():
+    return torch.autocast("cpu" if SMOKE_CPU else "cuda", dtype=torch.bfloat16)
+
+
 def setup(digest, seed=0):
-    """The device, in the deterministic configuration for digests."""
+    """The device, in the deterministic configuration for digests. EVAL_DEVICE=cpu runs the tenant
+    on the CPU (a smoke test of its code, never a measurement)."""
+    if SMOKE_CPU:
+        torch.manual_seed(seed)
+        if digest:
+            torch.use_deterministic_algorithms(True, warn_only=True)
+        return torch.device("cpu")
     if not torch.cuda.is_available():
         raise SystemExit("no CUDA device visible to torch")
     os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
@@ -59,21 +82,21 @@ def train_main(t, a, net, step, extra=None, samples_per_step=None, late=None):
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             losses = [float(step().item()) for _ in range(a.steps)]
-        torch.cuda.synchronize()
+        sync()
         nondet = sorted({str(w.message)[:200] for w in caught if "deterministic" in str(w.message)})
         extra.update(late() if late else {})
         return t.write({"role": "train", "digest": param_digest(net), "losses": losses, "steps": a.steps,
                         "nondeterministic_warnings": nondet, **extra})
     for _ in range(a.warmup):
         step()
-    torch.cuda.synchronize()
+    sync()
     t.ready()
     t0 = time.perf_counter()
     n = 0
     while t.measuring():
         step()
         n += 1
-    torch.cuda.synchronize()
+    sync()
     dt = time.perf_counter() - t0
     extra.update(late() if late else {})
     doc = {"role": "train", "throughput": n / dt, "unit": "steps/s", "steps": n, "seconds": dt, **extra}
@@ -130,6 +153,6 @@ def gpt_batch(vocab, t, b, dev, seed=1234):
 
 
 def lm_loss(net, x, y):
-    with torch.autocast("cuda", dtype=torch.bfloat16):
+    with autocast():
         logits = net(x)
     return F.cross_entropy(logits.view(-1, logits.shape[-1]).float(), y.view(-1))

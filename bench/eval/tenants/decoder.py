@@ -97,7 +97,7 @@ def main():
     if a.digest:
         t.ready()
         toks, last = generate(prompt, a.gen)
-        torch.cuda.synchronize()
+        common.sync()
         toks_l = toks.tolist()
         doc = {"role": "latency", "impl": impl, "tokens": toks_l,
                "digest": tenant.sha256_hex([str(toks_l).encode(), last.float().cpu().numpy().tobytes()])}
@@ -107,18 +107,18 @@ def main():
             ref_t, ref_l = hand_generate(m)(prompt, a.gen)
             m.head_splits = a.reshape
             rt, rl = hand_generate(m)(prompt, a.gen)
-            torch.cuda.synchronize()
+            common.sync()
             doc["reshape"] = {"splits": a.reshape, "max_abs_diff": float((rl.float() - ref_l.float()).abs().max()),
                               "tokens_changed": int(sum(x != y for x, y in zip(rt.tolist(), ref_t.tolist()))),
                               "bitwise_equal": bool(torch.equal(rl, ref_l) and torch.equal(rt, ref_t))}
         return t.write(doc)
     for _ in range(3):
         generate(prompt, a.gen)
-    torch.cuda.synchronize()
+    common.sync()
     # one request before the window (no queueing; a co-tenant may be warming up)
     t1 = time.perf_counter()
     generate(prompt, a.gen)
-    torch.cuda.synchronize()
+    common.sync()
     service_ms = (time.perf_counter() - t1) * 1000
     rates = [float(x) for x in a.rates.split(",")] if a.rates else [a.rate]
     phase = t.seconds / len(rates)
@@ -131,7 +131,7 @@ def main():
 
     def serve():
         generate(prompt, a.gen)
-        torch.cuda.synchronize()
+        common.sync()
 
     lat, not_started = serving_core.open_loop(arrivals, serve, time.perf_counter, time.sleep,
                                               t.seconds + a.drain_s)

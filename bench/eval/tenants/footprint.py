@@ -1,9 +1,11 @@
 """Footprint tenant: what a process costs on the device and the host. Measures, from the start of
 the script: the time to the first kernel's completion (under vitamin this includes the shim's
 start-up and the pool's creation), then runs a small matmul loop through the window, and at the end
-reads the process's GPU memory (nvidia-smi, this pid), the device memory in use
-(torch.cuda.mem_get_info: total - free) and the host RSS high-water mark (VmHWM). Compared with
-its native run, the differences are vitamin's pool and runtime.
+reads the process's GPU memory (nvidia-smi, this pid; under MPS nvidia-smi lists the MPS server
+instead, so it is empty there), the device memory in use (torch.cuda.mem_get_info: total - free;
+alone on the device this is this process plus, under MPS, the MPS server) and the host RSS
+high-water mark (VmHWM). Compared with its native run (no MPS) or with `vitamin_nomps` against
+native and `vitamin_inproc` against `mps`, the differences are vitamin's pool and runtime.
 
   python3 tenants/footprint.py [--n 2048]
 """
@@ -30,8 +32,9 @@ def status_mib(key):
 
 def process_gpu_mib(pid):
     try:
+        env = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}  # nvidia-smi without the shim
         out = subprocess.run(["nvidia-smi", "--query-compute-apps=pid,used_memory", "--format=csv,noheader,nounits"],
-                             capture_output=True, text=True, timeout=20).stdout
+                             capture_output=True, text=True, timeout=20, env=env).stdout
     except (OSError, subprocess.SubprocessError):
         return None
     for line in out.splitlines():
@@ -51,9 +54,9 @@ def main():
     t = tenant.Tenant("footprint")
     dev = common.setup(False)
     x = torch.ones(1, device=dev) + 1
-    torch.cuda.synchronize()
+    common.sync()
     first = time.perf_counter() - T0
-    free0, total = torch.cuda.mem_get_info()
+    free0, total = (0, 0) if common.SMOKE_CPU else torch.cuda.mem_get_info()
     m = torch.randn(a.n, a.n, device=dev, dtype=torch.bfloat16)
     t.ready()
     n = 0
@@ -61,14 +64,14 @@ def main():
         m = (m @ m).tanh_()
         n += 1
         if n % 50 == 0:
-            torch.cuda.synchronize()
-    torch.cuda.synchronize()
-    free1, _ = torch.cuda.mem_get_info()
+            common.sync()
+    common.sync()
+    free1, _ = (0, 0) if common.SMOKE_CPU else torch.cuda.mem_get_info()
     return t.write({
         "role": "footprint", "first_kernel_s": first, "device_total_mib": total / 2**20,
         "device_free_delta_mib": (total - free1) / 2**20, "device_used_after_init_mib": (total - free0) / 2**20,
         "gpu_used_mib": process_gpu_mib(os.getpid()), "vm_hwm_mib": status_mib("VmHWM"),
-        "vm_rss_mib": status_mib("VmRSS"), "torch_allocated_mib": torch.cuda.max_memory_allocated() / 2**20,
+        "vm_rss_mib": status_mib("VmRSS"), "torch_allocated_mib": None if common.SMOKE_CPU else torch.cuda.max_memory_allocated() / 2**20,
         "throughput": n / t.seconds, "unit": "matmuls/s", "check": float(x.item()),
     })
 

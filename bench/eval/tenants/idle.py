@@ -30,11 +30,11 @@ def main():
 
     if a.mode == "loader":
         opt = torch.optim.AdamW(net.parameters(), lr=3e-4)
-        pinned_x = torch.empty(b, tlen, dtype=torch.long).pin_memory()
-        pinned_y = torch.empty(b, tlen, dtype=torch.long).pin_memory()
+        pinned_x = common.pinned(torch.empty(b, tlen, dtype=torch.long))
+        pinned_y = common.pinned(torch.empty(b, tlen, dtype=torch.long))
 
         def step():
-            torch.cuda.synchronize()  # a loader without prefetch: the next batch is built after this step
+            common.sync()  # a loader without prefetch: the next batch is built after this step
             t0 = time.perf_counter()
             xb = torch.randint(0, vocab, (b, tlen), generator=gen)
             perm = torch.randperm(b * tlen, generator=gen)
@@ -53,7 +53,7 @@ def main():
     else:
         params = list(net.parameters())
         master = [p.detach().float().cpu().clone().requires_grad_(False) for p in params]
-        grads = [torch.empty_like(m).pin_memory() for m in master]
+        grads = [common.pinned(torch.empty_like(m)) for m in master]
         for m, g in zip(master, grads):
             m.grad = g
         opt = torch.optim.AdamW(master, lr=3e-4)
@@ -66,7 +66,7 @@ def main():
             loss.backward()
             for p, g in zip(params, grads):
                 g.copy_(p.grad, non_blocking=True)
-            torch.cuda.synchronize()
+            common.sync()
             t0 = time.perf_counter()
             opt.step()
             host_busy.append(time.perf_counter() - t0)

@@ -22,7 +22,7 @@ def main():
     y = torch.randint(0, 1000, (a.batch,), generator=g).to(dev)
 
     def step():
-        with torch.autocast("cuda", dtype=torch.bfloat16):
+        with common.autocast():
             loss = F.cross_entropy(net(x).float(), y)
         opt.zero_grad(set_to_none=True)
         loss.backward()

@@ -58,7 +58,7 @@ def main():
     def decode(batch):
         toks = torch.cat([last[s] for _, s in batch])
         out = m.decode(toks, [s for _, s in batch], [r.prompt + r.tokens - 1 for r, _ in batch]).argmax(-1)
-        torch.cuda.synchronize()  # the step's tokens are out: TPOT is measured per step
+        common.sync()  # the step's tokens are out: TPOT is measured per step
         for i, (r, s) in enumerate(batch):
             last[s] = out[i:i + 1]
             if a.digest:
@@ -66,7 +66,7 @@ def main():
 
     def sync_prefill(r, slot):
         x = prefill(r, slot)
-        torch.cuda.synchronize()
+        common.sync()
         if a.digest:
             generated.setdefault(r.rid, []).append(x)
 
