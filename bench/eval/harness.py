@@ -427,7 +427,12 @@ def run_one(g, r, config, scenario, tenants, systems, rundir, log):
             procs[name] = (p, time.monotonic())
         deadline = time.monotonic() + run_timeout(g, tenants)
         status_taken = policy is None
+        abort = None
         while any(p.poll() is None for p, _ in procs.values()):
+            failed = [n for n, (p, _) in procs.items() if p.poll() not in (None, 0)]
+            if failed:  # its peers would wait at the barrier in vain: stop the run now
+                abort = f"{failed[0]} exited {procs[failed[0]][0].returncode}"
+                break
             if not status_taken and all(
                     os.path.exists(os.path.join(barrier, n + ".ready")) for n in procs):
                 time.sleep(min(1.0, float(g["seconds"]) / 2))
@@ -437,8 +442,9 @@ def run_one(g, r, config, scenario, tenants, systems, rundir, log):
                 break
             time.sleep(0.02)
         for name, (p, t_spawn) in procs.items():
-            timed_out = p.poll() is None
-            if timed_out:
+            running = p.poll() is None
+            timed_out = running and abort is None
+            if running:
                 _kill_group(p)
             else:
                 _kill_group(p, grace=0.5)  # leftovers of the tenant's group, if any
@@ -453,6 +459,8 @@ def run_one(g, r, config, scenario, tenants, systems, rundir, log):
             except (OSError, ValueError):
                 result = None
             t = {"rc": p.returncode, "timed_out": timed_out, "startup_s": startup, "result": result}
+            if running and abort:
+                t["killed"] = f"stopped because {abort}"
             if p.returncode != 0 or result is None:
                 t["stderr_tail"] = _tail(os.path.join(rundir, f"{tag}-{name}.err"))
             rec["tenants"][name] = t

@@ -449,6 +449,7 @@ def failures(group):
             continue
         why = r.get("skipped") or r.get("error") or "; ".join(
             f"{n} exit {t.get('rc')}{' (timed out)' if t.get('timed_out') else ''}"
+            f"{' (' + t['killed'] + ')' if t.get('killed') else ''}"
             for n, t in r.get("tenants", {}).items() if t.get("rc") != 0 or t.get("result") is None)
         out.append(f"- r{r['round']} {r['config']} {r['scenario']}: {why}")
     return out
