@@ -14,16 +14,16 @@ import tempfile
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 CASES = {
-    "lm": ["tenants/lm.py", "--size", "small", "--warmup", "1", "--steps", "2"],
-    "resnet": ["tenants/resnet.py", "--batch", "2", "--warmup", "1", "--steps", "2"],
-    "lora": ["tenants/lora.py", "--size", "small", "--warmup", "1", "--steps", "2"],
-    "lora_hand": ["tenants/lora.py", "--size", "small", "--impl", "hand", "--warmup", "1", "--steps", "2"],
-    "loader": ["tenants/idle.py", "--mode", "loader", "--size", "small", "--load-ms", "5", "--warmup", "1",
+    "lm": ["tenants/lm.py", "--size", "tiny", "--warmup", "1", "--steps", "2"],
+    "resnet": ["tenants/resnet.py", "--batch", "2", "--image", "32", "--warmup", "1", "--steps", "2"],
+    "lora": ["tenants/lora.py", "--size", "tiny", "--warmup", "1", "--steps", "2"],
+    "lora_hand": ["tenants/lora.py", "--size", "tiny", "--impl", "hand", "--warmup", "1", "--steps", "2"],
+    "loader": ["tenants/idle.py", "--mode", "loader", "--size", "tiny", "--load-ms", "5", "--warmup", "1",
                "--steps", "2"],
-    "offload": ["tenants/idle.py", "--mode", "offload", "--size", "small", "--warmup", "1", "--steps", "2"],
-    "comm": ["tenants/comm.py", "--size", "small", "--comm-ms", "5", "--warmup", "1", "--steps", "2"],
-    "bert": ["tenants/bert.py", "--layers", "2", "--batch", "2", "--warmup", "1", "--steps", "2"],
-    "bert_hand": ["tenants/bert.py", "--impl", "hand", "--layers", "2", "--batch", "2", "--warmup", "1",
+    "offload": ["tenants/idle.py", "--mode", "offload", "--size", "tiny", "--warmup", "1", "--steps", "2"],
+    "comm": ["tenants/comm.py", "--size", "tiny", "--comm-ms", "5", "--warmup", "1", "--steps", "2"],
+    "bert": ["tenants/bert.py", "--layers", "2", "--batch", "2", "--seq", "16", "--warmup", "1", "--steps", "2"],
+    "bert_hand": ["tenants/bert.py", "--impl", "hand", "--layers", "2", "--batch", "2", "--seq", "16", "--warmup", "1",
                   "--steps", "2"],
     "decoder": ["tenants/decoder.py", "--size", "tiny", "--rates", "2,4", "--prompt", "16", "--gen", "4"],
     "decoder_hand": ["tenants/decoder.py", "--impl", "hand", "--size", "tiny", "--rate", "3", "--prompt", "16",
@@ -39,7 +39,7 @@ def run(name, args, d, seconds="1"):
     out = os.path.join(d, name + ".json")
     env = dict(os.environ, EVAL_DEVICE="cpu", EVAL_OUT=out, EVAL_BARRIER=d, EVAL_PEERS="1", EVAL_NAME=name,
                EVAL_SECONDS=seconds, OMP_NUM_THREADS="2")
-    r = subprocess.run([sys.executable] + args, cwd=HERE, env=env, capture_output=True, text=True, timeout=900)
+    r = subprocess.run([sys.executable] + args, cwd=HERE, env=env, capture_output=True, text=True, timeout=300)
     if r.returncode != 0:
         raise AssertionError(f"{name}: exit {r.returncode}\n{r.stderr[-2000:]}")
     os.unlink(os.path.join(d, name + ".ready"))

@@ -139,6 +139,7 @@ class GPT(nn.Module):
 
 # name -> (vocab, d, layers, heads, T, batch)
 GPT_SIZES = {
+    "tiny": (1024, 64, 2, 4, 64, 2),  # the CPU smoke test only
     "small": (32768, 512, 4, 8, 512, 16),
     "medium": (32768, 768, 6, 12, 512, 16),
     "large": (32768, 1024, 12, 16, 512, 8),
