@@ -81,7 +81,8 @@ def main():
         toks = [torch.cat(generated[r.rid]).tolist() for r in reqs]
         return t.write({"role": "serving", "digest": tenant.sha256_hex([str(toks).encode()]),
                         "requests": len(reqs), "tokens": sum(len(x) for x in toks)})
-    warm = serving_core.load_trace(a.trace, a.start_row, count=a.slots, max_prompt=a.max_prompt, max_gen=8)
+    warm = serving_core.load_trace(a.trace, a.start_row, count=a.slots, max_prompt=a.max_prompt,
+                                   max_gen=min(8, a.max_gen))
     for r in warm:
         r.arrival = 0.0
     serving_core.ContinuousBatcher(a.slots, sync_prefill, decode, time.perf_counter, time.sleep,
