@@ -380,8 +380,9 @@ def headline(res):
     return "result"
 
 
-def run_one(g, r, config, scenario, tenants, systems, rundir, log):
-    """Runs one scenario under one configuration; returns its record."""
+def run_one(g, r, config, scenario, tenants, systems, rundir, log, hard_deadline=None):
+    """Runs one scenario under one configuration; returns its record. No tenant outlives
+    `hard_deadline` (time.monotonic(); the end of the call's budget)."""
     tag = f"r{r}-{config}-{scenario.replace(':', '_').replace('+', '_')}"
     scen = next((s for s in g["scenarios"] if s["name"] == scenario), {})
     rec = {"round": r, "config": config, "scenario": scenario, "tenants": {}, "ok": False}
@@ -426,6 +427,8 @@ def run_one(g, r, config, scenario, tenants, systems, rundir, log):
                 err.close()
             procs[name] = (p, time.monotonic())
         deadline = time.monotonic() + run_timeout(g, tenants)
+        if hard_deadline is not None:
+            deadline = min(deadline, hard_deadline)
         status_taken = policy is None
         abort = None
         while any(p.poll() is None for p, _ in procs.values()):
@@ -584,7 +587,7 @@ def main(argv=None):
                        "skipped": f"budget: needs ~{need:.0f} s, {left:.0f} s left"}
                 log(f"r{r} {i}/{len(runs)} {c} {s}: SKIPPED ({rec['skipped']})")
             else:
-                rec = run_one(g, r, c, s, ts, systems, rundir, log)
+                rec = run_one(g, r, c, s, ts, systems, rundir, log, hard_deadline=t0 + budget)
                 parts = []
                 for n, t in rec["tenants"].items():
                     st = f", start-up {t['startup_s']:.1f} s" if t.get("startup_s") is not None else ""

@@ -5,7 +5,8 @@ Checked: the time estimate and its refusal, the plan's rotation, the barrier (ev
 starts after every peer was ready), each configuration's environment (MPS on or off, per-tenant
 thread percentage, the daemon's policy, latency class and TPOT target), per-round raw files, and
 that the MPS stand-in and the daemon stand-in are stopped on every path: tenant crash, tenant hang
-(killed by the run timeout, SIGTERM ignored), daemon start failure, and SIGTERM to the harness.
+(killed by the run timeout, SIGTERM ignored; the timeout cut to the call's budget), daemon start
+failure, and SIGTERM to the harness.
 Every child wait is bounded (watchdogs), so a broken harness fails the test instead of hanging it.
 """
 import json
@@ -209,6 +210,23 @@ def test_failures_are_recorded_and_everything_is_stopped():
         assert by["timeslice"]["ok"], by["timeslice"]
         for p in open(pids).read().split():
             assert not alive(int(p)), f"tenant {p} survived"
+        assert_stand_ins_stopped(d)
+
+
+def test_a_hang_never_outlives_the_budget():
+    """The run timeout (here 200 s) is cut to the end of the call's budget (20 s): a hanging tenant
+    is killed then, not later (the 120 s watchdog would fail the test)."""
+    with tempfile.TemporaryDirectory() as d:
+        pids = os.path.join(d, "pids")
+        write_group(d, rounds=1, budget_s=20, grace_s=200, configs=["mps"], alone=False,
+                    tenants={"h": {"cmd": stub_cmd("--hang-under", "mps", "--pid-file", pids), "startup_s": 0.2}},
+                    scenarios=[{"name": "h", "tenants": ["h"]}])
+        r = harness(d, timeout=120)
+        assert r.returncode == 0, r.stdout + r.stderr
+        (rec,) = results(d)["runs"]
+        assert rec["tenants"]["h"]["timed_out"] and not rec["ok"], rec
+        for q in open(pids).read().split():
+            assert not alive(int(q)), f"tenant {q} survived"
         assert_stand_ins_stopped(d)
 
 
