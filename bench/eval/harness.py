@@ -1,0 +1,621 @@
+"""The evaluation harness (bench/eval/README.md): runs one scenario group on the GPU machine.
+
+  python3 harness.py GROUP.json --out DIR [--part P] [--rounds N] [--seconds S] [--configs a,b]
+                     [--scenarios x,y] [--budget S] [--dry-run] [--vitamin PATH]
+
+A group names tenants (commands speaking tenant.py's protocol), scenarios (sets of tenants started
+together) and system configurations. Each round runs every tenant of the group alone (natively, no
+MPS: the normalization), then every configuration x scenario, the configurations' order rotated by
+one per round. Every run starts its tenants together; each touches a ready file after warm-up and
+waits for its peers, so the measured windows start together and warm-up is excluded. The harness owns
+the MPS control daemon (its own pipe and log directories) and the vitamin daemon, and stops both on
+every exit path, failures and signals included. Before running it estimates the group's time from the
+tenants' declared start-up times and refuses a group that would not fit the budget of one device call;
+while running it skips (and records) a run that would overrun what is left.
+
+Tenant commands run in this folder (the staged bench/eval); `${VAR}` in their arguments is expanded
+and a leading python3 is this interpreter. A group may name parts (subsets of its configurations,
+`--part`) where all of them together would not fit one call; each part's records carry the
+group name `GROUP:PART`, and the summary reads several parts' outputs together.
+
+Outputs under --out: log.txt (a progress line per run), rounds/round-N.json (raw records, rewritten
+after every run), results.json (meta + every run), runs/ (each tenant's result, stdout and stderr,
+the daemon's and MPS's logs).
+"""
+import argparse
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+# name -> (MPS on, wrapper, daemon policy)
+CONFIGS = {
+    "alone": (False, "native", None),
+    "timeslice": (False, "native", None),
+    "mps": (True, "native", None),
+    "mps_pct": (True, "native", None),
+    "vitamin_inproc": (True, "inproc", None),
+    "vitamin_nomps": (False, "inproc", None),
+    "vitamin_static": (True, "daemon", "static"),
+    "vitamin_exclusive": (True, "daemon", "exclusive"),
+    "vitamin_throughput": (True, "daemon", "throughput"),
+    "vitamin_tpot": (True, "daemon", "tpot"),
+    "vitamin_chaos": (True, "daemon", "chaos"),
+}
+MPS_SWITCH_S = 4.0  # estimate for starting or stopping the MPS control daemon
+DAEMON_S = 3.0  # estimate for starting and stopping the vitamin daemon around one run
+TEARDOWN_S = 3.0  # estimate for tenants' exit after the window
+
+
+class GroupError(ValueError):
+    """The group file is malformed."""
+
+
+class Interrupted(Exception):
+    """SIGTERM or SIGINT reached the harness."""
+
+
+def _on_signal(signum, _frame):
+    raise Interrupted(f"signal {signum}")
+
+
+def load_group(path):
+    try:
+        with open(path) as f:
+            g = json.load(f)
+    except (OSError, ValueError) as e:
+        raise GroupError(f"cannot read group {path}: {e}") from e
+    if "tenant_defs" in g:  # shared tenant definitions, relative to the group file
+        defs_path = os.path.join(os.path.dirname(os.path.abspath(path)), g["tenant_defs"])
+        try:
+            with open(defs_path) as f:
+                defs = json.load(f)
+        except (OSError, ValueError) as e:
+            raise GroupError(f"cannot read tenant definitions {defs_path}: {e}") from e
+        defs.update(g.get("tenants", {}))
+        g["tenants"] = defs
+    for key in ("name", "kind", "tenants", "scenarios", "configs"):
+        if key not in g:
+            raise GroupError(f"group {path}: missing key {key!r}")
+    g.setdefault("rounds", 3)
+    g.setdefault("seconds", 10)
+    g.setdefault("budget_s", 540)
+    g.setdefault("grace_s", 30)
+    g.setdefault("alone", True)
+    for c in g["configs"]:
+        if c not in CONFIGS or c == "alone":
+            raise GroupError(f"group {g['name']}: unknown configuration {c!r} (known: {', '.join(CONFIGS)})")
+    g["tenants"] = {k: v for k, v in g["tenants"].items() if not k.startswith("_")}  # "_comment"
+    for name, t in g["tenants"].items():
+        if not isinstance(t, dict) or not isinstance(t.get("cmd"), list) or not t["cmd"]:
+            raise GroupError(f"tenant {name}: 'cmd' must be a non-empty list")
+        t.setdefault("startup_s", 15)
+        t.setdefault("role", "train")
+        t.setdefault("latency", False)
+    for part, cs in g.get("parts", {}).items():
+        for c in cs:
+            if c not in g["configs"]:
+                raise GroupError(f"group {g['name']}: part {part} names {c!r}, not among its configurations")
+    seen = set()
+    for s in g["scenarios"]:
+        if s.get("name") in seen or not s.get("name"):
+            raise GroupError(f"scenario names must be unique and non-empty: {s.get('name')!r}")
+        seen.add(s["name"])
+        if not s.get("tenants"):
+            raise GroupError(f"scenario {s['name']}: no tenants")
+        if len(set(s["tenants"])) != len(s["tenants"]):
+            raise GroupError(f"scenario {s['name']}: a tenant appears twice (define a second tenant name)")
+        for t in s["tenants"]:
+            if t not in g["tenants"]:
+                raise GroupError(f"scenario {s['name']}: unknown tenant {t!r}")
+        for t, pct in s.get("mps_pct", {}).items():
+            if t not in s["tenants"] or not (0 < pct <= 100):
+                raise GroupError(f"scenario {s['name']}: bad mps_pct entry {t}={pct}")
+    if int(g["rounds"]) < 1 or float(g["seconds"]) <= 0:
+        raise GroupError("rounds must be >= 1 and seconds > 0")
+    return g
+
+
+def plan(g):
+    """Every run of the group in order: (round, config, scenario name, tenant names)."""
+    used = []
+    for s in g["scenarios"]:
+        for t in s["tenants"]:
+            if t not in used:
+                used.append(t)
+    configs = list(g["configs"])
+    runs = []
+    for r in range(1, int(g["rounds"]) + 1):
+        if g["alone"]:
+            for t in used:
+                runs.append((r, "alone", "alone:" + t, [t]))
+        k = (r - 1) % len(configs)
+        for c in configs[k:] + configs[:k]:
+            for s in g["scenarios"]:
+                runs.append((r, c, s["name"], list(s["tenants"])))
+    return runs
+
+
+def run_estimate(g, config, tenants):
+    """Seconds one run is expected to take (start-up of the slowest tenant, window, teardown)."""
+    est = max(float(g["tenants"][t]["startup_s"]) for t in tenants) + float(g["seconds"]) + TEARDOWN_S
+    if CONFIGS[config][1] == "daemon":
+        est += DAEMON_S
+    return est
+
+
+def run_timeout(g, tenants):
+    return 1.5 * max(float(g["tenants"][t]["startup_s"]) for t in tenants) + float(g["seconds"]) + float(g["grace_s"])
+
+
+def estimate(g, runs):
+    total, mps = 0.0, False
+    for _, c, _, ts in runs:
+        if CONFIGS[c][0] != mps:
+            total += MPS_SWITCH_S
+            mps = CONFIGS[c][0]
+        total += run_estimate(g, c, ts)
+    return total + (MPS_SWITCH_S if mps else 0.0)
+
+
+class Log:
+    def __init__(self, path):
+        self.f = open(path, "a")
+        self.t0 = time.monotonic()
+
+    def __call__(self, msg):
+        line = f"[{time.strftime('%H:%M:%S')} +{time.monotonic() - self.t0:5.0f}s] {msg}"
+        print(line, flush=True)
+        self.f.write(line + "\n")
+        self.f.flush()
+
+
+def _kill_group(p, grace=3.0):
+    """SIGTERM the process group of `p`, then SIGKILL after `grace` s; reaps `p`."""
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        try:
+            os.killpg(p.pid, sig)
+        except (ProcessLookupError, PermissionError):
+            pass
+        try:
+            p.wait(timeout=grace)
+            break
+        except subprocess.TimeoutExpired:
+            continue
+    # children left in the group after the leader exited
+    try:
+        os.killpg(p.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def _pid_alive(pid):
+    try:
+        os.kill(pid, 0)
+        return True
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+
+
+class Systems:
+    """Owns the MPS control daemon and the vitamin daemon; `close()` stops whatever runs."""
+
+    def __init__(self, work, log, vitamin, mps_control="nvidia-cuda-mps-control"):
+        self.log = log
+        self.vitamin = vitamin
+        self.mps_control = mps_control
+        self.pipe = os.path.join(work, "mps-pipe")
+        self.mps_log = os.path.join(work, "mps-log")
+        self.native_pipe = os.path.join(work, "no-mps")  # empty: clients find no MPS server there
+        for d in (self.pipe, self.mps_log, self.native_pipe):
+            os.makedirs(d, exist_ok=True)
+        self.sock = os.path.join(work, "vitamin.sock")
+        self.pid_file = os.path.join(work, "vitamin-daemon.pid")
+        self.mps_on = False
+        self.daemon = None  # (policy, log path)
+
+    def env(self, mps):
+        e = dict(os.environ)
+        e.pop("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE", None)
+        e["CUDA_MPS_PIPE_DIRECTORY"] = self.pipe if mps else self.native_pipe
+        e["CUDA_MPS_LOG_DIRECTORY"] = self.mps_log
+        e.pop("VITAMIN_DAEMON", None)
+        return e
+
+    def _control(self):
+        return os.path.join(self.pipe, "control")
+
+    def set_mps(self, on):
+        if on == self.mps_on:
+            return True
+        return self.start_mps() if on else self.stop_mps()
+
+    def start_mps(self):
+        try:
+            subprocess.run([self.mps_control, "-d"], env=self.env(True), timeout=20, check=True,
+                           stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        except (OSError, subprocess.SubprocessError) as e:
+            self.log(f"MPS start FAILED: {e}")
+            return False
+        self.mps_on = True  # from here on close() stops it, whatever happens next
+        deadline = time.monotonic() + 15
+        while not os.path.exists(self._control()):
+            if time.monotonic() > deadline:
+                self.log(f"MPS start FAILED: no {self._control()} after 15 s")
+                return False
+            time.sleep(0.05)
+        self.log("MPS control daemon on")
+        return True
+
+    def stop_mps(self):
+        if not self.mps_on:
+            return True
+        try:
+            subprocess.run([self.mps_control], input=b"quit\n", env=self.env(True), timeout=20,
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        except (OSError, subprocess.SubprocessError) as e:
+            self.log(f"MPS quit failed: {e}")
+        deadline = time.monotonic() + 15
+        while os.path.exists(self._control()) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        ok = not os.path.exists(self._control())
+        if not ok:
+            pid_file = os.path.join(self.pipe, "nvidia-cuda-mps-control.pid")
+            try:
+                pid = int(open(pid_file).read().split()[0])
+                os.kill(pid, signal.SIGKILL)
+                self.log(f"MPS control daemon {pid} did not quit: killed")
+            except (OSError, ValueError, IndexError):
+                self.log("MPS control daemon did not quit and left no pid file")
+        self.mps_on = False
+        self.log("MPS control daemon off")
+        return ok
+
+    def start_daemon(self, policy, log_file):
+        cmd = [self.vitamin, "daemon", "--socket", self.sock, "--policy", policy, "--mps", "check", "--detach",
+               "--pid-file", self.pid_file, "--log-file", log_file]
+        self.daemon = (policy, log_file)  # close() stops it even if the start half-failed
+        env = self.env(self.mps_on)
+        env.setdefault("VITAMIN_LOG", "info")
+        try:
+            r = subprocess.run(cmd, env=env, timeout=30, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        except (OSError, subprocess.SubprocessError) as e:
+            self.log(f"vitamin daemon start FAILED: {e}")
+            return False
+        if r.returncode != 0:
+            self.log(f"vitamin daemon start FAILED (exit {r.returncode}): {r.stdout.decode(errors='replace')[-400:]}")
+            return False
+        return True
+
+    def daemon_status(self, path):
+        try:
+            with open(path, "wb") as f:
+                subprocess.run([self.vitamin, "daemon", "status", "--socket", self.sock, "--json"], timeout=10,
+                               stdout=f, stderr=subprocess.STDOUT, env=self.env(self.mps_on))
+        except (OSError, subprocess.SubprocessError):
+            pass
+
+    def stop_daemon(self):
+        if self.daemon is None:
+            return
+        try:
+            subprocess.run([self.vitamin, "daemon", "stop", "--socket", self.sock], timeout=15,
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=self.env(self.mps_on))
+        except (OSError, subprocess.SubprocessError) as e:
+            self.log(f"vitamin daemon stop failed: {e}")
+        try:
+            pid = int(open(self.pid_file).read().split()[0])
+        except (OSError, ValueError, IndexError):
+            pid = None
+        if pid is not None:
+            deadline = time.monotonic() + 5
+            while _pid_alive(pid) and time.monotonic() < deadline:
+                time.sleep(0.05)
+            if _pid_alive(pid):
+                self.log(f"vitamin daemon {pid} still alive after stop: killed")
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+        for p in (self.pid_file, self.sock):
+            try:
+                os.unlink(p)
+            except OSError:
+                pass
+        self.daemon = None
+
+    def close(self):
+        self.stop_daemon()
+        self.stop_mps()
+
+
+def tenant_command(g, config, name, systems):
+    t = g["tenants"][name]
+    cmd = [os.path.expandvars(a) for a in t["cmd"]]
+    if cmd[0] in ("python3", "python"):
+        cmd[0] = sys.executable
+    wrap = CONFIGS[config][1]
+    if wrap == "inproc":
+        return [systems.vitamin, "run", "--no-daemon", "--"] + cmd
+    if wrap == "daemon":
+        pre = [systems.vitamin, "run", "--daemon", systems.sock]
+        if t["latency"]:
+            pre += ["--class", "latency"]
+            if t.get("tpot_ms"):
+                pre += ["--tpot-ms", str(t["tpot_ms"])]
+        return pre + ["--"] + cmd
+    return cmd
+
+
+def _tail(path, n=600):
+    try:
+        with open(path, "rb") as f:
+            f.seek(0, os.SEEK_END)
+            size = f.tell()
+            f.seek(max(0, size - n))
+            return f.read().decode(errors="replace")
+    except OSError:
+        return ""
+
+
+def headline(res):
+    if not res:
+        return "no result"
+    if "p99_ms" in res and res.get("role") == "latency":
+        return f"p50 {res.get('p50_ms', 0):.1f} / p99 {res['p99_ms']:.1f} ms"
+    if "tpot_violation_pct" in res:
+        return f"TPOT viol. {res['tpot_violation_pct']:.1f}%, TTFT viol. {res.get('ttft_violation_pct', 0):.1f}%"
+    if "digest" in res:
+        return "digest " + str(res["digest"])[:12]
+    if "throughput" in res:
+        return f"{res['throughput']:.4g} {res.get('unit', '/s')}"
+    return "result"
+
+
+def run_one(g, r, config, scenario, tenants, systems, rundir, log, hard_deadline=None):
+    """Runs one scenario under one configuration; returns its record. No tenant outlives
+    `hard_deadline` (time.monotonic(); the end of the call's budget)."""
+    tag = f"r{r}-{config}-{scenario.replace(':', '_').replace('+', '_')}"
+    scen = next((s for s in g["scenarios"] if s["name"] == scenario), {})
+    rec = {"round": r, "config": config, "scenario": scenario, "tenants": {}, "ok": False}
+    t_begin = time.monotonic()
+    mps, _, policy = CONFIGS[config]
+    if not systems.set_mps(mps):
+        rec["error"] = "MPS could not be switched " + ("on" if mps else "off")
+        return rec
+    if policy and not systems.start_daemon(policy, os.path.join(rundir, tag + "-daemon.log")):
+        systems.stop_daemon()
+        rec["error"] = f"vitamin daemon ({policy}) did not start"
+        return rec
+    barrier = tempfile.mkdtemp(prefix="barrier-", dir=systems_dir(systems))
+    procs = {}
+    try:
+        for name in tenants:
+            env = systems.env(mps)
+            env.update({
+                "EVAL_NAME": name,
+                "EVAL_OUT": os.path.join(rundir, f"{tag}-{name}.json"),
+                "EVAL_BARRIER": barrier,
+                "EVAL_PEERS": str(len(tenants)),
+                "EVAL_SECONDS": str(g["seconds"]),
+                "EVAL_BARRIER_TIMEOUT": str(run_timeout(g, tenants)),
+                "EVAL_SEED": str(r),
+                "EVAL_CONFIG": config,
+                "PYTHONUNBUFFERED": "1",
+            })
+            if config == "mps_pct":
+                share = scen.get("mps_pct", {}).get(name, max(1, 100 // len(tenants)))
+                env["CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"] = str(share)
+            out = open(os.path.join(rundir, f"{tag}-{name}.out"), "wb")
+            err = open(os.path.join(rundir, f"{tag}-{name}.err"), "wb")
+            try:
+                p = subprocess.Popen(tenant_command(g, config, name, systems), env=env, cwd=HERE,
+                                     stdout=out, stderr=err, start_new_session=True)
+            except OSError as e:
+                rec["tenants"][name] = {"rc": None, "error": f"cannot start: {e}"}
+                continue
+            finally:
+                out.close()
+                err.close()
+            procs[name] = (p, time.monotonic())
+        deadline = time.monotonic() + run_timeout(g, tenants)
+        if hard_deadline is not None:
+            deadline = min(deadline, hard_deadline)
+        status_taken = policy is None
+        abort = None
+        while any(p.poll() is None for p, _ in procs.values()):
+            failed = [n for n, (p, _) in procs.items() if p.poll() not in (None, 0)]
+            if failed:  # its peers would wait at the barrier in vain: stop the run now
+                abort = f"{failed[0]} exited {procs[failed[0]][0].returncode}"
+                break
+            if not status_taken and all(
+                    os.path.exists(os.path.join(barrier, n + ".ready")) for n in procs):
+                time.sleep(min(1.0, float(g["seconds"]) / 2))
+                systems.daemon_status(os.path.join(rundir, tag + "-status.json"))
+                status_taken = True
+            if time.monotonic() > deadline:
+                break
+            time.sleep(0.02)
+        for name, (p, t_spawn) in procs.items():
+            running = p.poll() is None
+            timed_out = running and abort is None
+            if running:
+                _kill_group(p)
+            else:
+                _kill_group(p, grace=0.5)  # leftovers of the tenant's group, if any
+            ready = os.path.join(barrier, name + ".ready")
+            startup = None
+            if os.path.exists(ready):
+                startup = os.path.getmtime(ready) - (time.time() - (time.monotonic() - t_spawn))
+            res_path = os.path.join(rundir, f"{tag}-{name}.json")
+            try:
+                with open(res_path) as f:
+                    result = json.load(f)
+            except (OSError, ValueError):
+                result = None
+            t = {"rc": p.returncode, "timed_out": timed_out, "startup_s": startup, "result": result}
+            if running and abort:
+                t["killed"] = f"stopped because {abort}"
+            if p.returncode != 0 or result is None:
+                t["stderr_tail"] = _tail(os.path.join(rundir, f"{tag}-{name}.err"))
+            rec["tenants"][name] = t
+    finally:
+        for p, _ in procs.values():
+            if p.poll() is None:
+                _kill_group(p)
+        shutil.rmtree(barrier, ignore_errors=True)
+        if policy:
+            systems.stop_daemon()
+    rec["wall_s"] = time.monotonic() - t_begin
+    rec["ok"] = len(rec["tenants"]) == len(tenants) and all(
+        t.get("rc") == 0 and t.get("result") is not None for t in rec["tenants"].values())
+    return rec
+
+
+def systems_dir(systems):
+    return os.path.dirname(systems.sock)
+
+
+def _git_commit():
+    for p in (os.path.join(HERE, "COMMIT"),):
+        if os.path.exists(p):
+            return open(p).read().strip()
+    try:
+        return subprocess.run(["git", "-C", HERE, "rev-parse", "HEAD"], capture_output=True, text=True,
+                              timeout=10).stdout.strip() or None
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("group")
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--rounds", type=int)
+    ap.add_argument("--seconds", type=float)
+    ap.add_argument("--part", help="one of the group's parts (a named list of configurations)")
+    ap.add_argument("--configs", help="comma-separated subset/order of the group's configurations")
+    ap.add_argument("--scenarios", help="comma-separated subset of the group's scenarios")
+    ap.add_argument("--budget", type=float, help="seconds one call may take (default: the group's budget_s)")
+    ap.add_argument("--dry-run", action="store_true", help="print the plan and the estimate, run nothing")
+    ap.add_argument("--vitamin", default=os.environ.get("EVAL_VITAMIN", os.path.join(HERE, "vitamin")))
+    ap.add_argument("--mps-control", default=os.environ.get("EVAL_MPS_CONTROL", "nvidia-cuda-mps-control"))
+    a = ap.parse_args(argv)
+    try:
+        g = load_group(a.group)
+        if a.rounds is not None:
+            g["rounds"] = a.rounds
+        if a.seconds is not None:
+            g["seconds"] = a.seconds
+        if a.part:
+            parts = g.get("parts", {})
+            if a.part not in parts:
+                raise GroupError(f"group {g['name']} has no part {a.part!r} (parts: {', '.join(parts) or 'none'})")
+            g["configs"] = list(parts[a.part])
+            g["name"] = f"{g['name']}:{a.part}"
+        if a.configs:
+            g["configs"] = a.configs.split(",")
+        if a.scenarios:
+            want = a.scenarios.split(",")
+            g["scenarios"] = [s for s in g["scenarios"] if s["name"] in want]
+            if len(g["scenarios"]) != len(want):
+                raise GroupError(f"unknown scenario among {want}")
+        if a.budget is not None:
+            g["budget_s"] = a.budget
+        for c in g["configs"]:
+            if c not in CONFIGS or c == "alone":
+                raise GroupError(f"unknown configuration {c!r} (known: {', '.join(CONFIGS)})")
+        if not g["configs"] or not g["scenarios"]:
+            raise GroupError("nothing to run: no configuration or no scenario left")
+        if int(g["rounds"]) < 3:
+            print(f"note: {g['rounds']} round(s); the evaluation asks for at least 3", file=sys.stderr)
+    except GroupError as e:
+        print(f"harness: {e}", file=sys.stderr)
+        return 2
+    runs = plan(g)
+    est = estimate(g, runs)
+    budget = float(g["budget_s"])
+    print(f"group {g['name']}: {len(runs)} runs ({g['rounds']} rounds x ({len(g['configs'])} configurations x "
+          f"{len(g['scenarios'])} scenarios + alone runs)), window {g['seconds']} s; estimate {est:.0f} s, "
+          f"budget {budget:.0f} s")
+    if est > budget:
+        print(f"harness: group {g['name']} would not fit one device call: estimate {est:.0f} s > budget "
+              f"{budget:.0f} s. Cut rounds (--rounds), the window (--seconds), configurations (--configs) or "
+              f"scenarios (--scenarios), or split the group"
+              + (f"; its parts: {', '.join(g['parts'])} (--part)" if g.get("parts") and not a.part else "")
+              + ".", file=sys.stderr)
+        return 2
+    if a.dry_run:
+        for r, c, s, ts in runs:
+            print(f"  r{r} {c:<20} {s:<28} ~{run_estimate(g, c, ts):.0f} s")
+        return 0
+    if any(CONFIGS[c][1] != "native" for c in g["configs"]) and not os.access(a.vitamin, os.X_OK):
+        print(f"harness: vitamin binary {a.vitamin} not found or not executable (--vitamin, EVAL_VITAMIN)",
+              file=sys.stderr)
+        return 2
+    os.makedirs(os.path.join(a.out, "rounds"), exist_ok=True)
+    rundir = os.path.join(a.out, "runs")
+    os.makedirs(rundir, exist_ok=True)
+    log = Log(os.path.join(a.out, "log.txt"))
+    work = tempfile.mkdtemp(prefix="eval-")
+    systems = Systems(work, log, os.path.abspath(a.vitamin) if os.path.exists(a.vitamin) else a.vitamin,
+                      a.mps_control)
+    meta = {"group": g["name"], "kind": g["kind"], "rounds": g["rounds"], "seconds": g["seconds"],
+            "configs": g["configs"], "scenarios": g["scenarios"],
+            "tenants": {k: {"cmd": v["cmd"], "role": v["role"], "latency": v["latency"],
+                            "tpot_ms": v.get("tpot_ms")} for k, v in g["tenants"].items()},
+            "estimate_s": est, "budget_s": budget, "date_utc": time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime()),
+            "commit": _git_commit(), "host": os.uname().nodename}
+    records = []
+    old = {s: signal.signal(s, _on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
+    t0 = time.monotonic()
+    rc = 0
+    try:
+        for i, (r, c, s, ts) in enumerate(runs, 1):
+            left = budget - (time.monotonic() - t0)
+            need = run_estimate(g, c, ts) + (MPS_SWITCH_S if CONFIGS[c][0] != systems.mps_on else 0.0)
+            if need > left:
+                rec = {"round": r, "config": c, "scenario": s, "tenants": {}, "ok": False,
+                       "skipped": f"budget: needs ~{need:.0f} s, {left:.0f} s left"}
+                log(f"r{r} {i}/{len(runs)} {c} {s}: SKIPPED ({rec['skipped']})")
+            else:
+                rec = run_one(g, r, c, s, ts, systems, rundir, log, hard_deadline=t0 + budget)
+                parts = []
+                for n, t in rec["tenants"].items():
+                    st = f", start-up {t['startup_s']:.1f} s" if t.get("startup_s") is not None else ""
+                    bad = "" if t.get("rc") == 0 else f" [exit {t.get('rc')}{', timed out' if t.get('timed_out') else ''}]"
+                    parts.append(f"{n} {headline(t.get('result'))}{st}{bad}")
+                status = "ok" if rec["ok"] else "FAILED " + rec.get("error", "")
+                log(f"r{r} {i}/{len(runs)} {c} {s}: {'; '.join(parts)} -> {status} ({rec.get('wall_s', 0):.1f} s)")
+            rec["order"] = i
+            records.append(rec)
+            with open(os.path.join(a.out, "rounds", f"round-{r}.json"), "w") as f:
+                json.dump({"meta": meta, "runs": [x for x in records if x["round"] == r]}, f, indent=1)
+    except Interrupted as e:
+        log(f"interrupted ({e}): cleaning up")
+        rc = 130
+    finally:
+        systems.close()
+        for sig, h in old.items():
+            signal.signal(sig, h)
+        if os.listdir(systems.mps_log):
+            shutil.copytree(systems.mps_log, os.path.join(rundir, "mps-log"), dirs_exist_ok=True)
+        shutil.rmtree(work, ignore_errors=True)
+    meta["wall_s"] = time.monotonic() - t0
+    with open(os.path.join(a.out, "results.json"), "w") as f:
+        json.dump({"meta": meta, "runs": records}, f, indent=1)
+    bad = [x for x in records if not x["ok"]]
+    log(f"group {g['name']} done in {meta['wall_s']:.0f} s: {len(records) - len(bad)} of {len(records)} runs ok")
+    return rc
+
+
+if __name__ == "__main__":
+    sys.exit(main())

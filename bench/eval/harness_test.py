@@ -1,0 +1,307 @@
+"""End-to-end tests of harness.py with stub tenants and fake `vitamin` / `nvidia-cuda-mps-control`
+(stubs/), no GPU (CI: cd bench/eval && python3 harness_test.py).
+
+Checked: the time estimate and its refusal, the plan's rotation, the barrier (every tenant's window
+starts after every peer was ready), each configuration's environment (MPS on or off, per-tenant
+thread percentage, the daemon's policy, latency class and TPOT target), per-round raw files, and
+that the MPS stand-in and the daemon stand-in are stopped on every path: tenant crash, tenant hang
+(killed by the run timeout, SIGTERM ignored; the timeout cut to the call's budget), daemon start
+failure, and SIGTERM to the harness.
+Every child wait is bounded (watchdogs), so a broken harness fails the test instead of hanging it.
+"""
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+STUBS = os.path.join(HERE, "stubs")
+HARNESS = os.path.join(HERE, "harness.py")
+
+
+def stub_cmd(*args):
+    return ["python3", os.path.join(STUBS, "stub_tenant.py")] + list(args)
+
+
+def write_group(d, **kw):
+    g = {
+        "name": "stubgroup", "kind": "train", "rounds": 3, "seconds": 0.3, "budget_s": 300, "grace_s": 5,
+        "configs": ["timeslice", "mps", "mps_pct", "vitamin_static", "vitamin_throughput", "vitamin_tpot"],
+        "tenants": {
+            "a": {"cmd": stub_cmd("--base", "10", "--warmup", "0.4"), "startup_s": 1},
+            "b": {"cmd": stub_cmd("--base", "4", "--role", "latency"), "startup_s": 1, "role": "latency",
+                  "latency": True, "tpot_ms": 30},
+        },
+        "scenarios": [{"name": "a+b", "tenants": ["a", "b"], "mps_pct": {"a": 70, "b": 30}}],
+    }
+    g.update(kw)
+    path = os.path.join(d, "group.json")
+    with open(path, "w") as f:
+        json.dump(g, f)
+    return path
+
+
+def env_for(d, **extra):
+    e = dict(os.environ)
+    e["PATH"] = STUBS + os.pathsep + e["PATH"]
+    e["EVAL_STUB_LOG"] = os.path.join(d, "stub.log")
+    e["EVAL_VITAMIN"] = os.path.join(STUBS, "vitamin")
+    e.update(extra)
+    return e
+
+
+def harness(d, *args, timeout=240, **extra):
+    return subprocess.run([sys.executable, HARNESS, os.path.join(d, "group.json"), "--out", os.path.join(d, "out")]
+                          + list(args), env=env_for(d, **extra), capture_output=True, text=True, timeout=timeout)
+
+
+def alive(pid, within=5.0):
+    """Whether `pid` still runs after up to `within` s (a killed process takes a moment to go; a
+    zombie counts as gone)."""
+    deadline = time.monotonic() + within
+    while True:
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                if f.read().rsplit(")", 1)[1].split()[0] == "Z":
+                    return False
+        except (OSError, IndexError):
+            return False
+        if time.monotonic() > deadline:
+            return True
+        time.sleep(0.05)
+
+
+def assert_stand_ins_stopped(d):
+    """Every MPS and daemon stand-in started was stopped and is gone; kills leftovers so a failing
+    test leaves nothing behind."""
+    path = os.path.join(d, "stub.log")
+    lines = open(path).read().split("\n") if os.path.exists(path) else []
+    started, stopped = [], []
+    for ln in lines:
+        w = ln.split()
+        if w[:2] == ["mps", "start"]:
+            started.append(int(w[2]))
+        elif w[:2] == ["mps", "stop"]:
+            stopped.append(int(w[2]))
+        elif w[:3] == ["vitamin", "daemon", "start"]:
+            started.append(int(w[4]))
+        elif w[:3] == ["vitamin", "daemon", "stop"]:
+            stopped.append(int(w[4]))
+    leftovers = [p for p in started if alive(p)]
+    for p in leftovers:
+        os.kill(p, signal.SIGKILL)
+    assert not leftovers, f"stand-ins still running: {leftovers}\n{lines}"
+    assert sorted(started) == sorted(stopped), f"started {started}, stopped {stopped}"
+    return lines
+
+
+def results(d):
+    with open(os.path.join(d, "out", "results.json")) as f:
+        return json.load(f)
+
+
+def test_estimate_refuses_a_group_that_would_not_fit():
+    with tempfile.TemporaryDirectory() as d:
+        write_group(d, budget_s=60)
+        r = harness(d)
+        assert r.returncode == 2, r
+        assert "would not fit one device call" in r.stderr and "--rounds" in r.stderr, r.stderr
+        assert not os.path.exists(os.path.join(d, "out", "results.json"))
+        # with fewer configurations and a larger budget it fits; the dry run lists the plan, rotated per round
+        r = harness(d, "--configs", "timeslice,mps", "--budget", "100", "--dry-run")
+        assert r.returncode == 0, r.stderr
+        plan = [ln.split() for ln in r.stdout.splitlines() if ln.startswith("  r")]
+        assert [p[1] for p in plan if p[0] == "r1"] == ["alone", "alone", "timeslice", "mps"], plan
+        assert [p[1] for p in plan if p[0] == "r2"] == ["alone", "alone", "mps", "timeslice"], plan
+        assert "estimate" in r.stdout and len(plan) == 12, r.stdout
+
+
+def test_bad_group_is_a_clear_error():
+    with tempfile.TemporaryDirectory() as d:
+        write_group(d, configs=["timeslice", "mig"])
+        r = harness(d)
+        assert r.returncode == 2 and "unknown configuration 'mig'" in r.stderr, r.stderr
+        write_group(d, scenarios=[{"name": "x", "tenants": ["a", "nope"]}])
+        r = harness(d)
+        assert r.returncode == 2 and "unknown tenant 'nope'" in r.stderr, r.stderr
+
+
+def test_end_to_end_rounds_barrier_and_environments():
+    with tempfile.TemporaryDirectory() as d:
+        write_group(d)
+        r = harness(d)
+        assert r.returncode == 0, r.stdout + r.stderr
+        doc = results(d)
+        runs = doc["runs"]
+        assert len(runs) == 3 * (2 + 6), len(runs)
+        assert all(x["ok"] for x in runs), [x for x in runs if not x["ok"]]
+        firsts = [next(x["config"] for x in runs if x["round"] == k and x["config"] != "alone") for k in (1, 2, 3)]
+        assert firsts == ["timeslice", "mps", "mps_pct"], firsts
+        for k in (1, 2, 3):
+            assert os.path.exists(os.path.join(d, "out", "rounds", f"round-{k}.json"))
+        for x in runs:
+            res = {n: t["result"] for n, t in x["tenants"].items()}
+            c = x["config"]
+            for n, v in res.items():
+                assert v["config_seen"] == c
+                assert v["mps_seen"] == (c not in ("alone", "timeslice")), (c, n, v)
+                want_pct = {"a": "70", "b": "30"}[n] if c == "mps_pct" else None
+                assert v["pct_seen"] == want_pct, (c, n, v["pct_seen"])
+                if c.startswith("vitamin_"):
+                    assert v["policy_seen"] == c[len("vitamin_"):], (c, v["policy_seen"])
+                    assert v["class_seen"] == ("latency" if n == "b" else "batch")
+                    assert v["tpot_seen"] == ("30" if n == "b" else "")
+                else:
+                    assert v["policy_seen"] is None, (c, v)
+                assert t_ok(x["tenants"][n])
+            if len(res) == 2:
+                # the barrier: each window started after both were ready (a warms up 0.4 s longer)
+                assert res["a"]["ready_at_start"] == ["a", "b"] == res["b"]["ready_at_start"], res
+                assert res["b"]["t_start"] >= res["a"]["t_ready"], res
+        lines = assert_stand_ins_stopped(d)
+        daemon_starts = [ln for ln in lines if ln.startswith("vitamin daemon start")]
+        assert len(daemon_starts) == 9 and all(ln.endswith("mps=yes") for ln in daemon_starts), daemon_starts
+        # MPS is switched lazily: at most two switches per round plus the final stop
+        assert sum(ln.startswith("mps start") for ln in lines) <= 6, lines
+        log = open(os.path.join(d, "out", "log.txt")).read()
+        assert log.count("-> ok") == 24, log
+        assert os.path.exists(os.path.join(d, "out", "runs", "r1-vitamin_static-a_b-status.json"))
+        # the summary reads the harness's own output
+        sys.path.insert(0, HERE)
+        import summary
+        text = summary.render(summary.load(os.path.join(d, "out")), None)
+        # a's stub throughput is 10 x the configuration's factor, alone 10; b is a latency tenant,
+        # left out of the training aggregate
+        assert "| a+b | vitamin Throughput | a 0.800 | **0.800** | 0.800-0.800 | 3 |" in text, text
+        assert "a+b: 1.143x vs MPS" in text, text
+
+
+def t_ok(t):
+    return t["rc"] == 0 and not t["timed_out"] and t["startup_s"] is not None and t["startup_s"] >= 0
+
+
+def test_failures_are_recorded_and_everything_is_stopped():
+    with tempfile.TemporaryDirectory() as d:
+        pids = os.path.join(d, "pids")
+        write_group(
+            d, rounds=1, grace_s=1,
+            configs=["mps", "vitamin_static", "vitamin_throughput", "timeslice"],
+            tenants={
+                "c": {"cmd": stub_cmd("--crash-under", "vitamin_throughput"), "startup_s": 0.5},
+                "h": {"cmd": stub_cmd("--hang-under", "mps", "--pid-file", pids), "startup_s": 0.5},
+            },
+            scenarios=[{"name": "c+h", "tenants": ["c", "h"]}])
+        r = harness(d, EVAL_STUB_DAEMON_FAIL="static")
+        assert r.returncode == 0, r.stdout + r.stderr
+        by = {x["config"]: x for x in results(d)["runs"] if x["config"] != "alone"}
+        # h hangs before its ready file: killed at the deadline, or when c gave up at the barrier
+        h = by["mps"]["tenants"]["h"]
+        assert not by["mps"]["ok"] and (h["timed_out"] or "c exited" in h.get("killed", "")), by["mps"]
+        assert by["mps"]["tenants"]["c"]["rc"] != 0, by["mps"]
+        # c crashes at once: h, waiting at the barrier, is stopped then instead of at the deadline
+        h = by["vitamin_throughput"]["tenants"]["h"]
+        assert not h["timed_out"] and h["killed"] == "stopped because c exited 1", h
+        assert "did not start" in by["vitamin_static"]["error"], by["vitamin_static"]
+        assert by["vitamin_throughput"]["tenants"]["c"]["rc"] == 1, by["vitamin_throughput"]
+        assert "crashing as asked" in by["vitamin_throughput"]["tenants"]["c"]["stderr_tail"]
+        assert by["timeslice"]["ok"], by["timeslice"]
+        for p in open(pids).read().split():
+            assert not alive(int(p)), f"tenant {p} survived"
+        assert_stand_ins_stopped(d)
+
+
+def test_a_hang_never_outlives_the_budget():
+    """The run timeout (here 200 s) is cut to the end of the call's budget (20 s): a hanging tenant
+    is killed then, not later (the 120 s watchdog would fail the test)."""
+    with tempfile.TemporaryDirectory() as d:
+        pids = os.path.join(d, "pids")
+        write_group(d, rounds=1, budget_s=20, grace_s=200, configs=["mps"], alone=False,
+                    tenants={"h": {"cmd": stub_cmd("--hang-under", "mps", "--pid-file", pids), "startup_s": 0.2}},
+                    scenarios=[{"name": "h", "tenants": ["h"]}])
+        r = harness(d, timeout=120)
+        assert r.returncode == 0, r.stdout + r.stderr
+        (rec,) = results(d)["runs"]
+        assert rec["tenants"]["h"]["timed_out"] and not rec["ok"], rec
+        for q in open(pids).read().split():
+            assert not alive(int(q)), f"tenant {q} survived"
+        assert_stand_ins_stopped(d)
+
+
+def test_sigterm_stops_the_daemon_and_mps():
+    with tempfile.TemporaryDirectory() as d:
+        pids = os.path.join(d, "pids")
+        write_group(d, rounds=1, grace_s=120, configs=["vitamin_throughput"], alone=False,
+                    tenants={"h": {"cmd": stub_cmd("--hang-under", "vitamin_throughput", "--pid-file", pids),
+                                   "startup_s": 1}},
+                    scenarios=[{"name": "h", "tenants": ["h"]}])
+        p = subprocess.Popen([sys.executable, HARNESS, os.path.join(d, "group.json"), "--out",
+                              os.path.join(d, "out")], env=env_for(d), stdout=subprocess.PIPE,
+                             stderr=subprocess.STDOUT, text=True)
+        try:
+            deadline = time.monotonic() + 60  # watchdog, not a timing assertion
+            while not (os.path.exists(pids) and open(pids).read().strip()):
+                assert time.monotonic() < deadline and p.poll() is None, "the hanging tenant never started"
+                time.sleep(0.05)
+            p.send_signal(signal.SIGTERM)
+            out, _ = p.communicate(timeout=60)
+        finally:
+            if p.poll() is None:
+                p.kill()
+        assert p.returncode == 130, (p.returncode, out)
+        assert "interrupted" in out, out
+        for q in open(pids).read().split():
+            assert not alive(int(q)), f"tenant {q} survived"
+        lines = assert_stand_ins_stopped(d)
+        assert any(ln.startswith("vitamin daemon stop") for ln in lines), lines
+        assert results(d)["runs"] == [] or not results(d)["runs"][0]["ok"]
+
+
+def test_every_committed_group_fits_one_call():
+    """Each group under groups/ (each part, where it has parts) passes the estimate; every tenant
+    script it names exists."""
+    gdir = os.path.join(HERE, "groups")
+    names = sorted(f for f in os.listdir(gdir) if f.endswith(".json") and f != "tenants.json")
+    assert len(names) >= 5, names
+    sys.path.insert(0, HERE)
+    import harness
+    for n in names:
+        g = harness.load_group(os.path.join(gdir, n))
+        for t in g["tenants"].values():
+            scripts = [a for a in t["cmd"] if a.endswith(".py")]
+            assert all(os.path.exists(os.path.join(HERE, a)) for a in scripts), (n, t["cmd"])
+        for part in g.get("parts") or [None]:
+            args = ["--part", part] if part else []
+            r = subprocess.run([sys.executable, HARNESS, os.path.join(gdir, n), "--out", "/nonexistent", "--dry-run"]
+                               + args, capture_output=True, text=True, timeout=60)
+            assert r.returncode == 0, (n, part, r.stderr)
+
+
+def test_run_group_packs_at_most_eight_files():
+    with tempfile.TemporaryDirectory() as d:
+        group = write_group(d, rounds=1, configs=["mps", "vitamin_throughput"])
+        out = os.path.join(d, "device-out")
+        r = subprocess.run(["bash", os.path.join(HERE, "run_group.sh"), group], env=env_for(d, OUT=out),
+                           capture_output=True, text=True, timeout=240)
+        assert r.returncode == 0, r.stdout + r.stderr
+        files = sorted(os.listdir(out))
+        assert len(files) <= 8, files
+        for f in ("env.txt", "summary.md", "results.json", "log.txt", "runs.tgz"):
+            assert f in files, files
+        assert "| a+b | vitamin Throughput |" in open(os.path.join(out, "summary.md")).read()
+        listing = subprocess.run(["tar", "tzf", os.path.join(out, "runs.tgz")], capture_output=True, text=True).stdout
+        assert "rounds/round-1.json" in listing and "-a.err" in listing, listing
+        assert_stand_ins_stopped(d)
+        r = subprocess.run(["bash", os.path.join(HERE, "run_group.sh"), "no-such-group"], env=env_for(d, OUT=out),
+                           capture_output=True, text=True, timeout=60)
+        assert r.returncode == 2 and "no group file" in r.stderr and "colo-gpt-resnet" in r.stderr, r.stderr
+
+
+if __name__ == "__main__":
+    tests = [v for k, v in sorted(globals().items()) if k.startswith("test_")]
+    for t in tests:
+        t()
+        print(f"ok {t.__name__}")
+    print(f"harness_test: {len(tests)} passed")

@@ -1,0 +1,495 @@
+"""Tables (Markdown, stdout) and plots (PNG) from the harness's raw results (bench/eval/README.md).
+
+  python3 summary.py OUT_DIR [OUT_DIR ...] [--plots DIR]
+
+Each OUT_DIR is one harness output (results.json, or rounds/round-N.json if the call was cut
+short). What is reported depends on the group's kind:
+
+- train: per scenario and configuration, each tenant's throughput over its throughput alone in the
+  same round, and their sum (aggregate normalized throughput); median and range over rounds; the
+  geometric mean over scenarios; vitamin's ratio to the strongest baseline per scenario and its
+  geometric-mean ratio to each baseline.
+- mixed: the latency tenant's p50/p99 (median over rounds) and the background tenants' aggregate
+  normalized throughput; p99 and background ratios of vitamin to each baseline.
+- serving: TPOT and TTFT SLO violations, TTFT p50/p99, TPOT p90/p99, background throughput;
+  TPOT-First against Throughput-Oriented.
+- overhead: the operator's p50/p95 and the footprint (process GPU memory, host RSS high-water mark,
+  time to the first kernel) per configuration, against native.
+- digest: each tenant's digest per configuration and round against its first native run; the
+  reshaping treatment's drift for contrast.
+
+Plots need matplotlib; without it the tables are still printed and a note says the plots were skipped.
+"""
+import argparse
+import glob
+import json
+import math
+import os
+import statistics
+import sys
+
+BASELINES = ["timeslice", "mps", "mps_pct", "vitamin_static", "vitamin_exclusive"]
+OURS = ["vitamin_throughput", "vitamin_tpot"]
+LABELS = {
+    "alone": "native, alone",
+    "timeslice": "time slicing",
+    "mps": "MPS",
+    "mps_pct": "MPS + thread %",
+    "vitamin_inproc": "vitamin in-process",
+    "vitamin_nomps": "vitamin in-process, no MPS",
+    "vitamin_static": "vitamin Static",
+    "vitamin_exclusive": "vitamin Exclusive",
+    "vitamin_throughput": "vitamin Throughput",
+    "vitamin_tpot": "vitamin TPOT-First",
+    "vitamin_chaos": "vitamin Chaos",
+}
+
+
+def load(*dirs):
+    """One {"meta", "runs"} per directory (results.json, else the per-round files)."""
+    groups = []
+    for d in dirs:
+        p = os.path.join(d, "results.json")
+        if os.path.exists(p):
+            with open(p) as f:
+                groups.append(json.load(f))
+            continue
+        meta, runs = None, []
+        for q in sorted(glob.glob(os.path.join(d, "rounds", "round-*.json"))):
+            with open(q) as f:
+                doc = json.load(f)
+            meta = meta or doc["meta"]
+            runs += doc["runs"]
+        if meta is None:
+            raise SystemExit(f"summary: no results.json or rounds/round-*.json under {d}")
+        groups.append({"meta": meta, "runs": runs})
+    return merge_parts(groups)
+
+
+def merge_parts(groups):
+    """Outputs of one group's parts (meta.group "NAME:PART", one device call each) become one group:
+    each call's rounds keep their own alone runs (renumbered part x 100 + round), configurations
+    are the union in order."""
+    merged, order = {}, []
+    for g in groups:
+        base = g["meta"]["group"].split(":")[0]
+        if base not in merged:
+            m = dict(g["meta"], group=base, configs=list(g["meta"]["configs"]), calls=1)
+            merged[base] = {"meta": m, "runs": []}
+            order.append(base)
+        else:
+            m = merged[base]["meta"]
+            m["calls"] += 1
+            m["configs"] += [c for c in g["meta"]["configs"] if c not in m["configs"]]
+            m["wall_s"] = (m.get("wall_s") or 0) + (g["meta"].get("wall_s") or 0)
+            m["estimate_s"] = (m.get("estimate_s") or 0) + (g["meta"].get("estimate_s") or 0)
+        k = merged[base]["meta"]["calls"]
+        for r in g["runs"]:
+            merged[base]["runs"].append(dict(r, round=r["round"] if k == 1 else k * 100 + r["round"]))
+    return [merged[b] for b in order]
+
+
+def geomean(xs):
+    xs = [x for x in xs if x is not None and x > 0]
+    return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else None
+
+
+def fmt(x, p=3):
+    return "-" if x is None else f"{x:.{p}f}"
+
+
+def spread(xs, p=3):
+    return "-" if not xs else f"{min(xs):.{p}f}-{max(xs):.{p}f}"
+
+
+def med(xs):
+    xs = [x for x in xs if x is not None]
+    return statistics.median(xs) if xs else None
+
+
+class Index:
+    """Results by (round, config, scenario) -> {tenant: result}; only tenants that finished."""
+
+    def __init__(self, group):
+        self.meta = group["meta"]
+        self.by = {}
+        for r in group["runs"]:
+            res = {n: t.get("result") for n, t in r.get("tenants", {}).items()
+                   if t.get("rc") == 0 and t.get("result") is not None}
+            self.by[(r["round"], r["config"], r["scenario"])] = res
+        self.rounds = sorted({k[0] for k in self.by})
+        self.configs = [c for c in self.meta["configs"]]
+        self.scenarios = [s["name"] for s in self.meta["scenarios"]]
+        self.members = {s["name"]: s["tenants"] for s in self.meta["scenarios"]}
+        self.role = {k: v.get("role", "train") for k, v in self.meta["tenants"].items()}
+
+    def get(self, r, config, scenario):
+        return self.by.get((r, config, scenario), {})
+
+    def alone(self, r, tenant):
+        return self.get(r, "alone", "alone:" + tenant).get(tenant)
+
+    def norm(self, r, config, scenario, tenants):
+        """Sum of the tenants' normalized throughputs in round r, None unless all are complete."""
+        got = self.get(r, config, scenario)
+        parts = []
+        for t in tenants:
+            a, b = self.alone(r, t), got.get(t)
+            if not a or not b or not a.get("throughput") or b.get("throughput") is None:
+                return None, None
+            parts.append(b["throughput"] / a["throughput"])
+        return sum(parts), parts
+
+    def metric(self, config, scenario, tenant, key):
+        return [self.get(r, config, scenario).get(tenant, {}).get(key) for r in self.rounds
+                if self.get(r, config, scenario).get(tenant, {}).get(key) is not None]
+
+
+def train_section(ix, plots):
+    out = [f"### {ix.meta['group']}: colocated training (aggregate normalized throughput)", ""]
+    out.append("| scenario | configuration | per tenant (norm., median) | aggregate (median) | range | rounds |")
+    out.append("| --- | --- | --- | --- | --- | --- |")
+    table = {}
+    for s in ix.scenarios:
+        ts = [t for t in ix.members[s] if ix.role.get(t) != "latency"]
+        for c in ix.configs:
+            per = [ix.norm(r, c, s, ts) for r in ix.rounds]
+            per = [p for p in per if p[0] is not None]
+            aggs = [p[0] for p in per]
+            table[(s, c)] = aggs
+            if not per:
+                out.append(f"| {s} | {LABELS.get(c, c)} | - | - | no complete round | 0 |")
+                continue
+            tenants = ", ".join(f"{t} {statistics.median(p[1][i] for p in per):.3f}" for i, t in enumerate(ts))
+            out.append(f"| {s} | {LABELS.get(c, c)} | {tenants} | **{statistics.median(aggs):.3f}** | "
+                       f"{spread(aggs)} | {len(aggs)} |")
+    out += ["", "Geometric mean over scenarios (of the per-scenario medians):", ""]
+    out += ["| configuration | geomean aggregate | scenarios |", "| --- | --- | --- |"]
+    gm = {}
+    for c in ix.configs:
+        ms = [med(table[(s, c)]) for s in ix.scenarios]
+        ms = [m for m in ms if m is not None]
+        gm[c] = geomean(ms) if len(ms) == len(ix.scenarios) else None
+        out.append(f"| {LABELS.get(c, c)} | {fmt(gm[c])} | {len(ms)} of {len(ix.scenarios)} |")
+    out += ratio_lines(ix, {k: med(v) for k, v in table.items()}, higher_better=True,
+                       what="aggregate normalized throughput")
+    alone = []
+    for t in sorted({t for s in ix.scenarios for t in ix.members[s]}):
+        xs = [ix.alone(r, t).get("throughput") for r in ix.rounds if ix.alone(r, t)]
+        unit = next((ix.alone(r, t).get("unit", "/s") for r in ix.rounds if ix.alone(r, t)), "/s")
+        alone.append(f"{t} {fmt(med(xs), 2)} {unit} ({spread(xs, 2)})")
+    out += ["", "Alone (native, per-round normalization; median and range): " + "; ".join(alone), ""]
+    if plots is not None:
+        bars(plots, f"{ix.meta['group']}-throughput.png", ix.scenarios, ix.configs, table,
+             "aggregate normalized throughput", ix.meta["group"], ref=1.0)
+    return out
+
+
+def ratio_lines(ix, medians, higher_better, what):
+    """vitamin vs the strongest baseline per scenario, and the geometric-mean ratio to each baseline."""
+    out = []
+    bases = [c for c in ix.configs if c in BASELINES]
+    for o in [c for c in ix.configs if c in OURS]:
+        per, vs = [], {b: [] for b in bases}
+        for s in ix.scenarios:
+            mine = medians.get((s, o))
+            got = {b: medians.get((s, b)) for b in bases if medians.get((s, b))}
+            if mine is None or not got:
+                continue
+            best = max(got, key=got.get) if higher_better else min(got, key=got.get)
+            ratio = mine / got[best] if higher_better else got[best] / mine if mine else None
+            per.append(f"{s}: {fmt(ratio)}x vs {LABELS.get(best, best)}")
+            for b, v in got.items():
+                vs[b].append(mine / v if higher_better else v / mine if mine else None)
+        if not per:
+            continue
+        better = "higher" if higher_better else "lower"
+        out += ["", f"{LABELS[o]}, {what} ({better} is better), ratio to the strongest baseline: " + "; ".join(per)]
+        each = [f"{LABELS.get(b, b)} {fmt(geomean(v))}x" for b, v in vs.items() if v]
+        allr = geomean([x for v in vs.values() for x in v])
+        out.append(f"{LABELS[o]}, geometric-mean ratio over scenarios to each baseline: " + "; ".join(each)
+                   + f"; over all baselines {fmt(allr)}x")
+    return out
+
+
+def _lat(res, rate, key):
+    """A latency tenant's figure, for one rate phase (by_rate) or over the whole window (rate None)."""
+    if not res:
+        return None
+    if rate is None:
+        return res.get(key)
+    return (res.get("by_rate") or {}).get(rate, {}).get(key)
+
+
+def mixed_section(ix, plots):
+    out = [f"### {ix.meta['group']}: training + latency-critical inference", ""]
+    out.append("| scenario | rate /s | configuration | p50 ms | p99 ms (median) | p99 range | background norm. | rounds |")
+    out.append("| --- | --- | --- | --- | --- | --- | --- | --- |")
+    p99s, bgs, keys = {}, {}, []
+    for s in ix.scenarios:
+        lat = [t for t in ix.members[s] if ix.role.get(t) == "latency"]
+        bg = [t for t in ix.members[s] if ix.role.get(t) != "latency"]
+        rates = []
+        for (r, c, sc), res in ix.by.items():
+            for t in lat:
+                for k in (res.get(t) or {}).get("by_rate") or {}:
+                    if sc == s and k not in rates:
+                        rates.append(k)
+        rates = sorted(rates, key=float) or [None]
+        for c in ix.configs:
+            norm = [n for n in (ix.norm(r, c, s, bg)[0] for r in ix.rounds) if n is not None]
+            bgs[(s, c)] = med(norm)
+        for rate in rates:
+            key = s if rate is None else f"{s} @{rate}/s"
+            keys.append(key)
+            for c in ix.configs:
+                got = [ix.get(r, c, s).get(t) for r in ix.rounds for t in lat]
+                p50 = [x for x in (_lat(g, rate, "p50_ms") for g in got) if x is not None]
+                p99 = [x for x in (_lat(g, rate, "p99_ms") for g in got) if x is not None]
+                p99s[(key, c)] = med(p99)
+                out.append(f"| {s} | {rate or '-'} | {LABELS.get(c, c)} | {fmt(med(p50), 2)} | **{fmt(med(p99), 2)}** | "
+                           f"{spread(p99, 2)} | {fmt(bgs[(s, c)])} | {len(p99)} |")
+            for t in lat:
+                al = [x for x in (_lat(ix.alone(r, t), rate, "p99_ms") for r in ix.rounds) if x is not None]
+                out.append(f"| {s} | {rate or '-'} | {t} alone (native) | - | {fmt(med(al), 2)} | {spread(al, 2)} | - | "
+                           f"{len(al)} |")
+    view = Index.__new__(Index)
+    view.__dict__.update(ix.__dict__)
+    view.scenarios = keys
+    out += ratio_lines(view, p99s, higher_better=False, what="inference p99")
+    out += ratio_lines(ix, bgs, higher_better=True, what="background throughput")
+    out += ["", "Goals (issue 25): p99 at most 0.4x MPS's and 0.9x Static's; background at least 1.05x the best "
+            "baseline's.", ""]
+    if plots is not None:
+        bars(plots, f"{ix.meta['group']}-p99.png", keys, ix.configs,
+             {k: [v] if v is not None else [] for k, v in p99s.items()}, "inference p99 (ms)", ix.meta["group"])
+        bars(plots, f"{ix.meta['group']}-background.png", ix.scenarios, ix.configs,
+             {k: [v] if v is not None else [] for k, v in bgs.items()}, "background normalized throughput",
+             ix.meta["group"], ref=1.0)
+    return out
+
+
+SERVE_KEYS = [("tpot_violation_pct", "TPOT viol. %"), ("ttft_violation_pct", "TTFT viol. %"),
+              ("ttft_p50_ms", "TTFT p50 ms"), ("ttft_p99_ms", "TTFT p99 ms"), ("tpot_p90_ms", "TPOT p90 ms"),
+              ("tpot_p99_ms", "TPOT p99 ms"), ("completed", "requests done")]
+
+
+def serving_section(ix, plots):
+    out = [f"### {ix.meta['group']}: serving replay (Azure conversation trace)", ""]
+    out.append("| scenario | configuration | " + " | ".join(h for _, h in SERVE_KEYS) + " | background norm. | rounds |")
+    out.append("| --- | --- | " + " | ".join("---" for _ in SERVE_KEYS) + " | --- | --- |")
+    viol = {}
+    for s in ix.scenarios:
+        srv = [t for t in ix.members[s] if ix.role.get(t) == "serving"]
+        bg = [t for t in ix.members[s] if ix.role.get(t) not in ("serving", "latency")]
+        for c in ix.configs + ["alone"]:
+            if c == "alone":
+                if len(srv) != 1:
+                    continue
+                rows = [ix.alone(r, srv[0]) or {} for r in ix.rounds]
+                vals = {k: med([x.get(k) for x in rows]) for k, _ in SERVE_KEYS}
+                n, norm = len([x for x in rows if x]), []
+            else:
+                vals = {k: med([x for t in srv for x in ix.metric(c, s, t, k)]) for k, _ in SERVE_KEYS}
+                n = len([1 for t in srv for _ in ix.metric(c, s, t, "tpot_violation_pct")])
+                norm = [v for v in (ix.norm(r, c, s, bg)[0] for r in ix.rounds) if v is not None]
+            viol[(s, c)] = (vals["tpot_violation_pct"], vals["ttft_violation_pct"])
+            cells = " | ".join(fmt(vals[k], 0 if k == "completed" else 2) for k, _ in SERVE_KEYS)
+            label = f"{srv[0]} alone (native)" if c == "alone" else LABELS.get(c, c)
+            out.append(f"| {s} | {label} | {cells} | {fmt(med(norm))} | {n} |")
+        a, b = viol.get((s, "vitamin_throughput")), viol.get((s, "vitamin_tpot"))
+        if a and b and a[0] is not None and b[0] is not None:
+            red = (a[0] - b[0]) / a[0] * 100 if a[0] else 0.0
+            dt = (b[1] - a[1]) if a[1] is not None and b[1] is not None else None
+            out += ["", f"{s}: TPOT-First vs Throughput-Oriented: TPOT SLO violations {fmt(a[0], 2)}% -> "
+                    f"{fmt(b[0], 2)}% ({red:+.1f}% relative reduction; goal >= 40%), TTFT violations "
+                    f"{'-' if dt is None else f'{dt:+.2f}'} points (goal <= +2)", ""]
+    if plots is not None:
+        bars(plots, f"{ix.meta['group']}-tpot-violations.png", ix.scenarios, ix.configs,
+             {k: [v[0]] if v[0] is not None else [] for k, v in viol.items()}, "TPOT SLO violations (%)",
+             ix.meta["group"])
+    return out
+
+
+FOOT_KEYS = [("gpu_used_mib", "process GPU memory MiB"), ("vm_hwm_mib", "host RSS high-water MiB"),
+             ("first_kernel_s", "start to first kernel s"), ("device_free_delta_mib", "device memory taken MiB")]
+
+
+def overhead_section(ix, plots):
+    out = [f"### {ix.meta['group']}: overhead and footprint", ""]
+    configs = ["alone"] + ix.configs
+    rows = []
+    for s in ix.scenarios:
+        for t in ix.members[s]:
+            for c in configs:
+                res = [ix.alone(r, t) if c == "alone" else ix.get(r, c, s).get(t) for r in ix.rounds]
+                res = [x for x in res if x]
+                rows.append((t, c, res))
+    op = [(t, c, res) for t, c, res in rows if any("p95_us" in x for x in res)]
+    if op:
+        out += ["| tenant | configuration | p50 us | p95 us (median) | p95 range | p95 vs native | rounds |",
+                "| --- | --- | --- | --- | --- | --- | --- |"]
+        native = {t: med([x.get("p95_us") for x in res]) for t, c, res in op if c == "alone"}
+        p95 = {}
+        for t, c, res in op:
+            a = [x.get("p95_us") for x in res if x.get("p95_us") is not None]
+            m, n = med(a), native.get(t)
+            p95[(t, c)] = a
+            rel = f"{(m / n - 1) * 100:+.1f}%" if m is not None and n else "-"
+            out.append(f"| {t} | {LABELS.get(c, c)} | {fmt(med([x.get('p50_us') for x in res]), 1)} | "
+                       f"**{fmt(m, 1)}** | {spread(a, 1)} | {rel} | {len(a)} |")
+        out.append("")
+        if plots is not None:
+            bars(plots, f"{ix.meta['group']}-operator-p95.png", sorted({t for t, _, _ in op}), configs, p95,
+                 "operator p95 (us)", ix.meta["group"])
+    fp = [(t, c, res) for t, c, res in rows if any("vm_hwm_mib" in x for x in res)]
+    if fp:
+        out += ["| tenant | configuration | " + " | ".join(h for _, h in FOOT_KEYS) + " | rounds |",
+                "| --- | --- | " + " | ".join("---" for _ in FOOT_KEYS) + " | --- |"]
+        native = {t: {k: med([x.get(k) for x in res]) for k, _ in FOOT_KEYS} for t, c, res in fp if c == "alone"}
+        for t, c, res in fp:
+            cells = []
+            for k, _ in FOOT_KEYS:
+                m, n = med([x.get(k) for x in res]), native.get(t, {}).get(k)
+                d = f" ({m - n:+.1f})" if c != "alone" and m is not None and n is not None else ""
+                cells.append(fmt(m, 2 if k == "first_kernel_s" else 0) + d)
+            out.append(f"| {t} | {LABELS.get(c, c)} | " + " | ".join(cells) + f" | {len(res)} |")
+        out += ["", "In parentheses: the difference to native (vitamin's pool and runtime). Goals (issue 25): at "
+                "most 400 MiB GPU memory and 100 MiB host RSS.", ""]
+    return out
+
+
+def digest_section(ix, _plots):
+    out = [f"### {ix.meta['group']}: determinism under colocation", ""]
+    out += ["| scenario | tenant | configuration | round | digest (first 16) | equal to native |",
+            "| --- | --- | --- | --- | --- | --- |"]
+    ok, drift = True, []
+    tenants = sorted({t for s in ix.scenarios for t in ix.members[s]})
+    ref = {}
+    for t in tenants:
+        first = next((ix.alone(r, t) for r in ix.rounds if ix.alone(r, t)), None)
+        ref[t] = first.get("digest") if first else None
+        for r in ix.rounds:
+            a = ix.alone(r, t)
+            if a:
+                same = a.get("digest") == ref[t]
+                ok &= same
+                out.append(f"| alone | {t} | native | {r} | {str(a.get('digest'))[:16]} | {'yes' if same else 'NO'} |")
+                if a.get("reshape"):
+                    drift.append((t, r, a["reshape"]))
+    for s in ix.scenarios:
+        for c in ix.configs:
+            for r in ix.rounds:
+                got = ix.get(r, c, s)
+                for t in ix.members[s]:
+                    d = got.get(t, {}).get("digest")
+                    same = d is not None and d == ref.get(t)
+                    ok &= same
+                    out.append(f"| {s} | {t} | {LABELS.get(c, c)} | {r} | {(d or '-')[:16]} | "
+                               f"{'yes' if same else 'NO'} |")
+    out += ["", "all identical to native: " + ("yes" if ok else "NO"), ""]
+    if drift:
+        out += ["Reshaping treatment (native, contrast; the tenant recomputes its output with a changed "
+                "reduction split):", "", "| tenant | round | max abs logit diff | tokens changed | bitwise equal |",
+                "| --- | --- | --- | --- | --- |"]
+        for t, r, d in drift:
+            out.append(f"| {t} | {r} | {d.get('max_abs_diff', '-')} | {d.get('tokens_changed', '-')} | "
+                       f"{'yes' if d.get('bitwise_equal') else 'no'} |")
+        out.append("")
+    return out
+
+
+SECTIONS = {"train": train_section, "mixed": mixed_section, "serving": serving_section,
+            "overhead": overhead_section, "digest": digest_section}
+
+
+def bars(plots, name, groups, configs, values, ylabel, title, ref=None):
+    """Grouped bars: one group per scenario, one bar per configuration (median, min-max whiskers)."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return None
+    os.makedirs(plots, exist_ok=True)
+    fig, ax = plt.subplots(figsize=(max(6, 1.6 * len(groups) * max(1, len(configs)) / 3), 4))
+    w = 0.8 / max(1, len(configs))
+    for i, c in enumerate(configs):
+        xs, ys, lo, hi = [], [], [], []
+        for j, s in enumerate(groups):
+            v = [x for x in values.get((s, c), []) if x is not None]
+            if not v:
+                continue
+            m = statistics.median(v)
+            xs.append(j + (i - (len(configs) - 1) / 2) * w)
+            ys.append(m)
+            lo.append(m - min(v))
+            hi.append(max(v) - m)
+        if xs:
+            ax.bar(xs, ys, w, yerr=[lo, hi], capsize=2, label=LABELS.get(c, c))
+    if ref is not None:
+        ax.axhline(ref, color="grey", lw=0.8, ls="--")
+    ax.set_xticks(range(len(groups)))
+    ax.set_xticklabels(groups, rotation=15, fontsize=8)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    path = os.path.join(plots, name)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
+def failures(group):
+    out = []
+    for r in group["runs"]:
+        if r.get("ok"):
+            continue
+        why = r.get("skipped") or r.get("error") or "; ".join(
+            f"{n} exit {t.get('rc')}{' (timed out)' if t.get('timed_out') else ''}"
+            f"{' (' + t['killed'] + ')' if t.get('killed') else ''}"
+            for n, t in r.get("tenants", {}).items() if t.get("rc") != 0 or t.get("result") is None)
+        out.append(f"- r{r['round']} {r['config']} {r['scenario']}: {why}")
+    return out
+
+
+def render(groups, plots):
+    out = []
+    have_mpl = True
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        have_mpl = False
+    for g in groups:
+        ix = Index(g)
+        m = g["meta"]
+        out += [f"## Group {m['group']} ({m['kind']})", "",
+                f"{m.get('date_utc', '?')} UTC, host {m.get('host', '?')}, commit {m.get('commit', '?')}; "
+                f"{len(ix.rounds)} rounds, window {m.get('seconds')} s; configurations rotated per round; "
+                f"call {fmt(m.get('wall_s'), 0)} s (estimate {fmt(m.get('estimate_s'), 0)} s).", ""]
+        section = SECTIONS.get(m["kind"])
+        if section is None:
+            out += [f"(no summary for kind {m['kind']!r})", ""]
+        else:
+            out += section(ix, plots if have_mpl else None)
+        bad = failures(g)
+        if bad:
+            out += [f"Runs not complete ({len(bad)}):", ""] + bad + [""]
+    if plots is not None and not have_mpl:
+        out.append("(plots skipped: matplotlib is not importable)")
+    return "\n".join(out)
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser()
+    ap.add_argument("dirs", nargs="+")
+    ap.add_argument("--plots", help="directory for the PNG plots")
+    a = ap.parse_args(argv)
+    print(render(load(*a.dirs), a.plots))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
