@@ -192,6 +192,18 @@ impl Registry {
     pub fn remove_stream(&mut self, handle: usize) -> Option<StreamId> {
         self.streams.remove(handle)
     }
+    /// The id of the live mapping of a stream handle.
+    pub fn stream_id(&self, handle: usize) -> Option<Registered> {
+        self.streams.get(handle).map(|(id, _)| id)
+    }
+    /// Forgets the stream mapped as `id`, if that mapping is still the live one.
+    pub fn remove_stream_id(&mut self, id: Registered) -> Option<StreamId> {
+        self.streams.remove_id(id)
+    }
+    /// The logical events whose current generation was recorded through the vCtx.
+    pub fn logically_recorded_events(&self) -> Vec<EventId> {
+        self.events.live.values().filter(|(_, e)| e.recorder == Recorder::Logical).map(|(_, e)| e.id).collect()
+    }
     /// The entry of an application event handle.
     pub fn event(&self, handle: usize) -> Option<EventEntry> {
         self.events.get(handle).map(|(_, e)| *e)

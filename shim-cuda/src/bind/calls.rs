@@ -560,6 +560,51 @@ fn native_async(id: HookId, real: &dyn Fn() -> CUresult, stream: CUstream, wait_
     b.native_on_stream(stream, per_thread(id), wait_after, real)
 }
 
+/// What a generated `Native` hook does in bind mode: its class in `data/native_entry_points.txt`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum NativeClass {
+    /// Enqueues work: drain, call, wait for the native stream.
+    Enqueue,
+    /// Makes the stream wait for a condition outside it: drain, call, and hand the logical
+    /// stream to the driver from then on (a host wait could wait for work not yet issued).
+    Wait,
+    /// Changes how later work on the stream runs: drain, call.
+    Order,
+    /// No stream order (properties, capture bookkeeping): forwarded.
+    Query,
+    /// Ends a context, module or library: logical device synchronization, cached function
+    /// layouts dropped, then the call.
+    Lifetime,
+}
+
+/// The bind handler of every generated `Native` hook (see [`NativeClass`]).
+pub(crate) fn native_call(id: HookId, real: &dyn Fn() -> CUresult, stream: CUstream, class: NativeClass) -> CUresult {
+    match class {
+        NativeClass::Query => return real(),
+        // Never starts bind mode (an unload at exit would realize the pool).
+        NativeClass::Lifetime => match super::started() {
+            Some(b) => {
+                b.end_of_lifetime();
+                return device_sync_then(real);
+            }
+            None => return real(),
+        },
+        _ => {}
+    }
+    let Some(b) = get() else { return real() };
+    match class {
+        NativeClass::Wait => {
+            let r = native_async(id, real, stream, false);
+            let s = b.known_stream(classify_stream(stream as usize, per_thread(id)));
+            if let (CUDA_SUCCESS, Some(s)) = (r, s) {
+                b.hand_to_driver(s);
+            }
+            r
+        }
+        _ => native_async(id, real, stream, class == NativeClass::Enqueue),
+    }
+}
+
 /// The native path for a synchronous call on the default stream (legacy, or per-thread for the
 /// `_ptds` variants): the drain gives it the default stream's implicit ordering.
 fn default_stream_call(id: HookId, real: &dyn Fn() -> CUresult) -> CUresult {
@@ -789,11 +834,11 @@ pub(crate) fn stream_create_with_priority(
 
 pub(crate) fn stream_destroy(_id: HookId, real: &dyn Fn() -> CUresult, stream: CUstream) -> CUresult {
     let Some(b) = get() else { return real() };
-    let r = real();
-    if r == CUDA_SUCCESS {
-        // Work already recorded on it still completes (and still counts for device sync).
-        b.destroy_stream(stream as usize);
-    }
+    let mut r = CUDA_SUCCESS;
+    b.destroy_stream(stream as usize, || {
+        r = real();
+        r == CUDA_SUCCESS
+    });
     r
 }
 
@@ -807,17 +852,13 @@ fn stream_wait(id: HookId, real: &dyn Fn() -> CUresult, stream: CUstream, block:
     let Some(s) = b.known_stream(classify_stream(stream as usize, pt)) else {
         return real(); // a stream vitamin never saw holds no logical work
     };
-    if block {
-        match b.synchronize_stream(s) {
-            Ok(()) => CUDA_SUCCESS,
-            Err(e) => code(&e),
-        }
-    } else {
-        match b.query_stream(s) {
-            Ok(true) => CUDA_SUCCESS,
-            Ok(false) => CUDA_ERROR_NOT_READY,
-            Err(e) => code(&e),
-        }
+    let logical = if block { b.synchronize_stream(s).map(|()| true) } else { b.query_stream(s) };
+    match logical {
+        // Native work too: a stream handed to the driver, or another context's.
+        Ok(true) if b.elsewhere(s) => real(),
+        Ok(true) => CUDA_SUCCESS,
+        Ok(false) => CUDA_ERROR_NOT_READY,
+        Err(e) => code(&e),
     }
 }
 
@@ -1002,10 +1043,11 @@ pub(crate) fn event_synchronize(_id: HookId, real: &dyn Fn() -> CUresult, event:
 
 pub(crate) fn event_destroy(_id: HookId, real: &dyn Fn() -> CUresult, event: CUevent) -> CUresult {
     let Some(b) = get() else { return real() };
-    let r = real();
-    if r == CUDA_SUCCESS {
-        b.destroy_event(event as usize);
-    }
+    let mut r = CUDA_SUCCESS;
+    b.destroy_event(event as usize, || {
+        r = real();
+        r == CUDA_SUCCESS
+    });
     r
 }
 

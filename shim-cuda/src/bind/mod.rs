@@ -191,6 +191,11 @@ pub(crate) fn get() -> Option<&'static Bind> {
     })
 }
 
+/// The bind state if it started (never starts it).
+pub(crate) fn started() -> Option<&'static Bind> {
+    BIND.started().filter(|_| BIND.enabled())
+}
+
 impl Bind {
     fn start() -> Result<Bind, StartError> {
         let unavailable = |what: &str, code: CUresult| StartError::Unavailable(format!("{what} failed ({code})"));
@@ -201,10 +206,7 @@ impl Bind {
         let device = driver::current_device().map_err(|e| unavailable("cuCtxGetDevice", e))?;
         let primary = driver::primary_context(device).map_err(|e| unavailable("cuDevicePrimaryCtxRetain", e))?;
         if primary != ctx {
-            return Err(StartError::Unavailable(format!(
-                "the current context is not device {device}'s primary context; bind mode supports applications on \
-                 the primary context (the CUDA runtime, PyTorch)"
-            )));
+            return Err(StartError::NotYet); // binds a device's primary context, once one is current
         }
         let limits = driver::device_limits(device).map_err(|e| unavailable("cuDeviceGetAttribute", e))?;
         // Synchronize calls wait like the application asked: CUDA spins (polling) unless it chose
@@ -264,6 +266,13 @@ impl Bind {
     fn drain(&self, s: StreamId) -> Result<(), CUresult> {
         self.client.drain(s).map_err(|e| code(&e))
     }
+
+    /// A context, module or library ends: function handles may name other functions from now on.
+    fn end_of_lifetime(&self) {
+        self.functions.invalidate();
+        self.coresident.lock().unwrap_or_else(|e| e.into_inner()).clear();
+        self.clusters.lock().unwrap_or_else(|e| e.into_inner()).clear();
+    }
 }
 
 /// The logical kind of a stream created with `flags`.
@@ -314,7 +323,17 @@ impl Bind {
                 return Ok(Target::Native(StreamId::LEGACY));
             }
         }
-        self.stream(r, stream).map(Target::Record)
+        let s = self.stream(r, stream)?;
+        if self.elsewhere(s) {
+            return Ok(Target::Native(s));
+        }
+        Ok(Target::Record(s))
+    }
+
+    /// Whether work on `s` is forwarded natively: the calling thread is on another context or
+    /// device, or `s` was handed to the driver.
+    fn elsewhere(&self, s: StreamId) -> bool {
+        self.handed_to_driver(s) || !self.in_pool_context()
     }
 
     /// The native path: drain `s`, call the driver, and if `wait_after` (the call enqueued work)
@@ -333,7 +352,8 @@ impl Bind {
             }
         }
         let r = real();
-        if r == crate::ffi::CUDA_SUCCESS && wait_after {
+        // Work on another context, or on a stream handed to the driver, is ordered natively.
+        if r == crate::ffi::CUDA_SUCCESS && wait_after && !s.map_or(!self.in_pool_context(), |s| self.elsewhere(s)) {
             let w = driver::native_stream_synchronize(stream, per_thread);
             if w != crate::ffi::CUDA_SUCCESS {
                 return w;
