@@ -42,7 +42,7 @@
 //! memory where device memory is required takes the native path.
 
 use std::collections::HashMap;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use smallvec::SmallVec;
 use vitamin_hal::Endpoint;
@@ -192,9 +192,9 @@ impl Registry {
     pub fn remove_stream(&mut self, handle: usize) -> Option<StreamId> {
         self.streams.remove(handle)
     }
-    /// The id of the live mapping of a stream handle.
-    pub fn stream_id(&self, handle: usize) -> Option<Registered> {
-        self.streams.get(handle).map(|(id, _)| id)
+    /// The logical stream of a stream handle with the id of its mapping.
+    pub fn stream_id(&self, handle: usize) -> Option<(Registered, StreamId)> {
+        self.streams.get(handle).map(|(id, s)| (id, *s))
     }
     /// Forgets the stream mapped as `id`, if that mapping is still the live one.
     pub fn remove_stream_id(&mut self, id: Registered) -> Option<StreamId> {
@@ -252,6 +252,42 @@ impl Registry {
     pub fn graph_exec_count(&self) -> usize {
         self.graph_execs.len()
     }
+}
+
+/// Destroys application stream `handle` with `destroy` (the driver's call; `true`: it succeeded)
+/// and forgets the mapping it had: looked up before the driver frees the handle, removed after by
+/// its id, so a stream another thread creates meanwhile, to which the driver hands the same value,
+/// keeps its own mapping. Returns the logical stream the destroyed handle named (`None`: unknown
+/// handle, or the driver refused).
+pub fn destroy_stream_mapping(
+    registry: &Mutex<Registry>,
+    handle: usize,
+    destroy: impl FnOnce() -> bool,
+) -> Option<StreamId> {
+    let lock = || registry.lock().unwrap_or_else(|e| e.into_inner());
+    let found = lock().stream_id(handle);
+    if !destroy() {
+        return None;
+    }
+    let (id, stream) = found?;
+    lock().remove_stream_id(id);
+    Some(stream)
+}
+
+/// As [`destroy_stream_mapping`], for an application event.
+pub fn destroy_event_mapping(
+    registry: &Mutex<Registry>,
+    handle: usize,
+    destroy: impl FnOnce() -> bool,
+) -> Option<EventEntry> {
+    let lock = || registry.lock().unwrap_or_else(|e| e.into_inner());
+    let found = lock().event_id(handle);
+    if !destroy() {
+        return None;
+    }
+    let (id, entry) = found?;
+    lock().remove_event_id(id);
+    Some(entry)
 }
 
 /// What the driver says about an address (its memory-type query).
@@ -385,6 +421,66 @@ mod tests {
         r.set_recorder(new, Recorder::Logical);
         assert_eq!(r.event(0x20).unwrap().recorder, Recorder::Logical);
         assert_eq!(r.remove_event_id(new).map(|e| e.id), Some(EventId(5)));
+    }
+
+    /// Threads create and destroy streams and events while the "driver" hands out the lowest free
+    /// handle value (so values are reused at once): every thread's mapping stays its own until it
+    /// destroys it, and nothing is left at the end.
+    #[test]
+    fn a_handle_reused_while_another_thread_destroys_keeps_its_new_mapping() {
+        let registry = Mutex::new(Registry::default());
+        let driver = Mutex::new(Vec::<usize>::new()); // handle values in use
+        let next_id = std::sync::atomic::AtomicU32::new(1);
+        let create = || {
+            let mut used = driver.lock().unwrap();
+            let h = (1..).find(|h| !used.contains(h)).unwrap();
+            used.push(h);
+            h
+        };
+        let free = |h: usize| driver.lock().unwrap().retain(|&x| x != h);
+        std::thread::scope(|scope| {
+            for _ in 0..4 {
+                scope.spawn(|| {
+                    for _ in 0..2000 {
+                        let id = next_id.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        let (s, e) = (create(), create());
+                        registry.lock().unwrap().add_stream(s, StreamId(id));
+                        registry.lock().unwrap().add_event(e, EventEntry::new(EventId(id), false, false));
+                        std::thread::yield_now();
+                        assert_eq!(registry.lock().unwrap().stream(s), Some(StreamId(id)), "another thread took it");
+                        assert_eq!(registry.lock().unwrap().event(e).map(|x| x.id), Some(EventId(id)));
+                        let gone = destroy_stream_mapping(&registry, s, || {
+                            free(s);
+                            std::thread::yield_now(); // another thread may get `s` now
+                            true
+                        });
+                        assert_eq!(gone, Some(StreamId(id)));
+                        let gone = destroy_event_mapping(&registry, e, || {
+                            free(e);
+                            std::thread::yield_now();
+                            true
+                        });
+                        assert_eq!(gone.map(|x| x.id), Some(EventId(id)));
+                    }
+                });
+            }
+        });
+        assert_eq!(registry.lock().unwrap().counts(), (0, 0));
+        // A failed destroy keeps the mapping.
+        let h = create();
+        registry.lock().unwrap().add_stream(h, StreamId(0));
+        assert_eq!(destroy_stream_mapping(&registry, h, || false), None);
+        assert_eq!(registry.lock().unwrap().stream(h), Some(StreamId(0)));
+        // An unknown handle is still destroyed by the driver.
+        let mut called = false;
+        assert_eq!(
+            destroy_event_mapping(&registry, 0x999, || {
+                called = true;
+                true
+            }),
+            None
+        );
+        assert!(called);
     }
 
     /// The registry against a model that keeps every mapping ever made: an update through an id

@@ -305,12 +305,7 @@ impl<N: NativeApi> Client<N> {
     /// the driver frees the handle, so a stream another thread creates meanwhile, to which the
     /// driver hands the same value, keeps its own mapping.
     pub fn destroy_stream(&self, handle: usize, destroy: impl FnOnce() -> bool) {
-        let id = self.registry().stream_id(handle);
-        if !destroy() {
-            return;
-        }
-        let removed = id.and_then(|id| self.registry().remove_stream_id(id));
-        if let Some(s) = removed {
+        if let Some(s) = handles::destroy_stream_mapping(&self.registry, handle, destroy) {
             self.handed.lock().unwrap_or_else(|e| e.into_inner()).remove(&s);
             let _ = self.vctx.destroy_stream(s);
         }
@@ -326,12 +321,7 @@ impl<N: NativeApi> Client<N> {
     /// this mapping of it (as [`destroy_stream`](Self::destroy_stream): a pending record still
     /// completes; a reused handle keeps its new mapping).
     pub fn destroy_event(&self, handle: usize, destroy: impl FnOnce() -> bool) {
-        let id = self.registry().event_id(handle).map(|(id, _)| id);
-        if !destroy() {
-            return;
-        }
-        let removed = id.and_then(|id| self.registry().remove_event_id(id));
-        if let Some(e) = removed {
+        if let Some(e) = handles::destroy_event_mapping(&self.registry, handle, destroy) {
             let _ = self.vctx.destroy_event(e.id);
         }
     }
