@@ -7,7 +7,8 @@
 //! the logical work of their stream and before what follows; a stream memory wait hands its stream
 //! to the driver (what follows it runs after the wait, natively); stream and event destroy with
 //! work pending return at once and the work completes; a module unload waits for the work
-//! launched before it; per-thread default streams of exited threads are released; launches on
+//! launched before it; a graph's event-wait node on a logically recorded event waits for its
+//! record; per-thread default streams of exited threads are released; launches on
 //! another device (`FAKE_CUDA_DEVICES=2`) and on a `cuCtxCreate` context are forwarded natively,
 //! after the logical work they wait on; a forked child runs in observe mode with one warning.
 
@@ -49,6 +50,8 @@ const EDGES: &[(&str, &str)] = &[
     ("end k7", "begin k8"),
     ("end k8", "mark after sync s2"),
     ("end k6", "begin freeasync"),
+    ("end k91", "begin graph2.1 v0 launches=1"),
+    ("end k91", "begin graph2.2 v0 launches=1"),
     ("end k90", "mark after ctx sync"),
     ("end k21", "mark after created context"),
     ("mark after created context", "begin k22"),

@@ -431,18 +431,32 @@ impl<N: NativeApi> Client<N> {
             let entry = registry.graph_exec_or_insert(exec, || self.vctx.create_event());
             (entry.order, entry.name.clone())
         };
-        // An event-wait node of the graph waits on the driver's event, which a logical record
-        // never touched: the launch waits for every logically recorded event instead (records
-        // made before it, so no cycle; more order than the graph asks for, never less).
-        for e in registry.logically_recorded_events() {
-            self.vctx.wait_event(s, e)?;
-        }
+        Self::wait_logically_recorded_events(&self.vctx, &registry, s)?;
         let desc = Arc::new(OpDesc::Graph(GraphLaunch::new(exec as u64, name)));
         let op = self.vctx.wait_event(s, order).and_then(|()| self.vctx.record_op(s, desc))?.op;
         self.vctx.record_event(order, s)?;
         registry.graph_exec_or_insert(exec, || order).note_launch(op, |o| self.vctx.is_submitted(o));
         self.counters.graph_launches.bump();
         Ok(op)
+    }
+
+    /// Makes the next op of `s` (a graph launch) wait for every logically recorded event: an
+    /// event-wait node of the graph waits on the driver's event, which a logical record never
+    /// touched. Records made before it only, so no cycle; more order than the graph asks for,
+    /// never less. A graph launch on the native path calls it before its drain.
+    pub fn wait_for_logical_events(&self, s: StreamId) -> Result<(), VctxError> {
+        Self::wait_logically_recorded_events(&self.vctx, &self.registry(), s)
+    }
+
+    fn wait_logically_recorded_events(
+        vctx: &VirtualContext,
+        registry: &Registry,
+        s: StreamId,
+    ) -> Result<(), VctxError> {
+        for e in registry.logically_recorded_events() {
+            vctx.wait_event(s, e)?;
+        }
+        Ok(())
     }
 
     /// Blocks until every launch of `exec` recorded as an op was handed to the driver (on a pool

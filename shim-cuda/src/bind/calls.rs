@@ -692,6 +692,9 @@ pub(crate) fn graph_launch(id: HookId, real: &dyn Fn() -> CUresult, exec: CUgrap
         Ok(Target::Native(s)) => {
             // The driver orders this launch behind the graph's earlier launches only once it holds them.
             b.wait_graph_launches_submitted(exec as usize);
+            if let Err(e) = b.wait_for_logical_events(s) {
+                return code(&e);
+            }
             return b.native(Some(s), stream, pt, true, real);
         }
         Ok(Target::Record(s)) => s,

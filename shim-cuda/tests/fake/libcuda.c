@@ -871,7 +871,9 @@ typedef struct {
     int launches, index, is_exec, destroyed, version, nlaunched;
     fstream *last_stream;
     unsigned long last_seq;
+    void *wait_event; /* an event-wait node (cuGraphAddEventWaitNode) */
 } fake_graph;
+static void graph_event_wait_locked(fstream *st, void *event);
 static fake_graph GRAPHS[64];
 static int NGRAPHS;
 static fake_graph *new_graph(int launches, int is_exec) {
@@ -901,6 +903,7 @@ EXPORT CUresult cuGraphInstantiateWithFlags(CUgraphExec *exec, CUgraph graph, un
     if (!g || !exec) return CUDA_ERROR_INVALID_VALUE;
     fake_graph *e = new_graph(g->launches, 1);
     if (!e) return CUDA_ERROR_INVALID_VALUE;
+    e->wait_event = g->wait_event;
     *exec = e;
     logf_("cuGraphInstantiateWithFlags graph=%d flags=%llu -> exec=%d", g->index, flags, e->index);
     return CUDA_SUCCESS;
@@ -964,6 +967,7 @@ static CUresult graph_launch(const char *via, CUgraphExec exec, CUstream s) {
         w->seq = g->last_seq;
         push_locked(st, w);
     }
+    if (g->wait_event) graph_event_wait_locked(st, g->wait_event);
     cmd *c = new_cmd(C_GRAPH);
     c->graph_index = g->index;
     c->graph_launches = g->launches;
@@ -1364,4 +1368,23 @@ static void fake_after_fork_in_child(void) {
 }
 __attribute__((constructor)) static void fake_register_fork_handler(void) {
     pthread_atfork(NULL, NULL, fake_after_fork_in_child);
+}
+
+/* A graph's event-wait node: each launch waits for the event's latest record, as natively. */
+EXPORT CUresult cuGraphAddEventWaitNode(void **node, CUgraph graph, const void *deps, size_t n, CUevent e) {
+    (void)deps; (void)n;
+    fake_graph *g = graph;
+    if (!g || g->is_exec || !e) return CUDA_ERROR_INVALID_VALUE;
+    g->wait_event = e;
+    *node = g;
+    logf_("cuGraphAddEventWaitNode graph=%d event=%d", g->index, ((fake_event *)e)->index);
+    return CUDA_SUCCESS;
+}
+static void graph_event_wait_locked(fstream *st, void *event) {
+    fake_event *ev = event;
+    if (!ev->st || !async_mode()) return;
+    cmd *w = new_cmd(C_WAIT);
+    w->target = ev->st;
+    w->seq = ev->seq;
+    push_locked(st, w);
 }

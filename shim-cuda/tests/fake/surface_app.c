@@ -60,6 +60,11 @@ CUresult cuLaunchKernel(CUfunction, unsigned, unsigned, unsigned, unsigned, unsi
                         void **, void **);
 CUresult cuLaunchKernel_ptsz(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
                              CUstream, void **, void **);
+CUresult cuStreamBeginCapture_v2(CUstream, int);
+CUresult cuStreamEndCapture(CUstream, void **);
+CUresult cuGraphAddEventWaitNode(void **, void *, const void *, size_t, CUevent);
+CUresult cuGraphInstantiateWithFlags(void **, void *, unsigned long long);
+CUresult cuGraphLaunch(void *, CUstream);
 void fake_mark(const char *);
 
 #define N 256
@@ -157,6 +162,22 @@ int main(int argc, char **argv) {
     fake_mark("after sync s2");
     CHECK(cuStreamSynchronize(s1));
     printf("surface x=%08x y=%08x\n", checksum(x), checksum(y));
+
+    /* A graph with an event-wait node on an event recorded logically (behind the long k91) waits
+     * for it (the fake's graphs 1 and 2: the captured graph and its executable graph). */
+    void *graph, *exec, *node;
+    CUevent gate;
+    CHECK(cuEventCreate(&gate, 2));
+    CHECK(cuStreamBeginCapture_v2(s3, 0));
+    step(s3, y, x, 50, 1.0f, 1.0f, 0);
+    CHECK(cuStreamEndCapture(s3, &graph));
+    CHECK(cuGraphAddEventWaitNode(&node, graph, NULL, 0, gate));
+    CHECK(cuGraphInstantiateWithFlags(&exec, graph, 0));
+    step(s1, z, x, 91, 1.0f, 0.0f, 0);
+    CHECK(cuEventRecord(gate, s1));
+    CHECK(cuGraphLaunch(exec, s3)); /* bound */
+    CHECK(cuGraphLaunch(exec, s2)); /* s2 was handed to the driver: native */
+    CHECK(cuCtxSynchronize());
 
     /* Lifetimes: stream and event destroy with work pending return at once; the work completes. */
     step(s3, z, x, 90, 1.0f, 3.0f, 0);
