@@ -58,6 +58,15 @@
 //! Memory frees (`cuMemFree`, `cuMemFreeHost`) first synchronize the device logically (the
 //! driver's implicit synchronization).
 //!
+//! Every other driver ABI that takes a stream has a generated hook (`hooks::native`, from
+//! `data/native_entry_points.txt`) of one class ([`calls::NativeClass`]): the native path above
+//! (`enqueue`), the native path without the host wait that then hands the logical stream to the
+//! driver for good (`wait`: stream memory waits, external semaphore waits), a drain before the call
+//! (`order`), or a plain forward (`query`). Context destroy and reset, module and library unloads
+//! synchronize the device logically and drop cached function layouts first (`lifetime`). A call
+//! made while the thread's current context is not the pool's (another device, a `cuCtxCreate`
+//! context) takes the native path without the host wait (other contexts are ordered natively).
+//!
 //! ## Capture
 //! Nothing is deferred on a capturing stream: while any capture is active, each call asks the
 //! driver whether its stream is capturing and, if so, forwards unchanged (the work is recorded
@@ -66,17 +75,16 @@
 //! legal).
 //!
 //! ## Start-up and fallback
-//! Nothing happens at load time. The first bind-mode call made with a current context starts the
-//! coordinator (green contexts realized off the path of every later launch). Bind mode needs the
-//! application to run on its device's primary context (the CUDA runtime and PyTorch do); otherwise,
-//! or if the backend cannot start (no green contexts), the process keeps running in observe mode
-//! and the census says why. A forked child runs in observe mode (no dispatcher thread in it).
+//! Nothing happens at load time. The first bind-mode call made on a device's primary context starts
+//! the coordinator for that device (green contexts realized off the path of every later launch);
+//! calls before it pass through. If the backend cannot start (no green contexts), the process keeps
+//! running in observe mode and the census says why. A forked child runs in observe mode (no
+//! dispatcher thread in it) and warns once.
 //!
 //! ## Not yet done (see docs/shim.md)
-//! Per-thread default streams of exited threads are not released; launches on contexts other than
-//! the primary one, and multi-device processes, are not supported. Event record and wait nodes
-//! inside a graph act on the driver's events only: a logically recorded event is not updated by a
-//! graph's event-record node.
+//! A graph launch waits for every logically recorded event (its event-wait nodes would otherwise
+//! miss them), but a graph's event-record node does not update a logically recorded event. Each
+//! context's legacy default stream is one logical legacy stream (more order than natively).
 
 pub(crate) mod calls;
 pub mod capture;
