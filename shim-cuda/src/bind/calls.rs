@@ -12,6 +12,7 @@ use std::sync::Arc;
 
 use smallvec::SmallVec;
 use vitamin_hal::{Copy, Dim3, Endpoint, Fill, FunctionRef, HostFunction, KernelArgs, KernelLaunch, OpDesc};
+pub(crate) use vitamin_runtime::client::native::NativeClass;
 use vitamin_runtime::trace::{self, Tag};
 
 use super::capture::{self, AttributeBytes, Decline, FunctionLimits, Geometry};
@@ -560,43 +561,20 @@ fn native_async(id: HookId, real: &dyn Fn() -> CUresult, stream: CUstream, wait_
     b.native_on_stream(stream, per_thread(id), wait_after, real)
 }
 
-/// What a generated `Native` hook does in bind mode: its class in `data/native_entry_points.txt`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum NativeClass {
-    /// Enqueues work: drain, call, wait for the native stream.
-    Enqueue,
-    /// Makes the stream wait for a condition outside it: drain, call, and hand the logical
-    /// stream to the driver from then on (a host wait could wait for work not yet issued).
-    Wait,
-    /// Changes how later work on the stream runs: drain, call.
-    Order,
-    /// No stream order (properties, capture bookkeeping): forwarded.
-    Query,
-    /// Ends a context, module or library: logical device synchronization, cached function
-    /// layouts dropped, then the call.
-    Lifetime,
-}
-
 /// The bind handler of every generated `Native` hook (see [`NativeClass`]).
 pub(crate) fn native_call(id: HookId, real: &dyn Fn() -> CUresult, stream: CUstream, class: NativeClass) -> CUresult {
-    match class {
-        NativeClass::Query => return real(),
+    match (class, super::started()) {
+        (NativeClass::Query, _) | (NativeClass::Lifetime, None) => real(),
         // Never starts bind mode (an unload at exit would realize the pool).
-        NativeClass::Lifetime => match super::started() {
-            Some(b) => {
-                b.end_of_lifetime();
-                return device_sync_then(real);
-            }
-            None => return real(),
-        },
-        _ => {}
-    }
-    let Some(b) = get() else { return real() };
-    match class {
-        NativeClass::Wait => {
+        (NativeClass::Lifetime, Some(b)) => {
+            b.end_of_lifetime();
+            device_sync_then(real)
+        }
+        (NativeClass::Wait, _) => {
             let r = native_async(id, real, stream, false);
-            let s = b.known_stream(classify_stream(stream as usize, per_thread(id)));
-            if let (CUDA_SUCCESS, Some(s)) = (r, s) {
+            let handed =
+                get().and_then(|b| Some((b, b.known_stream(classify_stream(stream as usize, per_thread(id)))?)));
+            if let (CUDA_SUCCESS, Some((b, s))) = (r, handed) {
                 b.hand_to_driver(s);
             }
             r

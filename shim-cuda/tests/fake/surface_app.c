@@ -115,7 +115,8 @@ int main(int argc, char **argv) {
     CTX = ctx;
     CHECK(cuModuleLoadData(&mod, "image"));
     CHECK(cuModuleGetFunction(&STEP, mod, "step"));
-    CUdeviceptr x, y, flag, z;
+    CUdeviceptr x, y, flag, z, q;
+    CHECK(cuMemAlloc_v2(&q, N * 4)); /* the created context's own buffer */
     CHECK(cuMemAlloc_v2(&x, N * 4));
     CHECK(cuMemAlloc_v2(&y, N * 4));
     CHECK(cuMemAlloc_v2(&flag, 4));
@@ -124,6 +125,7 @@ int main(int argc, char **argv) {
     for (int i = 0; i < N; i++) ones[i] = 1.0f + (float)i / 8;
     CHECK(cuMemcpyHtoD_v2(x, ones, sizeof ones));
     CHECK(cuMemcpyHtoD_v2(y, ones, sizeof ones));
+    CHECK(cuMemcpyHtoD_v2(q, ones, sizeof ones));
     unsigned zero = 0;
     CHECK(cuMemcpyHtoD_v2(flag, &zero, 4));
     CUstream s1, s2, s3;
@@ -224,14 +226,14 @@ int main(int argc, char **argv) {
     CUstream t2;
     CHECK(cuCtxCreate_v2(&created, 0, 0));
     CHECK(cuStreamCreate(&t2, 1));
-    step(t2, y, x, 21, 2.0f, 0.0f, 0);
+    step(t2, q, q, 21, 2.0f, 0.0f, 0); /* unordered with s1's work: touches only q */
     CHECK(cuStreamSynchronize(t2));
     fake_mark("after created context");
     CHECK(cuCtxDestroy_v2(created));
     CHECK(cuCtxSetCurrent(ctx));
     step(s1, x, y, 22, 0.5f, 0.5f, 0);
     CHECK(cuStreamSynchronize(s1));
-    printf("contexts x=%08x y=%08x devices=%d\n", checksum(x), checksum(y), devices);
+    printf("contexts x=%08x y=%08x q=%08x devices=%d\n", checksum(x), checksum(y), checksum(q), devices);
 
     /* A module unload waits for the work launched from it; a reloaded function launches again. */
     step(s1, x, y, 23, 1.0f, 1.0f, 0);
