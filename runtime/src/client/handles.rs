@@ -254,40 +254,42 @@ impl Registry {
     }
 }
 
-/// Destroys application stream `handle` with `destroy` (the driver's call; `true`: it succeeded)
-/// and forgets the mapping it had: looked up before the driver frees the handle, removed after by
+/// Destroys application stream `handle` with `destroy` (the driver's call; `ok` says whether it
+/// succeeded) and forgets the mapping it had: looked up before the driver frees the handle, removed after by
 /// its id, so a stream another thread creates meanwhile, to which the driver hands the same value,
-/// keeps its own mapping. Returns the logical stream the destroyed handle named (`None`: unknown
-/// handle, or the driver refused).
-pub fn destroy_stream_mapping(
+/// keeps its own mapping. Returns the call's result and the logical stream the destroyed handle
+/// named (`None`: unknown handle, or the driver refused).
+pub fn destroy_stream_mapping<R>(
     registry: &Mutex<Registry>,
     handle: usize,
-    destroy: impl FnOnce() -> bool,
-) -> Option<StreamId> {
+    destroy: impl FnOnce() -> R,
+    ok: impl FnOnce(&R) -> bool,
+) -> (R, Option<StreamId>) {
     let lock = || registry.lock().unwrap_or_else(|e| e.into_inner());
     let found = lock().stream_id(handle);
-    if !destroy() {
-        return None;
-    }
-    let (id, stream) = found?;
-    lock().remove_stream_id(id);
-    Some(stream)
+    let r = destroy();
+    let gone = found.filter(|_| ok(&r)).map(|(id, stream)| {
+        lock().remove_stream_id(id);
+        stream
+    });
+    (r, gone)
 }
 
 /// As [`destroy_stream_mapping`], for an application event.
-pub fn destroy_event_mapping(
+pub fn destroy_event_mapping<R>(
     registry: &Mutex<Registry>,
     handle: usize,
-    destroy: impl FnOnce() -> bool,
-) -> Option<EventEntry> {
+    destroy: impl FnOnce() -> R,
+    ok: impl FnOnce(&R) -> bool,
+) -> (R, Option<EventEntry>) {
     let lock = || registry.lock().unwrap_or_else(|e| e.into_inner());
     let found = lock().event_id(handle);
-    if !destroy() {
-        return None;
-    }
-    let (id, entry) = found?;
-    lock().remove_event_id(id);
-    Some(entry)
+    let r = destroy();
+    let gone = found.filter(|_| ok(&r)).map(|(id, entry)| {
+        lock().remove_event_id(id);
+        entry
+    });
+    (r, gone)
 }
 
 /// What the driver says about an address (its memory-type query).
@@ -449,17 +451,25 @@ mod tests {
                         std::thread::yield_now();
                         assert_eq!(registry.lock().unwrap().stream(s), Some(StreamId(id)), "another thread took it");
                         assert_eq!(registry.lock().unwrap().event(e).map(|x| x.id), Some(EventId(id)));
-                        let gone = destroy_stream_mapping(&registry, s, || {
-                            free(s);
-                            std::thread::yield_now(); // another thread may get `s` now
-                            true
-                        });
+                        let (_, gone) = destroy_stream_mapping(
+                            &registry,
+                            s,
+                            || {
+                                free(s);
+                                std::thread::yield_now(); // another thread may get `s` now
+                            },
+                            |_| true,
+                        );
                         assert_eq!(gone, Some(StreamId(id)));
-                        let gone = destroy_event_mapping(&registry, e, || {
-                            free(e);
-                            std::thread::yield_now();
-                            true
-                        });
+                        let (_, gone) = destroy_event_mapping(
+                            &registry,
+                            e,
+                            || {
+                                free(e);
+                                std::thread::yield_now();
+                            },
+                            |_| true,
+                        );
                         assert_eq!(gone.map(|x| x.id), Some(EventId(id)));
                     }
                 });
@@ -469,17 +479,12 @@ mod tests {
         // A failed destroy keeps the mapping.
         let h = create();
         registry.lock().unwrap().add_stream(h, StreamId(0));
-        assert_eq!(destroy_stream_mapping(&registry, h, || false), None);
+        assert_eq!(destroy_stream_mapping(&registry, h, || 801, |&r| r == 0), (801, None));
         assert_eq!(registry.lock().unwrap().stream(h), Some(StreamId(0)));
         // An unknown handle is still destroyed by the driver.
         let mut called = false;
-        assert_eq!(
-            destroy_event_mapping(&registry, 0x999, || {
-                called = true;
-                true
-            }),
-            None
-        );
+        let (_, gone) = destroy_event_mapping(&registry, 0x999, || called = true, |_| true);
+        assert_eq!(gone, None);
         assert!(called);
     }
 

@@ -299,16 +299,18 @@ impl<N: NativeApi> Client<N> {
         id
     }
 
-    /// Destroys application stream `handle` with `destroy` (the driver's call; `true`: it
-    /// succeeded), then forgets this mapping of it. Work already recorded on it still completes,
-    /// and still counts for device synchronization, as natively. The mapping is looked up before
+    /// Destroys application stream `handle` with `destroy` (the driver's call, whose result it
+    /// returns; `ok`: it succeeded), then forgets this mapping of it. Work already recorded on it
+    /// still completes, and still counts for device synchronization, as natively. The mapping is looked up before
     /// the driver frees the handle, so a stream another thread creates meanwhile, to which the
     /// driver hands the same value, keeps its own mapping.
-    pub fn destroy_stream(&self, handle: usize, destroy: impl FnOnce() -> bool) {
-        if let Some(s) = handles::destroy_stream_mapping(&self.registry, handle, destroy) {
+    pub fn destroy_stream<R>(&self, handle: usize, destroy: impl FnOnce() -> R, ok: impl FnOnce(&R) -> bool) -> R {
+        let (r, gone) = handles::destroy_stream_mapping(&self.registry, handle, destroy, ok);
+        if let Some(s) = gone {
             self.handed.lock().unwrap_or_else(|e| e.into_inner()).remove(&s);
             let _ = self.vctx.destroy_stream(s);
         }
+        r
     }
 
     /// Registers a new application event.
@@ -317,13 +319,15 @@ impl<N: NativeApi> Client<N> {
         self.registry().add_event(handle, make(e))
     }
 
-    /// Destroys application event `handle` with `destroy` (`true`: it succeeded), then forgets
-    /// this mapping of it (as [`destroy_stream`](Self::destroy_stream): a pending record still
-    /// completes; a reused handle keeps its new mapping).
-    pub fn destroy_event(&self, handle: usize, destroy: impl FnOnce() -> bool) {
-        if let Some(e) = handles::destroy_event_mapping(&self.registry, handle, destroy) {
+    /// Destroys application event `handle` with `destroy`, then forgets this mapping of it (as
+    /// [`destroy_stream`](Self::destroy_stream): a pending record still completes; a reused
+    /// handle keeps its new mapping).
+    pub fn destroy_event<R>(&self, handle: usize, destroy: impl FnOnce() -> R, ok: impl FnOnce(&R) -> bool) -> R {
+        let (r, gone) = handles::destroy_event_mapping(&self.registry, handle, destroy, ok);
+        if let Some(e) = gone {
             let _ = self.vctx.destroy_event(e.id);
         }
+        r
     }
 
     /// Hands logical stream `s` to the driver: it received a native wait on a condition outside

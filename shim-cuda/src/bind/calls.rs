@@ -815,12 +815,7 @@ pub(crate) fn stream_create_with_priority(
 
 pub(crate) fn stream_destroy(_id: HookId, real: &dyn Fn() -> CUresult, stream: CUstream) -> CUresult {
     let Some(b) = get() else { return real() };
-    let mut r = CUDA_SUCCESS;
-    b.destroy_stream(stream as usize, || {
-        r = real();
-        r == CUDA_SUCCESS
-    });
-    r
+    b.destroy_stream(stream as usize, real, |&r| r == CUDA_SUCCESS)
 }
 
 fn stream_wait(id: HookId, real: &dyn Fn() -> CUresult, stream: CUstream, block: bool) -> CUresult {
@@ -1024,12 +1019,7 @@ pub(crate) fn event_synchronize(_id: HookId, real: &dyn Fn() -> CUresult, event:
 
 pub(crate) fn event_destroy(_id: HookId, real: &dyn Fn() -> CUresult, event: CUevent) -> CUresult {
     let Some(b) = get() else { return real() };
-    let mut r = CUDA_SUCCESS;
-    b.destroy_event(event as usize, || {
-        r = real();
-        r == CUDA_SUCCESS
-    });
-    r
+    b.destroy_event(event as usize, real, |&r| r == CUDA_SUCCESS)
 }
 
 // ---- context -------------------------------------------------------------------------------
