@@ -50,6 +50,15 @@ pub type CUgraphNode = *mut c_void;
 pub type CUarray = *mut c_void;
 /// `CUdeviceptr` (`CUdeviceptr_v2`, 64-bit).
 pub type CUdeviceptr = u64;
+/// `CUmemLocation` (passed by value: a location type and an id).
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct MemLocation {
+    /// `CUmemLocationType`.
+    pub kind: c_int,
+    /// Device ordinal, NUMA node, ...
+    pub id: c_int,
+}
 /// `CUhostFn`.
 pub type CUhostFn = Option<unsafe extern "C" fn(*mut c_void)>;
 /// `CUstreamCallback`.

@@ -3,8 +3,9 @@
 //! The interposer discovers it from the driver ([`Functions::get`]'s `discover`); the cache is
 //! here so that every interposer keeps the same fast path.
 //!
-//! A handle stays one function while its module is loaded; a module unloaded and a new one
-//! loaded at the same address would have to agree on the layout, which vitamin does not detect.
+//! A handle stays one function while its module is loaded; the interposer calls
+//! [`Functions::invalidate`] when a module, library or context is unloaded or destroyed, so a
+//! handle value the driver reuses afterwards is discovered anew.
 
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -38,14 +39,16 @@ pub struct FunctionInfo {
 #[derive(Debug)]
 pub struct Functions {
     known: RwLock<HashMap<usize, Arc<FunctionInfo>>>,
-    /// Distinguishes this cache's entries in the per-thread caches.
-    id: u64,
+    /// Distinguishes this cache's entries in the per-thread caches; a new value at each
+    /// [`invalidate`](Functions::invalidate), so entries cached before it never match again.
+    id: AtomicU64,
 }
+
+static NEXT_ID: AtomicU64 = AtomicU64::new(1);
 
 impl Default for Functions {
     fn default() -> Self {
-        static NEXT: AtomicU64 = AtomicU64::new(1);
-        Functions { known: RwLock::default(), id: NEXT.fetch_add(1, Ordering::Relaxed) }
+        Functions { known: RwLock::default(), id: AtomicU64::new(NEXT_ID.fetch_add(1, Ordering::Relaxed)) }
     }
 }
 
@@ -59,7 +62,16 @@ impl Functions {
     /// recent handles when it is one of them, else from the shared cache (then kept among the
     /// recent ones).
     pub fn get(&self, f: usize, discover: impl FnOnce() -> FunctionInfo) -> Arc<FunctionInfo> {
-        super::recent::get_or_make(&RECENT_FUNCTIONS, (self.id, f), || self.get_shared(f, discover))
+        let id = self.id.load(Ordering::Acquire);
+        super::recent::get_or_make(&RECENT_FUNCTIONS, (id, f), || self.get_shared(f, discover))
+    }
+
+    /// Forgets every handle (a module, library or context was unloaded or destroyed: the driver
+    /// may hand the same handle values to other functions), in this cache and every thread's.
+    pub fn invalidate(&self) {
+        let mut known = self.known.write().unwrap_or_else(|e| e.into_inner());
+        self.id.store(NEXT_ID.fetch_add(1, Ordering::Relaxed), Ordering::Release);
+        known.clear();
     }
 
     fn get_shared(&self, f: usize, discover: impl FnOnce() -> FunctionInfo) -> Arc<FunctionInfo> {
@@ -103,6 +115,12 @@ mod tests {
             });
         });
         assert_eq!(discovered.load(Ordering::Relaxed), 1);
+        // After an unload the same handle is discovered anew, on this thread and on others.
+        functions.invalidate();
+        assert_eq!(functions.get(0x10, || info("reloaded")).name, "reloaded");
+        std::thread::scope(|s| {
+            s.spawn(|| assert_eq!(functions.get(0x10, || unreachable!("shared again")).name, "reloaded"));
+        });
         // Another cache (another process state) discovers for itself.
         let other = Functions::default();
         assert_eq!(other.get(0x10, || info("other")).name, "other");

@@ -42,7 +42,7 @@
 //! memory where device memory is required takes the native path.
 
 use std::collections::HashMap;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use smallvec::SmallVec;
 use vitamin_hal::Endpoint;
@@ -192,6 +192,18 @@ impl Registry {
     pub fn remove_stream(&mut self, handle: usize) -> Option<StreamId> {
         self.streams.remove(handle)
     }
+    /// The logical stream of a stream handle with the id of its mapping.
+    pub fn stream_id(&self, handle: usize) -> Option<(Registered, StreamId)> {
+        self.streams.get(handle).map(|(id, s)| (id, *s))
+    }
+    /// Forgets the stream mapped as `id`, if that mapping is still the live one.
+    pub fn remove_stream_id(&mut self, id: Registered) -> Option<StreamId> {
+        self.streams.remove_id(id)
+    }
+    /// The logical events whose current generation was recorded through the vCtx.
+    pub fn logically_recorded_events(&self) -> Vec<EventId> {
+        self.events.live.values().filter(|(_, e)| e.recorder == Recorder::Logical).map(|(_, e)| e.id).collect()
+    }
     /// The entry of an application event handle.
     pub fn event(&self, handle: usize) -> Option<EventEntry> {
         self.events.get(handle).map(|(_, e)| *e)
@@ -240,6 +252,44 @@ impl Registry {
     pub fn graph_exec_count(&self) -> usize {
         self.graph_execs.len()
     }
+}
+
+/// Destroys application stream `handle` with `destroy` (the driver's call; `ok` says whether it
+/// succeeded) and forgets the mapping it had: looked up before the driver frees the handle, removed after by
+/// its id, so a stream another thread creates meanwhile, to which the driver hands the same value,
+/// keeps its own mapping. Returns the call's result and the logical stream the destroyed handle
+/// named (`None`: unknown handle, or the driver refused).
+pub fn destroy_stream_mapping<R>(
+    registry: &Mutex<Registry>,
+    handle: usize,
+    destroy: impl FnOnce() -> R,
+    ok: impl FnOnce(&R) -> bool,
+) -> (R, Option<StreamId>) {
+    let lock = || registry.lock().unwrap_or_else(|e| e.into_inner());
+    let found = lock().stream_id(handle);
+    let r = destroy();
+    let gone = found.filter(|_| ok(&r)).map(|(id, stream)| {
+        lock().remove_stream_id(id);
+        stream
+    });
+    (r, gone)
+}
+
+/// As [`destroy_stream_mapping`], for an application event.
+pub fn destroy_event_mapping<R>(
+    registry: &Mutex<Registry>,
+    handle: usize,
+    destroy: impl FnOnce() -> R,
+    ok: impl FnOnce(&R) -> bool,
+) -> (R, Option<EventEntry>) {
+    let lock = || registry.lock().unwrap_or_else(|e| e.into_inner());
+    let found = lock().event_id(handle);
+    let r = destroy();
+    let gone = found.filter(|_| ok(&r)).map(|(id, entry)| {
+        lock().remove_event_id(id);
+        entry
+    });
+    (r, gone)
 }
 
 /// What the driver says about an address (its memory-type query).
@@ -453,6 +503,69 @@ mod tests {
         r.set_recorder(new, Recorder::Logical);
         assert_eq!(r.event(0x20).unwrap().recorder, Recorder::Logical);
         assert_eq!(r.remove_event_id(new).map(|e| e.id), Some(EventId(5)));
+    }
+
+    /// Threads create and destroy streams and events while the "driver" hands out the lowest free
+    /// handle value (so values are reused at once): every thread's mapping stays its own until it
+    /// destroys it, and nothing is left at the end.
+    #[test]
+    fn a_handle_reused_while_another_thread_destroys_keeps_its_new_mapping() {
+        let registry = Mutex::new(Registry::default());
+        let driver = Mutex::new(Vec::<usize>::new()); // handle values in use
+        let next_id = std::sync::atomic::AtomicU32::new(1);
+        let create = || {
+            let mut used = driver.lock().unwrap();
+            let h = (1..).find(|h| !used.contains(h)).unwrap();
+            used.push(h);
+            h
+        };
+        let free = |h: usize| driver.lock().unwrap().retain(|&x| x != h);
+        std::thread::scope(|scope| {
+            for _ in 0..4 {
+                scope.spawn(|| {
+                    for _ in 0..2000 {
+                        let id = next_id.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        let (s, e) = (create(), create());
+                        registry.lock().unwrap().add_stream(s, StreamId(id));
+                        registry.lock().unwrap().add_event(e, EventEntry::new(EventId(id), false, false));
+                        std::thread::yield_now();
+                        assert_eq!(registry.lock().unwrap().stream(s), Some(StreamId(id)), "another thread took it");
+                        assert_eq!(registry.lock().unwrap().event(e).map(|x| x.id), Some(EventId(id)));
+                        let (_, gone) = destroy_stream_mapping(
+                            &registry,
+                            s,
+                            || {
+                                free(s);
+                                std::thread::yield_now(); // another thread may get `s` now
+                            },
+                            |_| true,
+                        );
+                        assert_eq!(gone, Some(StreamId(id)));
+                        let (_, gone) = destroy_event_mapping(
+                            &registry,
+                            e,
+                            || {
+                                free(e);
+                                std::thread::yield_now();
+                            },
+                            |_| true,
+                        );
+                        assert_eq!(gone.map(|x| x.id), Some(EventId(id)));
+                    }
+                });
+            }
+        });
+        assert_eq!(registry.lock().unwrap().counts(), (0, 0));
+        // A failed destroy keeps the mapping.
+        let h = create();
+        registry.lock().unwrap().add_stream(h, StreamId(0));
+        assert_eq!(destroy_stream_mapping(&registry, h, || 801, |&r| r == 0), (801, None));
+        assert_eq!(registry.lock().unwrap().stream(h), Some(StreamId(0)));
+        // An unknown handle is still destroyed by the driver.
+        let mut called = false;
+        let (_, gone) = destroy_event_mapping(&registry, 0x999, || called = true, |_| true);
+        assert_eq!(gone, None);
+        assert!(called);
     }
 
     /// The registry against a model that keeps every mapping ever made: an update through an id

@@ -24,6 +24,9 @@ pub enum StartError {
 pub struct Lifecycle<T> {
     /// Set in a forked child and when the start failed: every call then takes the observe path.
     disabled: AtomicBool,
+    /// Set in a forked child; `warned` once the child was told.
+    forked: AtomicBool,
+    warned: AtomicBool,
     /// The started state (`Some(None)`: unavailable in this process).
     state: OnceLock<Option<T>>,
     init: Mutex<()>,
@@ -35,16 +38,30 @@ impl<T> Lifecycle<T> {
     pub const fn new() -> Self {
         Lifecycle {
             disabled: AtomicBool::new(false),
+            forked: AtomicBool::new(false),
+            warned: AtomicBool::new(false),
             state: OnceLock::new(),
             init: Mutex::new(()),
             unavailable: OnceLock::new(),
         }
     }
 
-    /// Whether calls are handled (not disabled).
+    /// Whether calls are handled (not disabled). The first call in a forked child logs one
+    /// warning that the child runs in observe mode.
     #[inline]
     pub fn enabled(&self) -> bool {
-        !self.disabled.load(Ordering::Relaxed)
+        if !self.disabled.load(Ordering::Relaxed) {
+            return true;
+        }
+        if self.forked.load(Ordering::Relaxed) && !self.warned.swap(true, Ordering::Relaxed) {
+            clog!(
+                LogLevel::Warn,
+                "forked child (pid {}): bind mode is off here (its dispatcher thread stayed in the parent); \
+                 this process's calls go to the driver unchanged (observe mode)",
+                std::process::id()
+            );
+        }
+        false
     }
 
     /// The started state if there is one (never starts it).
@@ -90,6 +107,7 @@ impl<T> Lifecycle<T> {
     /// In a forked child: every call takes the observe path from now on. Async-signal-safe (one
     /// atomic store).
     pub fn disable(&self) {
+        self.forked.store(true, Ordering::Relaxed);
         self.disabled.store(true, Ordering::Relaxed);
     }
 

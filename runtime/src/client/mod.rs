@@ -61,6 +61,8 @@ pub mod log;
 pub mod native;
 pub mod recent;
 
+use std::collections::HashSet;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::Duration;
 
@@ -159,6 +161,10 @@ pub struct Client<N: NativeApi> {
     pub counters: Counters,
     /// Staged pageable bytes of copies still in flight ([`Client::stage`]).
     staging: Mutex<handles::StagingBudget>,
+    /// Logical streams handed to the driver ([`Client::hand_to_driver`]); `any_handed` is set
+    /// once there is one, so the usual check reads one atomic.
+    handed: Mutex<HashSet<StreamId>>,
+    any_handed: AtomicBool,
 }
 
 /// How long a synchronize call spins (polling) before it parks, unless the application asked
@@ -203,6 +209,8 @@ impl<N: NativeApi> Client<N> {
             native,
             counters: Counters::default(),
             staging: Mutex::new(handles::StagingBudget::new(t.max_staged_bytes)),
+            handed: Mutex::new(HashSet::new()),
+            any_handed: AtomicBool::new(false),
         })
     }
 
@@ -351,11 +359,16 @@ impl<N: NativeApi> Client<N> {
         }
     }
 
-    /// The logical stream of a known stream reference (default streams always are).
+    /// The logical stream of a known stream reference (default streams always are). A thread's
+    /// per-thread default stream is released when the thread exits.
     pub fn known_stream(&self, r: StreamRef) -> Option<StreamId> {
         match r {
             StreamRef::Legacy => Some(StreamId::LEGACY),
-            StreamRef::PerThread => Some(self.vctx.per_thread_default_stream(thread_key())),
+            StreamRef::PerThread => {
+                let key = thread_key();
+                release_at_thread_exit(&self.vctx, key);
+                Some(self.vctx.per_thread_default_stream(key))
+            }
             StreamRef::Handle(h) => self.registry().stream(h),
         }
     }
@@ -367,13 +380,18 @@ impl<N: NativeApi> Client<N> {
         id
     }
 
-    /// Forgets destroyed application stream `handle` (work already recorded on it still
-    /// completes, and still counts for device synchronization).
-    pub fn destroy_stream(&self, handle: usize) {
-        let removed = self.registry().remove_stream(handle);
-        if let Some(s) = removed {
+    /// Destroys application stream `handle` with `destroy` (the driver's call, whose result it
+    /// returns; `ok`: it succeeded), then forgets this mapping of it. Work already recorded on it
+    /// still completes, and still counts for device synchronization, as natively. The mapping is looked up before
+    /// the driver frees the handle, so a stream another thread creates meanwhile, to which the
+    /// driver hands the same value, keeps its own mapping.
+    pub fn destroy_stream<R>(&self, handle: usize, destroy: impl FnOnce() -> R, ok: impl FnOnce(&R) -> bool) -> R {
+        let (r, gone) = handles::destroy_stream_mapping(&self.registry, handle, destroy, ok);
+        if let Some(s) = gone {
+            self.handed.lock().unwrap_or_else(|e| e.into_inner()).remove(&s);
             let _ = self.vctx.destroy_stream(s);
         }
+        r
     }
 
     /// Registers a new application event.
@@ -382,12 +400,35 @@ impl<N: NativeApi> Client<N> {
         self.registry().add_event(handle, make(e))
     }
 
-    /// Forgets destroyed application event `handle`.
-    pub fn destroy_event(&self, handle: usize) {
-        let removed = self.registry().remove_event(handle);
-        if let Some(e) = removed {
+    /// Destroys application event `handle` with `destroy`, then forgets this mapping of it (as
+    /// [`destroy_stream`](Self::destroy_stream): a pending record still completes; a reused
+    /// handle keeps its new mapping).
+    pub fn destroy_event<R>(&self, handle: usize, destroy: impl FnOnce() -> R, ok: impl FnOnce(&R) -> bool) -> R {
+        let (r, gone) = handles::destroy_event_mapping(&self.registry, handle, destroy, ok);
+        if let Some(e) = gone {
             let _ = self.vctx.destroy_event(e.id);
         }
+        r
+    }
+
+    /// Hands logical stream `s` to the driver: it received a native wait on a condition outside
+    /// the stream (a memory value, an external semaphore), which a host wait cannot stand in for
+    /// (the condition may be met by work issued later), so every later call on `s` is forwarded
+    /// natively after a drain, in the driver's stream order.
+    pub fn hand_to_driver(&self, s: StreamId) {
+        self.handed.lock().unwrap_or_else(|e| e.into_inner()).insert(s);
+        self.any_handed.store(true, Ordering::Release);
+    }
+
+    /// Whether `s` was handed to the driver.
+    pub fn handed_to_driver(&self, s: StreamId) -> bool {
+        self.any_handed.load(Ordering::Acquire) && self.handed.lock().unwrap_or_else(|e| e.into_inner()).contains(&s)
+    }
+
+    /// Whether the calling thread's current context is the one the pool was built in (work
+    /// from any other context or device is forwarded natively).
+    pub fn in_pool_context(&self) -> bool {
+        self.native.in_pool_context()
     }
 
     /// Waits until everything the application enqueued on `s` before now completed, with the
@@ -474,13 +515,36 @@ impl<N: NativeApi> Client<N> {
     pub fn record_graph_launch(&self, s: StreamId, exec: usize) -> Result<OpId, VctxError> {
         self.hold_while_full()?;
         let mut registry = self.registry();
-        let entry = registry.graph_exec_or_insert(exec, || self.vctx.create_event());
-        let desc = Arc::new(OpDesc::Graph(GraphLaunch::new(exec as u64, entry.name.clone())));
-        let op = self.vctx.wait_event(s, entry.order).and_then(|()| self.vctx.record_op(s, desc))?.op;
-        self.vctx.record_event(entry.order, s)?;
-        entry.note_launch(op, |o| self.vctx.is_submitted(o));
+        let (order, name) = {
+            let entry = registry.graph_exec_or_insert(exec, || self.vctx.create_event());
+            (entry.order, entry.name.clone())
+        };
+        Self::wait_logically_recorded_events(&self.vctx, &registry, s)?;
+        let desc = Arc::new(OpDesc::Graph(GraphLaunch::new(exec as u64, name)));
+        let op = self.vctx.wait_event(s, order).and_then(|()| self.vctx.record_op(s, desc))?.op;
+        self.vctx.record_event(order, s)?;
+        registry.graph_exec_or_insert(exec, || order).note_launch(op, |o| self.vctx.is_submitted(o));
         self.counters.graph_launches.bump();
         Ok(op)
+    }
+
+    /// Makes the next op of `s` (a graph launch) wait for every logically recorded event: an
+    /// event-wait node of the graph waits on the driver's event, which a logical record never
+    /// touched. Records made before it only, so no cycle; more order than the graph asks for,
+    /// never less. A graph launch on the native path calls it before its drain.
+    pub fn wait_for_logical_events(&self, s: StreamId) -> Result<(), VctxError> {
+        Self::wait_logically_recorded_events(&self.vctx, &self.registry(), s)
+    }
+
+    fn wait_logically_recorded_events(
+        vctx: &VirtualContext,
+        registry: &Registry,
+        s: StreamId,
+    ) -> Result<(), VctxError> {
+        for e in registry.logically_recorded_events() {
+            vctx.wait_event(s, e)?;
+        }
+        Ok(())
     }
 
     /// Blocks until every launch of `exec` recorded as an op was handed to the driver (on a pool
@@ -530,6 +594,8 @@ impl<N: NativeApi> Client<N> {
             "streams_mapped": streams,
             "events_mapped": events,
             "graph_execs_mapped": graph_execs,
+            "per_thread_streams": self.vctx.per_thread_default_streams(),
+            "streams_handed_to_driver": self.handed.lock().unwrap_or_else(|e| e.into_inner()).len(),
             "dispatcher": self.coordinator.stats(),
         })
     }
@@ -632,6 +698,35 @@ pub fn launch_probe(f: FunctionRef, grid: Dim3, block: Dim3) -> Arc<OpDesc> {
             vitamin_hal::LaunchAttributes::default(),
         )))
     })
+}
+
+/// Releases the per-thread default streams of the calling thread when it exits.
+struct PerThreadRelease(Vec<(Weak<VirtualContext>, u64)>);
+
+impl Drop for PerThreadRelease {
+    fn drop(&mut self) {
+        for (vctx, key) in self.0.drain(..) {
+            if let Some(v) = vctx.upgrade() {
+                v.release_per_thread_default_stream(key);
+            }
+        }
+    }
+}
+
+thread_local! {
+    static PER_THREAD_RELEASE: std::cell::RefCell<PerThreadRelease> =
+        const { std::cell::RefCell::new(PerThreadRelease(Vec::new())) };
+}
+
+/// Arranges that `vctx` forgets the per-thread default stream `key` when this thread exits
+/// (its recorded work still completes); once per virtual context and thread.
+fn release_at_thread_exit(vctx: &Arc<VirtualContext>, key: u64) {
+    let _ = PER_THREAD_RELEASE.try_with(|r| {
+        let Ok(mut r) = r.try_borrow_mut() else { return };
+        if !r.0.iter().any(|(v, _)| std::ptr::eq(v.as_ptr(), Arc::as_ptr(vctx))) {
+            r.0.push((Arc::downgrade(vctx), key));
+        }
+    });
 }
 
 /// The calling thread's key for its per-thread default stream (its kernel thread id).

@@ -78,3 +78,23 @@ pub enum HostWait {
     /// Block.
     BlockingSync,
 }
+
+/// What an interposer does in bind mode with a driver call it forwards instead of modelling (the
+/// class of each row of shim-cuda's `data/native_entry_points.txt`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NativeClass {
+    /// Enqueues work: drain the logical stream, call, wait for the native stream so that later
+    /// logical ops follow it.
+    Enqueue,
+    /// Makes the stream wait for a condition outside it (a memory value, an external semaphore):
+    /// drain, call, and hand the logical stream to the driver from then on
+    /// ([`super::Client::hand_to_driver`]); a host wait could wait for work not issued yet.
+    Wait,
+    /// Changes how later work on the stream runs (attributes): drain, call.
+    Order,
+    /// No stream order (properties, ids, capture bookkeeping): forwarded.
+    Query,
+    /// Ends a context, module or library: logical device synchronization and the cached function
+    /// layouts dropped ([`super::functions::Functions::invalidate`]), then the call.
+    Lifetime,
+}

@@ -276,6 +276,11 @@ impl VirtualContext {
         st.order.release_per_thread(thread, &st.dag);
     }
 
+    /// Per-thread default streams live now (threads that used theirs and did not exit).
+    pub fn per_thread_default_streams(&self) -> usize {
+        self.lock().order.per_thread_count()
+    }
+
     /// The kind of a live stream.
     pub fn stream_kind(&self, s: StreamId) -> Result<StreamKind, VctxError> {
         Ok(self.lock().order.stream(s)?.kind)

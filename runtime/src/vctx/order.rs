@@ -171,6 +171,11 @@ impl Order {
         Ok(())
     }
 
+    /// Per-thread default streams live now.
+    pub(crate) fn per_thread_count(&self) -> usize {
+        self.per_thread.len()
+    }
+
     /// Forgets the per-thread default stream of an exited thread (its recorded work completes).
     pub(crate) fn release_per_thread(&mut self, thread: u64, dag: &Dag) {
         if let Some(s) = self.per_thread.remove(&thread) {

@@ -12,6 +12,7 @@ use std::sync::Arc;
 
 use smallvec::SmallVec;
 use vitamin_hal::{Copy, Dim3, Endpoint, Fill, FunctionRef, HostFunction, KernelArgs, KernelLaunch, OpDesc};
+pub(crate) use vitamin_runtime::client::native::NativeClass;
 use vitamin_runtime::trace::{self, Tag};
 
 use super::capture::{self, AttributeBytes, Decline, FunctionLimits, Geometry};
@@ -562,6 +563,28 @@ fn native_async(id: HookId, real: &dyn Fn() -> CUresult, stream: CUstream, wait_
     b.native_on_stream(stream, per_thread(id), wait_after, real)
 }
 
+/// The bind handler of every generated `Native` hook (see [`NativeClass`]).
+pub(crate) fn native_call(id: HookId, real: &dyn Fn() -> CUresult, stream: CUstream, class: NativeClass) -> CUresult {
+    match (class, super::started()) {
+        (NativeClass::Query, _) | (NativeClass::Lifetime, None) => real(),
+        // Never starts bind mode (an unload at exit would realize the pool).
+        (NativeClass::Lifetime, Some(b)) => {
+            b.end_of_lifetime();
+            device_sync_then(real)
+        }
+        (NativeClass::Wait, _) => {
+            let r = native_async(id, real, stream, false);
+            let handed =
+                get().and_then(|b| Some((b, b.known_stream(classify_stream(stream as usize, per_thread(id)))?)));
+            if let (CUDA_SUCCESS, Some((b, s))) = (r, handed) {
+                b.hand_to_driver(s);
+            }
+            r
+        }
+        _ => native_async(id, real, stream, class == NativeClass::Enqueue),
+    }
+}
+
 /// The native path for a synchronous call on the default stream (legacy, or per-thread for the
 /// `_ptds` variants): the drain gives it the default stream's implicit ordering.
 fn default_stream_call(id: HookId, real: &dyn Fn() -> CUresult) -> CUresult {
@@ -649,6 +672,9 @@ pub(crate) fn graph_launch(id: HookId, real: &dyn Fn() -> CUresult, exec: CUgrap
         Ok(Target::Native(s)) => {
             // The driver orders this launch behind the graph's earlier launches only once it holds them.
             if let Err(e) = b.wait_graph_launches_submitted(exec as usize) {
+                return code(&e);
+            }
+            if let Err(e) = b.wait_for_logical_events(s) {
                 return code(&e);
             }
             return b.native(Some(s), stream, pt, true, real);
@@ -795,12 +821,7 @@ pub(crate) fn stream_create_with_priority(
 
 pub(crate) fn stream_destroy(_id: HookId, real: &dyn Fn() -> CUresult, stream: CUstream) -> CUresult {
     let Some(b) = get() else { return real() };
-    let r = real();
-    if r == CUDA_SUCCESS {
-        // Work already recorded on it still completes (and still counts for device sync).
-        b.destroy_stream(stream as usize);
-    }
-    r
+    b.destroy_stream(stream as usize, real, |&r| r == CUDA_SUCCESS)
 }
 
 fn stream_wait(id: HookId, real: &dyn Fn() -> CUresult, stream: CUstream, block: bool) -> CUresult {
@@ -813,17 +834,13 @@ fn stream_wait(id: HookId, real: &dyn Fn() -> CUresult, stream: CUstream, block:
     let Some(s) = b.known_stream(classify_stream(stream as usize, pt)) else {
         return real(); // a stream vitamin never saw holds no logical work
     };
-    if block {
-        match b.synchronize_stream(s) {
-            Ok(()) => CUDA_SUCCESS,
-            Err(e) => code(&e),
-        }
-    } else {
-        match b.query_stream(s) {
-            Ok(true) => CUDA_SUCCESS,
-            Ok(false) => CUDA_ERROR_NOT_READY,
-            Err(e) => code(&e),
-        }
+    let logical = if block { b.synchronize_stream(s).map(|()| true) } else { b.query_stream(s) };
+    match logical {
+        // Native work too: a stream handed to the driver, or another context's.
+        Ok(true) if b.elsewhere(s) => real(),
+        Ok(true) => CUDA_SUCCESS,
+        Ok(false) => CUDA_ERROR_NOT_READY,
+        Err(e) => code(&e),
     }
 }
 
@@ -1008,11 +1025,7 @@ pub(crate) fn event_synchronize(_id: HookId, real: &dyn Fn() -> CUresult, event:
 
 pub(crate) fn event_destroy(_id: HookId, real: &dyn Fn() -> CUresult, event: CUevent) -> CUresult {
     let Some(b) = get() else { return real() };
-    let r = real();
-    if r == CUDA_SUCCESS {
-        b.destroy_event(event as usize);
-    }
-    r
+    b.destroy_event(event as usize, real, |&r| r == CUDA_SUCCESS)
 }
 
 // ---- context -------------------------------------------------------------------------------

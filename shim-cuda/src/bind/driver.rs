@@ -172,8 +172,15 @@ pub fn sched_mode(dev: c_int) -> HostWait {
     }
 }
 
-/// The primary context of `dev` (retained and released again: the application holds its own).
+/// The primary context of `dev` (retained and released again: the application holds its own), or
+/// 0 when it is inactive (then it is nobody's current context).
 pub fn primary_context(dev: c_int) -> Result<usize, CUresult> {
+    let (mut flags, mut active) = (0u32, 0 as c_int);
+    // SAFETY: valid out pointers. An inactive primary context is not current anywhere, and
+    // retaining it would create it: answer "none" (0) instead.
+    if unsafe { primary_ctx_get_state(dev, &mut flags, &mut active) } == CUDA_SUCCESS && active == 0 {
+        return Ok(0);
+    }
     let mut c: CUcontext = std::ptr::null_mut();
     // SAFETY: a valid out pointer and a device the driver just named.
     let r = unsafe { primary_ctx_retain(&mut c, dev) };

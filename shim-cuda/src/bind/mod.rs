@@ -58,6 +58,15 @@
 //! Memory frees (`cuMemFree`, `cuMemFreeHost`) first synchronize the device logically (the
 //! driver's implicit synchronization).
 //!
+//! Every other driver ABI that takes a stream has a generated hook (`hooks::native`, from
+//! `data/native_entry_points.txt`) of one class ([`calls::NativeClass`]): the native path above
+//! (`enqueue`), the native path without the host wait that then hands the logical stream to the
+//! driver for good (`wait`: stream memory waits, external semaphore waits), a drain before the call
+//! (`order`), or a plain forward (`query`). Context destroy and reset, module and library unloads
+//! synchronize the device logically and drop cached function layouts first (`lifetime`). A call
+//! made while the thread's current context is not the pool's (another device, a `cuCtxCreate`
+//! context) takes the native path without the host wait (other contexts are ordered natively).
+//!
 //! ## Capture
 //! Nothing is deferred on a capturing stream: while any capture is active, each call asks the
 //! driver whether its stream is capturing and, if so, forwards unchanged (the work is recorded
@@ -66,11 +75,11 @@
 //! legal).
 //!
 //! ## Start-up and fallback
-//! Nothing happens at load time. The first bind-mode call made with a current context starts the
-//! coordinator (green contexts realized off the path of every later launch). Bind mode needs the
-//! application to run on its device's primary context (the CUDA runtime and PyTorch do); otherwise,
-//! or if the backend cannot start (no green contexts), the process keeps running in observe mode
-//! and the census says why. A forked child runs in observe mode (no dispatcher thread in it).
+//! Nothing happens at load time. The first bind-mode call made on a device's primary context starts
+//! the coordinator for that device (green contexts realized off the path of every later launch);
+//! calls before it pass through. If the backend cannot start (no green contexts), the process keeps
+//! running in observe mode and the census says why. A forked child runs in observe mode (no
+//! dispatcher thread in it) and warns once.
 //! A pool not realized within `start_timeout_ms` falls back to observe mode the same way.
 //!
 //! ## Waits and bounds (docs/robustness.md)
@@ -81,10 +90,9 @@
 //! copy runs synchronously.
 //!
 //! ## Not yet done (see docs/shim.md)
-//! Per-thread default streams of exited threads are not released; launches on contexts other than
-//! the primary one, and multi-device processes, are not supported. Event record and wait nodes
-//! inside a graph act on the driver's events only: a logically recorded event is not updated by a
-//! graph's event-record node.
+//! A graph launch waits for every logically recorded event (its event-wait nodes would otherwise
+//! miss them), but a graph's event-record node does not update a logically recorded event. Each
+//! context's legacy default stream is one logical legacy stream (more order than natively).
 
 pub(crate) mod calls;
 pub mod capture;
@@ -201,6 +209,11 @@ pub(crate) fn get() -> Option<&'static Bind> {
     })
 }
 
+/// The bind state if it started (never starts it).
+pub(crate) fn started() -> Option<&'static Bind> {
+    BIND.started().filter(|_| BIND.enabled())
+}
+
 impl Bind {
     fn start() -> Result<Bind, StartError> {
         let unavailable = |what: &str, code: CUresult| StartError::Unavailable(format!("{what} failed ({code})"));
@@ -211,10 +224,7 @@ impl Bind {
         let device = driver::current_device().map_err(|e| unavailable("cuCtxGetDevice", e))?;
         let primary = driver::primary_context(device).map_err(|e| unavailable("cuDevicePrimaryCtxRetain", e))?;
         if primary != ctx {
-            return Err(StartError::Unavailable(format!(
-                "the current context is not device {device}'s primary context; bind mode supports applications on \
-                 the primary context (the CUDA runtime, PyTorch)"
-            )));
+            return Err(StartError::NotYet); // binds a device's primary context, once one is current
         }
         let limits = driver::device_limits(device).map_err(|e| unavailable("cuDeviceGetAttribute", e))?;
         // Synchronize calls wait like the application asked: CUDA spins (polling) unless it chose
@@ -274,6 +284,13 @@ impl Bind {
     fn drain(&self, s: StreamId) -> Result<(), CUresult> {
         self.client.drain(s).map_err(|e| code(&e))
     }
+
+    /// A context, module or library ends: function handles may name other functions from now on.
+    fn end_of_lifetime(&self) {
+        self.functions.invalidate();
+        self.coresident.lock().unwrap_or_else(|e| e.into_inner()).clear();
+        self.clusters.lock().unwrap_or_else(|e| e.into_inner()).clear();
+    }
 }
 
 /// The logical kind of a stream created with `flags`.
@@ -326,7 +343,17 @@ impl Bind {
                 return Ok(Target::Native(StreamId::LEGACY));
             }
         }
-        self.stream(r, stream).map(Target::Record)
+        let s = self.stream(r, stream)?;
+        if self.elsewhere(s) {
+            return Ok(Target::Native(s));
+        }
+        Ok(Target::Record(s))
+    }
+
+    /// Whether work on `s` is forwarded natively: the calling thread is on another context or
+    /// device, or `s` was handed to the driver.
+    fn elsewhere(&self, s: StreamId) -> bool {
+        self.handed_to_driver(s) || !self.in_pool_context()
     }
 
     /// The native path: drain `s`, call the driver, and if `wait_after` (the call enqueued work)
@@ -345,7 +372,8 @@ impl Bind {
             }
         }
         let r = real();
-        if r == crate::ffi::CUDA_SUCCESS && wait_after {
+        // Work on another context, or on a stream handed to the driver, is ordered natively.
+        if r == crate::ffi::CUDA_SUCCESS && wait_after && !s.map_or(!self.in_pool_context(), |s| self.elsewhere(s)) {
             let w = driver::native_stream_synchronize(stream, per_thread);
             if w != crate::ffi::CUDA_SUCCESS {
                 return w;

@@ -26,6 +26,7 @@ pub(crate) mod event;
 pub(crate) mod graph;
 pub(crate) mod launch;
 pub(crate) mod memory;
+pub(crate) mod native;
 pub(crate) mod stream;
 
 use std::panic::{catch_unwind, AssertUnwindSafe};

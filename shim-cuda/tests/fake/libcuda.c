@@ -237,7 +237,7 @@ static void run_kernel(int fi, unsigned long threads, const unsigned char *pb) {
 }
 
 /* ---------------------------------------------------------------- streams and commands */
-enum { C_KERNEL, C_COPY, C_FILL, C_HOST, C_CALLBACK, C_RECORD, C_WAIT, C_GRAPH, C_WRITE64 };
+enum { C_KERNEL, C_COPY, C_FILL, C_HOST, C_CALLBACK, C_RECORD, C_WAIT, C_GRAPH, C_WRITE64, C_OP };
 
 struct fstream;
 typedef struct cmd {
@@ -262,6 +262,9 @@ typedef struct cmd {
     struct fstream *target;
     unsigned long seq;
     int graph_launches, graph_index, graph_seq, graph_version;
+    /* C_OP: a stream-ordered operation of the later entry points (run by `op` on the worker) */
+    void (*op)(struct cmd *);
+    char label[48];
 } cmd;
 
 typedef struct fstream {
@@ -360,6 +363,9 @@ static void execute(fstream *st, cmd *c) {
                  c->graph_launches, ctx, st->index);
         if (async_mode()) usleep((useconds_t)DELAY_US);
         exec_log("end graph%d.%d", c->graph_index, c->graph_seq);
+        break;
+    case C_OP:
+        c->op(c);
         break;
     default:
         break;
@@ -479,8 +485,9 @@ static __thread void *CURRENT;
 
 EXPORT CUresult cuInit(unsigned flags) { logf_("cuInit %u", flags); return CUDA_SUCCESS; }
 EXPORT CUresult cuDriverGetVersion(int *v) { *v = 13000; logf_("cuDriverGetVersion"); return CUDA_SUCCESS; }
-EXPORT CUresult cuDeviceGetCount(int *n) { *n = 1; return CUDA_SUCCESS; }
-EXPORT CUresult cuDeviceGet(int *d, int ordinal) { if (ordinal != 0) return CUDA_ERROR_INVALID_VALUE; *d = 0; return CUDA_SUCCESS; }
+static int device_count(void);
+EXPORT CUresult cuDeviceGetCount(int *n) { *n = device_count(); return CUDA_SUCCESS; }
+EXPORT CUresult cuDeviceGet(int *d, int ordinal) { if (ordinal < 0 || ordinal >= device_count()) return CUDA_ERROR_INVALID_VALUE; *d = ordinal; return CUDA_SUCCESS; }
 EXPORT CUresult cuDeviceGetName(char *name, int len, int dev) { (void)dev; snprintf(name, (size_t)len, "Fake GPU"); return CUDA_SUCCESS; }
 EXPORT CUresult cuDeviceTotalMem_v2(size_t *bytes, int dev) { (void)dev; *bytes = (size_t)1 << 30; return CUDA_SUCCESS; }
 EXPORT CUresult cuDeviceGetAttribute(int *v, int attr, int dev) {
@@ -496,7 +503,13 @@ EXPORT CUresult cuDeviceGetAttribute(int *v, int attr, int dev) {
     }
     return CUDA_SUCCESS;
 }
-EXPORT CUresult cuDevicePrimaryCtxRetain(CUcontext *c, int dev) { (void)dev; *c = &PRIMARY_CTX; logf_("cuDevicePrimaryCtxRetain"); return CUDA_SUCCESS; }
+static int OTHER_PRIMARY_CTX[8]; /* the primary contexts of devices 1.. (FAKE_CUDA_DEVICES) */
+EXPORT CUresult cuDevicePrimaryCtxRetain(CUcontext *c, int dev) {
+    if (dev < 0 || dev >= device_count()) return CUDA_ERROR_INVALID_VALUE;
+    *c = dev ? (void *)&OTHER_PRIMARY_CTX[dev] : (void *)&PRIMARY_CTX;
+    logf_("cuDevicePrimaryCtxRetain");
+    return CUDA_SUCCESS;
+}
 EXPORT CUresult cuDevicePrimaryCtxRelease_v2(int dev) { (void)dev; return CUDA_SUCCESS; }
 EXPORT CUresult cuCtxSetCurrent(CUcontext c) { CURRENT = c; return CUDA_SUCCESS; }
 /* A green context's CUcontext (cuCtxFromGreenCtx): a tag whose offset in GREEN_CTX_TAGS is the
@@ -521,7 +534,8 @@ EXPORT CUresult cuCtxPopCurrent_v2(CUcontext *c) {
     return CUDA_SUCCESS;
 }
 EXPORT CUresult cuCtxGetCurrent(CUcontext *c) { *c = CURRENT; return CUDA_SUCCESS; }
-EXPORT CUresult cuCtxGetDevice(int *d) { if (!CURRENT) return 201; /* CUDA_ERROR_INVALID_CONTEXT */ *d = 0; return CUDA_SUCCESS; }
+static int device_of_ctx(void *c);
+EXPORT CUresult cuCtxGetDevice(int *d) { if (!CURRENT) return 201; /* CUDA_ERROR_INVALID_CONTEXT */ *d = device_of_ctx(CURRENT); return CUDA_SUCCESS; }
 EXPORT CUresult cuMemGetInfo_v2(size_t *free_, size_t *total) { *free_ = (size_t)1 << 29; *total = (size_t)1 << 30; return CUDA_SUCCESS; }
 EXPORT CUresult cuGetErrorName(CUresult r, const char **s) {
     *s = r == 0 ? "CUDA_SUCCESS" : r == 1 ? "CUDA_ERROR_INVALID_VALUE" : r == 600 ? "CUDA_ERROR_NOT_READY" : "CUDA_ERROR_FAKE";
@@ -591,7 +605,6 @@ EXPORT CUresult cuGetExportTable(const void **table, const void *uuid) {
 EXPORT CUresult cuCtxSynchronize(void) { drain_device(); logf_("cuCtxSynchronize"); return sticky(); }
 /* Only exported so that a green-context backend's symbol check passes; never called in tests. */
 EXPORT CUresult cuLibraryLoadData(void) { return CUDA_ERROR_NOT_SUPPORTED; }
-EXPORT CUresult cuLibraryUnload(void) { return CUDA_ERROR_NOT_SUPPORTED; }
 EXPORT CUresult cuLibraryGetKernel(void) { return CUDA_ERROR_NOT_SUPPORTED; }
 EXPORT CUresult cuKernelGetFunction(void) { return CUDA_ERROR_NOT_SUPPORTED; }
 EXPORT CUresult cuOccupancyMaxActiveBlocksPerMultiprocessor(int *n, void *f, int threads, size_t smem) {
@@ -886,7 +899,9 @@ typedef struct {
     int launches, index, is_exec, destroyed, version, nlaunched;
     fstream *last_stream;
     unsigned long last_seq;
+    void *wait_event; /* an event-wait node (cuGraphAddEventWaitNode) */
 } fake_graph;
+static void graph_event_wait_locked(fstream *st, void *event);
 static fake_graph GRAPHS[64];
 static int NGRAPHS;
 static fake_graph *new_graph(int launches, int is_exec) {
@@ -916,6 +931,7 @@ EXPORT CUresult cuGraphInstantiateWithFlags(CUgraphExec *exec, CUgraph graph, un
     if (!g || !exec) return CUDA_ERROR_INVALID_VALUE;
     fake_graph *e = new_graph(g->launches, 1);
     if (!e) return CUDA_ERROR_INVALID_VALUE;
+    e->wait_event = g->wait_event;
     *exec = e;
     logf_("cuGraphInstantiateWithFlags graph=%d flags=%llu -> exec=%d", g->index, flags, e->index);
     return CUDA_SUCCESS;
@@ -979,6 +995,7 @@ static CUresult graph_launch(const char *via, CUgraphExec exec, CUstream s) {
         w->seq = g->last_seq;
         push_locked(st, w);
     }
+    if (g->wait_event) graph_event_wait_locked(st, g->wait_event);
     cmd *c = new_cmd(C_GRAPH);
     c->graph_index = g->index;
     c->graph_launches = g->launches;
@@ -1242,4 +1259,166 @@ EXPORT CUresult cuGetProcAddress(const char *symbol, void **pfn, int version, ui
 }
 EXPORT CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int version, uint64_t flags, int *status) {
     return get_proc(symbol, pfn, version, flags, status);
+}
+
+/* ---------------------------------------------------------------- later entry points
+ * Stream-ordered calls bind mode forwards after draining the logical stream (the list in
+ * shim-cuda/data/native_entry_points.txt), minimal: each is one C_OP command run in stream order
+ * on the stream's worker, with its begin and end in the execution log. Plus contexts made with
+ * cuCtxCreate, devices beyond the first (FAKE_CUDA_DEVICES=n, at most 8: same SMs, same memory),
+ * and module/library unloads (they drain the device first, as the driver synchronizes). */
+static int device_count(void) {
+    const char *n = getenv("FAKE_CUDA_DEVICES");
+    int d = n ? atoi(n) : 1;
+    return d < 1 ? 1 : d > 8 ? 8 : d;
+}
+typedef struct { int magic; int device; int index; } fake_ctx;
+static int NCTXS;
+static int device_of_ctx(void *c) {
+    if (c >= (void *)&OTHER_PRIMARY_CTX[1] && c < (void *)&OTHER_PRIMARY_CTX[8]) return (int)((int *)c - OTHER_PRIMARY_CTX);
+    for (int i = 0; i < 256; i++) if (c == (void *)&GREEN_CTX_TAGS[i]) return 0;
+    if (c != (void *)&PRIMARY_CTX && ((fake_ctx *)c)->magic == 0xc7) return ((fake_ctx *)c)->device;
+    return 0;
+}
+EXPORT CUresult cuCtxCreate_v2(CUcontext *c, unsigned flags, int dev) {
+    if (dev < 0 || dev >= device_count()) return CUDA_ERROR_INVALID_VALUE;
+    fake_ctx *x = calloc(1, sizeof *x);
+    x->magic = 0xc7; x->device = dev; x->index = ++NCTXS;
+    *c = x;
+    CURRENT = x;
+    logf_("cuCtxCreate_v2 flags=%u dev=%d -> ctx=%d", flags, dev, x->index);
+    return CUDA_SUCCESS;
+}
+EXPORT CUresult cuCtxDestroy_v2(CUcontext c) {
+    drain_device();
+    logf_("cuCtxDestroy_v2");
+    exec_log("mark cuCtxDestroy_v2");
+    if (CURRENT == c) CURRENT = NULL;
+    return CUDA_SUCCESS;
+}
+EXPORT CUresult cuModuleLoadData(void **mod, const void *image) { (void)image; static int m; *mod = &m; logf_("cuModuleLoadData"); return CUDA_SUCCESS; }
+EXPORT CUresult cuModuleUnload(void *mod) {
+    (void)mod;
+    drain_device();
+    logf_("cuModuleUnload");
+    exec_log("mark cuModuleUnload");
+    return CUDA_SUCCESS;
+}
+EXPORT CUresult cuLibraryUnload(void *lib) {
+    (void)lib;
+    drain_device();
+    logf_("cuLibraryUnload");
+    exec_log("mark cuLibraryUnload");
+    return CUDA_SUCCESS;
+}
+static void op_log(cmd *c) {
+    fstream *st = c->target;
+    char ctx[16];
+    exec_log("begin %s ctx=%s stream=%d", c->label, ctx_name(st, ctx, sizeof ctx), st->index);
+    exec_log("end %s", c->label);
+}
+static void op_write32(cmd *c) { __atomic_store_n((unsigned *)c->dst, c->value, __ATOMIC_RELEASE); op_log(c); }
+static void op_wait32(cmd *c) { /* CU_STREAM_WAIT_VALUE_GEQ */
+    fstream *st = c->target;
+    char ctx[16];
+    exec_log("begin %s ctx=%s stream=%d", c->label, ctx_name(st, ctx, sizeof ctx), st->index);
+    while ((int)(__atomic_load_n((unsigned *)c->dst, __ATOMIC_ACQUIRE) - c->value) < 0) usleep(100);
+    exec_log("end %s", c->label);
+}
+static void op_copies(cmd *c) { /* cuMemcpyBatchAsync: c->src = {dsts, srcs, sizes}, c->bytes = count */
+    uintptr_t *a = (uintptr_t *)c->src;
+    for (size_t i = 0; i < c->bytes; i++)
+        memcpy((void *)((uintptr_t *)a[0])[i], (void *)((uintptr_t *)a[1])[i], ((size_t *)a[2])[i]);
+    free(a);
+    op_log(c);
+}
+static CUresult submit_op(CUstream s, void (*op)(cmd *), const char *label, uintptr_t dst, unsigned value) {
+    fstream *st = stream_of(s);
+    cmd *c = new_cmd(C_OP);
+    c->op = op; c->target = st; c->dst = dst; c->value = value;
+    snprintf(c->label, sizeof c->label, "%s", label);
+    logf_("%s stream=%d", label, st->index);
+    submit(st, c);
+    return sticky();
+}
+EXPORT CUresult cuMemAllocAsync(CUdeviceptr *p, size_t bytes, CUstream s) {
+    *p = (CUdeviceptr)(uintptr_t)new_alloc(bytes, 0);
+    return submit_op(s, op_log, "allocasync", 0, 0);
+}
+EXPORT CUresult cuMemAllocFromPoolAsync(CUdeviceptr *p, size_t bytes, void *pool, CUstream s) {
+    (void)pool;
+    *p = (CUdeviceptr)(uintptr_t)new_alloc(bytes, 0);
+    return submit_op(s, op_log, "poolallocasync", 0, 0);
+}
+EXPORT CUresult cuMemFreeAsync(CUdeviceptr p, CUstream s) { (void)p; return submit_op(s, op_log, "freeasync", 0, 0); }
+typedef struct { int type, id; } CUmemLocation;
+EXPORT CUresult cuMemPrefetchAsync_v2(CUdeviceptr p, size_t n, CUmemLocation loc, unsigned flags, CUstream s) {
+    (void)p; (void)n; (void)flags;
+    char label[48];
+    snprintf(label, sizeof label, "prefetch loc=%d.%d", loc.type, loc.id);
+    return submit_op(s, op_log, label, 0, 0);
+}
+EXPORT CUresult cuStreamWriteValue32_v2(CUstream s, CUdeviceptr addr, unsigned value, unsigned flags) {
+    (void)flags;
+    if (!find_alloc((uintptr_t)addr)) return CUDA_ERROR_INVALID_VALUE;
+    return submit_op(s, op_write32, "write32", (uintptr_t)addr, value);
+}
+EXPORT CUresult cuStreamWaitValue32_v2(CUstream s, CUdeviceptr addr, unsigned value, unsigned flags) {
+    if (flags != 0 || !find_alloc((uintptr_t)addr)) return CUDA_ERROR_INVALID_VALUE; /* GEQ only */
+    return submit_op(s, op_wait32, "wait32", (uintptr_t)addr, value);
+}
+EXPORT CUresult cuMemcpyBatchAsync_v2(CUdeviceptr *dsts, CUdeviceptr *srcs, size_t *sizes, size_t count, void *attrs,
+                                      size_t *attr_idxs, size_t num_attrs, CUstream s) {
+    (void)attrs; (void)attr_idxs; (void)num_attrs;
+    fstream *st = stream_of(s);
+    uintptr_t *a = malloc(3 * sizeof *a);
+    a[0] = (uintptr_t)dsts; a[1] = (uintptr_t)srcs; a[2] = (uintptr_t)sizes;
+    cmd *c = new_cmd(C_OP);
+    c->op = op_copies; c->target = st; c->src = (uintptr_t)a; c->bytes = count;
+    snprintf(c->label, sizeof c->label, "batchcopy");
+    logf_("cuMemcpyBatchAsync_v2 %zu stream=%d", count, st->index);
+    submit(st, c);
+    return sticky();
+}
+EXPORT CUresult cuSignalExternalSemaphoresAsync(const void *sems, const void *params, unsigned n, CUstream s) {
+    (void)sems; (void)params; (void)n;
+    return submit_op(s, op_log, "extsignal", 0, 0);
+}
+EXPORT CUresult cuStreamAttachMemAsync(CUstream s, CUdeviceptr p, size_t n, unsigned flags) {
+    (void)p; (void)n; (void)flags;
+    return submit_op(s, op_log, "attach", 0, 0);
+}
+/* A forked child: the parent's stream workers do not exist here and the locks may hold their
+ * state; start over (each stream gets a new worker at its next command). Real CUDA does not
+ * support a context across fork; the fake lets a child use new streams, which is what the shim's
+ * fork test needs. */
+static void fake_after_fork_in_child(void) {
+    pthread_mutex_init(&G, NULL);
+    pthread_cond_init(&GC, NULL);
+    pthread_mutex_init(&LOG_LOCK, NULL);
+    pthread_mutex_init(&ALLOC_LOCK, NULL);
+    LEGACY.has_thread = 0;
+    for (fstream *s = ALL_STREAMS; s; s = s->next_stream) s->has_thread = 0;
+}
+__attribute__((constructor)) static void fake_register_fork_handler(void) {
+    pthread_atfork(NULL, NULL, fake_after_fork_in_child);
+}
+
+/* A graph's event-wait node: each launch waits for the event's latest record, as natively. */
+EXPORT CUresult cuGraphAddEventWaitNode(void **node, CUgraph graph, const void *deps, size_t n, CUevent e) {
+    (void)deps; (void)n;
+    fake_graph *g = graph;
+    if (!g || g->is_exec || !e) return CUDA_ERROR_INVALID_VALUE;
+    g->wait_event = e;
+    *node = g;
+    logf_("cuGraphAddEventWaitNode graph=%d event=%d", g->index, ((fake_event *)e)->index);
+    return CUDA_SUCCESS;
+}
+static void graph_event_wait_locked(fstream *st, void *event) {
+    fake_event *ev = event;
+    if (!ev->st || !async_mode()) return;
+    cmd *w = new_cmd(C_WAIT);
+    w->target = ev->st;
+    w->seq = ev->seq;
+    push_locked(st, w);
 }

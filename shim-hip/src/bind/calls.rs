@@ -640,12 +640,10 @@ pub(crate) fn stream_create_with_cu_mask(
 
 pub(crate) fn stream_destroy(_id: HookId, real: &dyn Fn() -> HipError, stream: HipStream) -> HipError {
     let Some(b) = get() else { return real() };
-    let r = real();
-    if r == HIP_SUCCESS {
-        // Work already recorded on it still completes (and still counts for device sync).
-        b.destroy_stream(stream as usize);
-    }
-    r
+    // Work already recorded on it still completes (and still counts for device sync). The
+    // mapping is looked up before the runtime frees the handle, so a stream another thread gets
+    // with the same value meanwhile keeps its own mapping.
+    b.destroy_stream(stream as usize, real, |&r| r == HIP_SUCCESS)
 }
 
 /// `hipStreamBeginCapture`: the stream's logical work is drained first (captured work must follow
@@ -821,11 +819,7 @@ pub(crate) fn event_synchronize(_id: HookId, real: &dyn Fn() -> HipError, event:
 
 pub(crate) fn event_destroy(_id: HookId, real: &dyn Fn() -> HipError, event: HipEvent) -> HipError {
     let Some(b) = get() else { return real() };
-    let r = real();
-    if r == HIP_SUCCESS {
-        b.destroy_event(event as usize);
-    }
-    r
+    b.destroy_event(event as usize, real, |&r| r == HIP_SUCCESS)
 }
 
 // ---- device --------------------------------------------------------------------------------
