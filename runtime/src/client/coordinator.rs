@@ -919,6 +919,7 @@ fn run<N: NativeApi>(
         }
     };
     let client = d.register(vctx.clone(), "application", settings.class).0 as usize;
+    #[cfg(not(loom))]
     if let Some(socket) = &settings.daemon {
         attach_daemon(&mut d, socket, ordinal, &settings);
     }
@@ -1095,6 +1096,7 @@ fn run<N: NativeApi>(
     });
     published["fast_waits"] = submits.fast_waits.load(Ordering::Relaxed).into();
     published["policy"] = d.policy().name().into();
+    #[cfg(not(loom))]
     if let Some(r) = d.remote() {
         let w = r.client().welcome();
         published["daemon"] = serde_json::json!({
@@ -1114,6 +1116,7 @@ fn run<N: NativeApi>(
     std::mem::forget(d);
 }
 
+#[cfg(not(loom))]
 /// Registers with the coordination daemon at `socket` and lets it decide the bindings; without
 /// one (not running, refused, another pool), this process decides alone, and the log says why.
 fn attach_daemon<B: Backend, P: Policy>(

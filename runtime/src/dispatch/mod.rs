@@ -39,6 +39,10 @@
 //! reports a policy that never binds ready ops as [`DispatchError::Stalled`].
 
 mod graph;
+#[cfg(not(loom))]
+mod remote;
+#[cfg(loom)]
+#[path = "remote_loom.rs"]
 mod remote;
 mod timeline;
 
