@@ -71,25 +71,7 @@ fn init() -> Config {
         libc::atexit(at_exit);
         libc::pthread_atfork(None, None, Some(after_fork_in_child));
     }
-    if cfg.log >= LogLevel::Info {
-        emit(
-            LogLevel::Info,
-            format_args!(
-                "libvitamin_cuda loaded: mode {}, census {}",
-                cfg.mode.name(),
-                cfg.census.as_deref().unwrap_or("(none)")
-            ),
-        );
-    }
-    if let (Some(note), true) = (&cfg.mode_note, cfg.log >= LogLevel::Warn) {
-        emit(LogLevel::Warn, format_args!("{note}"));
-    }
-    if cfg.log >= LogLevel::Warn {
-        for problem in &layers.problems {
-            let file = layers.file.as_deref().map(|p| p.display().to_string()).unwrap_or_default();
-            emit(LogLevel::Warn, format_args!("configuration file {file}: {problem}"));
-        }
-    }
+    vitamin_runtime::client::log::announce(&cfg, layers, "libvitamin_cuda", emit);
     cfg
 }
 

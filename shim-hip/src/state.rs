@@ -81,19 +81,7 @@ fn init() -> Config {
         libc::atexit(at_exit);
         libc::pthread_atfork(None, None, Some(after_fork_in_child));
     }
-    if cfg.log >= LogLevel::Info {
-        emit(
-            LogLevel::Info,
-            format_args!(
-                "libvitamin_hip loaded: mode {}, census {}",
-                cfg.mode.name(),
-                cfg.census.as_deref().unwrap_or("(none)")
-            ),
-        );
-    }
-    if let (Some(note), true) = (&cfg.mode_note, cfg.log >= LogLevel::Warn) {
-        emit(LogLevel::Warn, format_args!("{note}"));
-    }
+    vitamin_runtime::client::log::announce(&cfg, layers, "libvitamin_hip", emit);
     cfg
 }
 

@@ -27,6 +27,25 @@ fn rank(level: LogLevel) -> u8 {
     }
 }
 
+/// An interposer's start-up lines through `emit`: `library` loaded (mode, census), why the mode
+/// differs from what was asked, and the configuration file's problems, each at its level.
+pub fn announce(cfg: &crate::config::Config, layers: &crate::config::Layers, library: &str, emit: Sink) {
+    if cfg.log >= LogLevel::Info {
+        let census = cfg.census.as_deref().unwrap_or("(none)");
+        emit(LogLevel::Info, format_args!("{library} loaded: mode {}, census {census}", cfg.mode.name()));
+    }
+    if cfg.log < LogLevel::Warn {
+        return;
+    }
+    if let Some(note) = &cfg.mode_note {
+        emit(LogLevel::Warn, format_args!("{note}"));
+    }
+    for problem in &layers.problems {
+        let file = layers.file.as_deref().map(|p| p.display().to_string()).unwrap_or_default();
+        emit(LogLevel::Warn, format_args!("configuration file {file}: {problem}"));
+    }
+}
+
 /// Installs the interposer's sink and the most verbose level it prints (the first call wins for
 /// the sink; the level is updated every time).
 pub fn install(sink: Sink, level: LogLevel) {
