@@ -48,3 +48,4 @@ pub mod ffi;
 pub mod hooks;
 pub mod real;
 pub mod state;
+pub mod versions;
