@@ -102,7 +102,7 @@ macro_rules! hip_hooks {
             /// The address of this library's exported function (what `hipGetProcAddress`
             /// answers for a hooked symbol).
             pub fn address(self) -> usize {
-                match self { $(HookId::$sym => $sym as usize,)* }
+                match self { $(HookId::$sym => $sym as *const () as usize,)* }
             }
             /// Whether this is a per-thread-default-stream variant (`_spt`: the null stream is
             /// the calling thread's default stream).
@@ -578,8 +578,8 @@ mod tests {
             assert_eq!(HookId::from_symbol(id.symbol()), Some(id));
         }
         assert_eq!(HookId::from_symbol("hipMalloc"), None);
-        assert_eq!(HookId::hipStreamCreate.address(), hipStreamCreate as usize);
-        assert_eq!(HookId::hipLaunchKernel.address(), hipLaunchKernel as usize);
+        assert_eq!(HookId::hipStreamCreate.address(), hipStreamCreate as *const () as usize);
+        assert_eq!(HookId::hipLaunchKernel.address(), hipLaunchKernel as *const () as usize);
         assert_ne!(HookId::hipLaunchKernel.address(), HookId::hipLaunchKernel_spt.address());
     }
 
