@@ -559,9 +559,13 @@ pub unsafe extern "C" fn hipGetProcAddress(
         let Some(_entered) = vitamin_runtime::client::guard::enter() else { return result };
         // SAFETY: the runtime accepted the call: `symbol` is NUL-terminated, `pfn` holds its answer.
         let (name, answer) = unsafe { (std::ffi::CStr::from_ptr(symbol), *pfn as usize) };
-        if let Some(ours) = name.to_str().ok().and_then(|n| proc_address_substitute(n, answer)) {
-            // SAFETY: `pfn` is the caller's writable out pointer (the runtime just wrote it).
-            unsafe { *pfn = ours as *mut c_void };
+        match name.to_str().ok().and_then(|n| proc_address_substitute(n, answer)) {
+            Some(ours) => {
+                // SAFETY: `pfn` is the caller's writable out pointer (the runtime just wrote it).
+                unsafe { *pfn = ours as *mut c_void };
+                state::STATS.proc_substituted.bump();
+            }
+            None => state::STATS.proc_passed.bump(),
         }
         result
     }));
