@@ -65,3 +65,57 @@ fn exports_carry_the_version_nodes_of_libamdhip64() {
     let list_names: Vec<&str> = list.iter().map(|n| n.name.as_str()).collect();
     assert_eq!(shim_names, list_names);
 }
+
+/// The workspace's linker wrapper on a small C library: without `VITAMIN_VERSION_NODES` it links
+/// as the plain driver would (rustc's anonymous script is kept: unversioned exports); with it,
+/// the listed symbol gets its node, and an exported symbol the list lacks fails the link by name.
+#[test]
+fn the_linker_wrapper_versions_only_shim_hip_and_refuses_unlisted_exports() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
+    let wrapper = root.join("scripts/cc-link.sh");
+    let dir = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("shimhip-wrapper");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("a.c"), "int hipLaunchKernel(void) { return 1; }\nint hipNotListed(void) { return 2; }\n")
+        .unwrap();
+    let script = |names: &[&str]| {
+        let body: String = names.iter().map(|n| format!("    {n};\n")).collect();
+        std::fs::write(dir.join("rustc.map"), format!("{{\n  global:\n{body}\n  local:\n    *;\n}};\n")).unwrap();
+    };
+    let link = |out: &str, nodes: Option<&Path>| {
+        let mut cmd = std::process::Command::new("bash");
+        cmd.arg(&wrapper).current_dir(&dir).env_remove("VITAMIN_VERSION_NODES");
+        cmd.args(["-shared", "-fPIC", "-o", out, "a.c", "-Wl,--version-script=rustc.map"]);
+        if let Some(n) = nodes {
+            cmd.env("VITAMIN_VERSION_NODES", n);
+        }
+        cmd.output().expect("run bash")
+    };
+    script(&["hipLaunchKernel", "hipNotListed"]);
+    let plain = link("plain.so", None);
+    if !plain.status.success() {
+        let err = String::from_utf8_lossy(&plain.stderr);
+        if err.contains("not found") || err.contains("No such file") {
+            eprintln!("SKIPPED: no C compiler driver here ({err})");
+            return;
+        }
+        panic!("the pass-through link failed: {err}");
+    }
+    let Ok(plain_exports) = exports(&dir.join("plain.so")) else {
+        eprintln!("SKIPPED: no objdump (install binutils)");
+        return;
+    };
+    assert!(plain_exports.iter().all(|e| e.version.is_none()), "{plain_exports:?}");
+
+    let list = Path::new(env!("CARGO_MANIFEST_DIR")).join("symbol-versions.txt");
+    let refused = link("refused.so", Some(&list));
+    assert!(!refused.status.success(), "a symbol without a node must fail the link");
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("hipNotListed"), "{refused:?}");
+
+    script(&["hipLaunchKernel"]);
+    let ok = link("versioned.so", Some(&list));
+    assert!(ok.status.success(), "{}", String::from_utf8_lossy(&ok.stderr));
+    let e = exports(&dir.join("versioned.so")).expect("objdump");
+    let k = e.iter().find(|e| e.name == "hipLaunchKernel").expect("hipLaunchKernel exported");
+    assert_eq!((k.version.as_deref(), k.default), (Some("hip_4.2"), true));
+    assert!(!e.iter().any(|e| e.name == "hipNotListed"), "not in rustc's list: stays local: {e:?}");
+}
