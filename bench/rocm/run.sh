@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The ROCm host run, staged by stage.sh (NEVER RUN: nobody here has an AMD GPU; docs/amd.md).
 #   OUT=/some/dir bash rocm/run.sh        # default OUT: ./rocm-out next to this script
+# (TRIALS: trials per determinism case, default 50; PYTHON: the interpreter with PyTorch-ROCm.)
 # Steps (each under a timeout; a failing step is reported and the run goes on):
 # 1. Environment: rocminfo / rocm-smi excerpts, PyTorch and its HIP version, the loaded runtime.
 # 2. `vitamin --backend hip info` (text and JSON): expect "hip usable", the CU count, XCDs, leaves.
@@ -27,6 +28,7 @@ export VITAMIN_COMMIT=$(cat "$HERE/COMMIT" 2>/dev/null)
 export PYTHONUNBUFFERED=1
 export LD_LIBRARY_PATH=/opt/rocm/lib:${LD_LIBRARY_PATH:-}
 PY=${PYTHON:-python3}
+TRIALS=${TRIALS:-50}
 status=0
 results=()
 step() { # name timeout_s command... : runs, logs the exit code, remembers it for the summary
@@ -51,8 +53,8 @@ $PY -c 'import torch; print("torch", torch.__version__, "hip", torch.version.hip
 step "vitamin info" 60 "$V" --backend hip info > "$W/info.txt" 2>&1; cat "$W/info.txt"
 step "vitamin info --json" 60 "$V" --backend hip info --json > "$W/info.json" 2> "$W/info.err"
 
-step "determinism --record (50 trials, 3 variants)" 900 "$V" --backend hip determinism \
-  --record "$W/records/rocm.json.gz" --trials 50 --variants default,nocontract,fastmath > "$W/determinism.txt" 2>&1
+step "determinism --record ($TRIALS trials, 3 variants)" 900 "$V" --backend hip determinism \
+  --record "$W/records/rocm.json.gz" --trials "$TRIALS" --variants default,nocontract,fastmath > "$W/determinism.txt" 2>&1
 tail -n 5 "$W/determinism.txt"
 if [ -f "$W/records/rocm.json.gz" ]; then
   step "compare: the record with itself" 120 "$V" compare "$W/records/rocm.json.gz" "$W/records/rocm.json.gz" \
