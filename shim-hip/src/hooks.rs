@@ -520,11 +520,17 @@ pub unsafe extern "C" fn __hipRegisterFunction(
 // ---- hipGetProcAddress (ROCm 6.2; absent from HIP 5.2, whose runtime has no such export)
 
 /// The interposer's function for `name` when `answer` (the real runtime's answer to
-/// `hipGetProcAddress`) is the real function the hook forwards to; `None` otherwise (not a hooked
-/// symbol, no answer, or another variant of the function, which is passed through unchanged).
+/// `hipGetProcAddress`) is the real function a hook forwards to: `name`'s, or its per-thread
+/// variant's (`name_spt`, which a per-thread-default-stream lookup may answer with); `None`
+/// otherwise (not a hooked symbol, no answer, or another variant, passed through unchanged).
 pub fn proc_address_substitute(name: &str, answer: usize) -> Option<usize> {
-    let id = HookId::from_symbol(name)?;
-    (answer != 0 && crate::real::lookup(name) == Some(answer)).then(|| id.address())
+    if answer == 0 {
+        return None;
+    }
+    [name.to_owned(), format!("{name}_spt")].iter().find_map(|candidate| {
+        let id = HookId::from_symbol(candidate)?;
+        (crate::real::lookup(candidate) == Some(answer)).then(|| id.address())
+    })
 }
 
 /// `hipGetProcAddress`: forwarded unchanged; when the runtime answers a symbol the interposer

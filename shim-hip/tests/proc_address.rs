@@ -1,6 +1,7 @@
 //! `hipGetProcAddress` (ROCm 6.2) under the interposer, on a minimal stand-in runtime
 //! (tests/fake/procaddr_rt.c; the HIP 5.2 test double has no such entry point): a hooked symbol
-//! fetched this way is answered with the interposer's hook (calls through it are counted), an
+//! fetched this way is answered with the interposer's hook (calls through it are counted; a
+//! per-thread lookup answered with the `_spt` variant gets the `_spt` hook), an
 //! unhooked one and an unknown one are passed through, and natively the runtime's own functions
 //! are returned.
 
@@ -85,14 +86,22 @@ fn run(dir: &std::path::Path, preload: bool) -> (String, Option<serde_json::Valu
 fn get_proc_address_answers_hooked_symbols_with_the_hooks() {
     let Some(dir) = build() else { return };
     let (native, _) = run(&dir, false);
-    assert!(native.contains("create=runtime(not interposed) count=runtime(not interposed)"), "{native}");
+    assert!(
+        native
+            .contains("create=runtime(not interposed) count=runtime(not interposed) query_spt=runtime(not interposed)"),
+        "{native}"
+    );
     let (line, census) = run(&dir, true);
     // hipStreamCreate: the hook; hipGetDeviceCount (not hooked): the runtime's; an unknown name:
     // the runtime's error (1) and no pointer. Calls through both pointers work.
     assert!(line.contains("create=interposer count=runtime(not interposed)"), "{line}");
+    // hipStreamQuery looked up per-thread: the runtime answers its _spt variant, and the
+    // interposer's hipStreamQuery_spt hook replaces it.
+    assert!(line.contains("query_spt=interposer spt_codes=0,0"), "{line}");
     assert!(line.contains("codes=0,0,1,0,0 status=0 stream=0x5eed devices=1 none=(nil)"), "{line}");
     let census = census.expect("census written");
     assert_eq!(census["api"]["hipStreamCreate"]["calls"], 1, "the fetched hook counted the call: {census}");
-    assert_eq!(census["interposition"]["proc_substituted"], 1, "{census}");
+    assert_eq!(census["api"]["hipStreamQuery_spt"]["calls"], 1, "{census}");
+    assert_eq!(census["interposition"]["proc_substituted"], 2, "{census}");
     assert_eq!(census["interposition"]["proc_passed"], 1, "{census}");
 }

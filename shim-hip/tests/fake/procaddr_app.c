@@ -24,14 +24,19 @@ int main(void) {
     int st = -1;
     hipError_t a = hipGetProcAddress("hipStreamCreate", &create, 602, 0, &st);
     hipError_t b = hipGetProcAddress("hipGetDeviceCount", &count, 602, 0, NULL);
+    void *query = NULL;
+    hipError_t g = hipGetProcAddress("hipStreamQuery", &query, 602, 1, NULL);
+    hipError_t h = query != NULL ? ((hipError_t (*)(void *))query)(NULL) : -1;
     void *none = NULL;
     hipError_t c = hipGetProcAddress("hipNoSuchFunction", &none, 602, 0, NULL);
     void *stream = NULL;
     int n = 0;
     hipError_t d = ((hipError_t (*)(void **))create)(&stream);
     hipError_t e = ((hipError_t (*)(int *))count)(&n);
-    printf("results= create=%s count=%s codes=%d,%d,%d,%d,%d status=%d stream=%p devices=%d none=%p\n",
-           whose(create, "hipStreamCreate", runtime), whose(count, "hipGetDeviceCount", runtime), a, b, c, d, e,
+    printf("results= create=%s count=%s query_spt=%s spt_codes=%d,%d ", whose(create, "hipStreamCreate", runtime),
+           whose(count, "hipGetDeviceCount", runtime), whose(query, "hipStreamQuery_spt", runtime), g, h);
+    printf("codes=%d,%d,%d,%d,%d status=%d stream=%p devices=%d none=%p\n",
+           a, b, c, d, e,
            st, stream, n, none);
     return 0;
 }
