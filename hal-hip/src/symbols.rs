@@ -34,8 +34,11 @@ pub fn parse_objdump(text: &str) -> Vec<Export> {
             continue;
         }
         let n = fields.len();
-        let (name, ver, section) = (fields[n - 1], fields[n - 2], fields[n - 4]);
-        if section == "*UND*" || section == "*ABS*" {
+        let (name, ver) = (fields[n - 1], fields[n - 2]);
+        // The flag columns vary in count, and LLD leaves the version column of an unversioned
+        // undefined symbol empty: the section is the first field naming one.
+        let section = fields[1..].iter().find(|f| f.starts_with('*') || f.starts_with('.')).copied();
+        if matches!(section, None | Some("*UND*") | Some("*ABS*")) {
             continue;
         }
         let (version, default) = if ver.starts_with('(') && ver.ends_with(')') {
@@ -164,6 +167,7 @@ DYNAMIC SYMBOL TABLE:
 0000000000281480 g    DF .text	0000000000000d2a  (hip_4.2)   hipOld
 0000000000000000 g    DO *ABS*	0000000000000000  hip_5.0     hip_5.0
 0000000000001139 g    DF .text	0000000000000016  Base        plain
+0000000000000000  w   D  *UND*	0000000000000000              __gmon_start__
 ";
 
     #[test]

@@ -95,6 +95,15 @@ macro_rules! hip_hooks {
             pub fn symbol(self) -> &'static str {
                 match self { $(HookId::$sym => stringify!($sym),)* }
             }
+            /// The hook with this exported name.
+            pub fn from_symbol(name: &str) -> Option<HookId> {
+                match name { $(stringify!($sym) => Some(HookId::$sym),)* _ => None }
+            }
+            /// The address of this library's exported function (what `hipGetProcAddress`
+            /// answers for a hooked symbol).
+            pub fn address(self) -> usize {
+                match self { $(HookId::$sym => $sym as *const () as usize,)* }
+            }
             /// Whether this is a per-thread-default-stream variant (`_spt`: the null stream is
             /// the calling thread's default stream).
             pub fn per_thread(self) -> bool {
@@ -506,4 +515,89 @@ pub unsafe extern "C" fn __hipRegisterFunction(
             state::note_name(host as usize, &name);
         }
     }));
+}
+
+// ---- hipGetProcAddress (ROCm 6.2; absent from HIP 5.2, whose runtime has no such export)
+
+/// The interposer's function for `name` when `answer` (the real runtime's answer to
+/// `hipGetProcAddress`) is the real function a hook forwards to: `name`'s, or its per-thread
+/// variant's (`name_spt`, which a per-thread-default-stream lookup may answer with); `None`
+/// otherwise (not a hooked symbol, no answer, or another variant, passed through unchanged).
+pub fn proc_address_substitute(name: &str, answer: usize) -> Option<usize> {
+    if answer == 0 {
+        return None;
+    }
+    [name.to_owned(), format!("{name}_spt")].iter().find_map(|candidate| {
+        let id = HookId::from_symbol(candidate)?;
+        (crate::real::lookup(candidate) == Some(answer)).then(|| id.address())
+    })
+}
+
+/// `hipGetProcAddress`: forwarded unchanged; when the runtime answers a symbol the interposer
+/// hooks with the very function the hook forwards to, the application gets the hook instead, so
+/// launches fetched this way are intercepted like linked ones.
+///
+/// # Safety
+/// The contract of HIP's `hipGetProcAddress` (`symbol` NUL-terminated, `pfn` writable).
+#[no_mangle]
+pub unsafe extern "C" fn hipGetProcAddress(
+    symbol: *const c_char,
+    pfn: *mut *mut c_void,
+    hip_version: c_int,
+    flags: u64,
+    status: *mut c_int,
+) -> HipError {
+    type Real = unsafe extern "C" fn(*const c_char, *mut *mut c_void, c_int, u64, *mut c_int) -> HipError;
+    static SLOT: crate::real::Slot = crate::real::Slot::new();
+    let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        let Some(target) = SLOT.get("hipGetProcAddress") else {
+            state::STATS.missing_real.bump();
+            return HIP_ERROR_SHARED_OBJECT_SYMBOL_NOT_FOUND;
+        };
+        // SAFETY: the real runtime's `hipGetProcAddress`, whose C signature is `Real`.
+        let f = unsafe { std::mem::transmute::<usize, Real>(target) };
+        // SAFETY: the caller's arguments, unchanged.
+        let result = unsafe { f(symbol, pfn, hip_version, flags, status) };
+        if result != HIP_SUCCESS || symbol.is_null() || pfn.is_null() {
+            return result;
+        }
+        // Re-entered (the runtime asking itself): its answer stands.
+        let Some(_entered) = vitamin_runtime::client::guard::enter() else { return result };
+        // SAFETY: the runtime accepted the call: `symbol` is NUL-terminated, `pfn` holds its answer.
+        let (name, answer) = unsafe { (std::ffi::CStr::from_ptr(symbol), *pfn as usize) };
+        match name.to_str().ok().and_then(|n| proc_address_substitute(n, answer)) {
+            Some(ours) => {
+                // SAFETY: `pfn` is the caller's writable out pointer (the runtime just wrote it).
+                unsafe { *pfn = ours as *mut c_void };
+                state::STATS.proc_substituted.bump();
+            }
+            None => state::STATS.proc_passed.bump(),
+        }
+        result
+    }));
+    outcome.unwrap_or(HIP_ERROR_UNKNOWN)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_hook_is_found_by_name_at_its_export() {
+        for &id in HOOKS {
+            assert_eq!(HookId::from_symbol(id.symbol()), Some(id));
+        }
+        assert_eq!(HookId::from_symbol("hipMalloc"), None);
+        assert_eq!(HookId::hipStreamCreate.address(), hipStreamCreate as *const () as usize);
+        assert_eq!(HookId::hipLaunchKernel.address(), hipLaunchKernel as *const () as usize);
+        assert_ne!(HookId::hipLaunchKernel.address(), HookId::hipLaunchKernel_spt.address());
+    }
+
+    #[test]
+    fn proc_address_answers_only_the_hooked_real_functions() {
+        // No runtime is loaded in this test: nothing is the real function, so nothing is swapped.
+        assert_eq!(proc_address_substitute("hipStreamCreate", 0x1000), None);
+        assert_eq!(proc_address_substitute("hipStreamCreate", 0), None);
+        assert_eq!(proc_address_substitute("hipMalloc", 0x1000), None);
+    }
 }

@@ -15,15 +15,17 @@
 //! kernels on the CPU; `docs/amd.md` says what that shows and what it cannot.
 //!
 //! ## Interposition
-//! The library exports every hooked HIP symbol ([`hooks::HOOKS`], unversioned: a preloaded
-//! unversioned definition satisfies the application's versioned references such as
-//! `hipLaunchKernel@hip_4.2`); each forwards to the real runtime's function of the same name
-//! ([`real`]: `VITAMIN_HIP_LIBRARY`, else the next definition in the loader's order).
-//! `__hipRegisterFunction` is hooked to learn host stubs' kernel names, `__hipRegisterFatBinary`
-//! and the module loads to read kernel argument layouts from code objects ([`codeobj`]) in bind
-//! mode. **Not intercepted yet:** symbols an application looks up itself with `dlsym` on a
-//! `dlopen`ed `libamdhip64` (Triton's AMD backend, hip-python) and `hipGetProcAddress` (ROCm 6;
-//! HIP 5.2 has none): such calls reach the runtime directly.
+//! The library exports every hooked HIP symbol ([`hooks::HOOKS`]) under libamdhip64's version
+//! node (`hipLaunchKernel@@hip_4.2`; [`versions`]: the committed list `symbol-versions.txt`, from
+//! which the workspace's linker wrapper `scripts/cc-link.sh` writes the version script); each
+//! forwards to the real runtime's function of the same name ([`real`]: `VITAMIN_HIP_LIBRARY`,
+//! else the next definition in the loader's order). `__hipRegisterFunction` is hooked to learn
+//! host stubs' kernel names, `__hipRegisterFatBinary` and the module loads to read kernel argument
+//! layouts from code objects ([`codeobj`]) in bind mode. `hipGetProcAddress` (ROCm 6.2) answers a
+//! hooked name with the hook when the runtime's answer is the function the hook forwards to
+//! ([`hooks::proc_address_substitute`]). **Not intercepted yet:** symbols an application looks up
+//! itself with `dlsym` on a `dlopen`ed `libamdhip64` (Triton's AMD backend, hip-python):
+//! such calls reach the runtime directly (`docs/amd.md` says why `dlsym` is not interposed here).
 //!
 //! ## Invariants
 //! - Observe mode never changes a call; bind mode never changes a launch (what it submits is the
@@ -37,9 +39,9 @@
 //! What every interposer needs (registry, capture rules, record and wait paths, coordinator,
 //! census tables, configuration, re-entry guard) is the client runtime's
 //! ([`vitamin_runtime::client`]); this crate keeps HIP's types ([`ffi`]), the real-function table
-//! ([`real`]), the hook table ([`hooks`]), the code-object reader ([`codeobj`], pure), the process
-//! state ([`state`]) and the bind-mode handlers
-//! with the client's view of the runtime ([`bind`], [`bind::HipNative`]).
+//! ([`real`]), the hook table ([`hooks`]), the symbol version list ([`versions`]), the
+//! code-object reader ([`codeobj`], pure), the process state ([`state`]) and the bind-mode
+//! handlers with the client's view of the runtime ([`bind`], [`bind::HipNative`]).
 #![warn(missing_docs)]
 
 pub mod bind;
@@ -48,3 +50,4 @@ pub mod ffi;
 pub mod hooks;
 pub mod real;
 pub mod state;
+pub mod versions;
