@@ -400,22 +400,7 @@ mod tests {
         }
     }
 
-    /// Tolerance of `relative_error` against FP64 for an output type.
-    /// The error of `a` against the exact result, relative to the result's magnitude; for a sum
-    /// (the reduction), relative to the sum of the terms' magnitudes, which is what bounds a
-    /// floating-point sum's rounding in any order (a sum that cancels to near zero has no small
-    /// error relative to itself; a seed drawing such inputs failed the plain relative error).
-    fn error_against_exact(p: &Problem, x: &[Vec<f32>], a: &[f32]) -> f64 {
-        let exact = reference::compute(p, x);
-        match p {
-            Problem::Reduction { .. } if a.len() == 1 => {
-                let magnitude: f64 = x[0].iter().map(|v| f64::from(v.abs())).sum();
-                (f64::from(a[0]) - exact[0]).abs() / magnitude.max(f64::MIN_POSITIVE)
-            }
-            _ => reference::relative_error(a, &exact),
-        }
-    }
-
+    /// Tolerance of [`reference::conditioned_error`] against FP64 for an output type.
     fn tolerance(d: DType) -> f64 {
         match d {
             DType::F32 => 1e-5,
@@ -470,7 +455,7 @@ mod tests {
             let od = p.output_dtype(d);
             let a = od.decode(&run_plan(&plan(&p, d, units), &p, d, &x).expect("runs"));
             prop_assert_eq!(a.len(), p.output_elems());
-            let err = error_against_exact(&p, &x, &a);
+            let err = reference::conditioned_error(&p, &x, &a);
             prop_assert!(err < tolerance(od), "{}/{}: error {:e}", k, d, err);
         }
     }

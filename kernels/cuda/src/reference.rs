@@ -97,6 +97,25 @@ pub fn relative_error(out: &[f32], reference: &[f64]) -> f64 {
     worst / scale
 }
 
+/// The error of `out` against the exact output of `problem` for `inputs`, relative to what bounds
+/// a correct result's rounding: for the reduction, the sum of the terms' magnitudes (a sum that
+/// cancels to near zero has no small error relative to itself, in any summation order); for the
+/// other problems, [`relative_error`].
+pub fn conditioned_error(problem: &Problem, inputs: &[Vec<f32>], out: &[f32]) -> f64 {
+    let exact = compute(problem, inputs);
+    match problem {
+        Problem::Reduction { .. } if out.len() == 1 => {
+            let magnitude: f64 = inputs[0].iter().map(|v| f64::from(v.abs())).sum();
+            let d = (f64::from(out[0]) - exact[0]).abs();
+            if d.is_nan() {
+                return f64::INFINITY;
+            }
+            d / magnitude.max(f64::MIN_POSITIVE)
+        }
+        _ => relative_error(out, &exact),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
