@@ -306,7 +306,7 @@ impl CudaPartition {
             return Err(Incompatibility::UnknownFunction(format!("{} is a simulated kernel", k.function().name())));
         }
         let attrs = k.attributes();
-        if attrs.cooperative() {
+        if attrs.needs_coresidency() {
             let per_sm = self
                 .shared
                 .blocks_per_sm(k.function(), threads as u32, k.shared_mem_bytes())

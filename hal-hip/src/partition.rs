@@ -254,6 +254,18 @@ impl HipPartition {
                 )))
             }
         }
+        if a.coresident() && !a.cooperative() {
+            // A kernel that spins on peers, launched plainly: CU masks apply to it, so it fits
+            // where the masked CUs hold its whole grid at once.
+            let per_cu = self
+                .shared
+                .blocks_per_cu(k.function(), threads as u32, k.shared_mem_bytes())
+                .map_err(|e| Incompatibility::InvalidLaunch(format!("occupancy query failed: {e}")))?;
+            let capacity = u64::from(per_cu) * self.units.len() as u64;
+            if k.blocks() > capacity {
+                return Err(Incompatibility::NotCoResident { blocks: k.blocks(), capacity });
+            }
+        }
         if a.cooperative() {
             if !caps.module_cooperative_launch {
                 return Err(Incompatibility::InvalidLaunch(

@@ -221,6 +221,7 @@ pub struct RawAttribute {
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Default)]
 pub struct LaunchAttributes {
     cooperative: bool,
+    coresident: bool,
     cluster: Option<Dim3>,
     priority: Option<i32>,
     raw: Box<[RawAttribute]>,
@@ -229,7 +230,12 @@ pub struct LaunchAttributes {
 impl LaunchAttributes {
     /// Builds an attribute set.
     pub fn new(cooperative: bool, cluster: Option<Dim3>, priority: Option<i32>, raw: Vec<RawAttribute>) -> Self {
-        LaunchAttributes { cooperative, cluster, priority, raw: raw.into() }
+        LaunchAttributes { cooperative, coresident: false, cluster, priority, raw: raw.into() }
+    }
+    /// The same, with the placement constraint [`LaunchAttributes::coresident`] set or cleared.
+    pub fn with_coresident(mut self, coresident: bool) -> Self {
+        self.coresident = coresident;
+        self
     }
     /// No attributes.
     pub fn none() -> Self {
@@ -238,6 +244,19 @@ impl LaunchAttributes {
     /// Whether all blocks must be co-resident (cooperative launch).
     pub fn cooperative(&self) -> bool {
         self.cooperative
+    }
+    /// Whether the kernel needs all its blocks resident at once although the launch is not
+    /// cooperative: a placement constraint only, never passed to the driver (the launch stays
+    /// unchanged). Collective kernels spin on blocks of other processes or devices (NCCL's), so
+    /// on a partition that holds fewer of their blocks at once they could wait for ever on peers
+    /// whose blocks wait on blocks that cannot be scheduled.
+    pub fn coresident(&self) -> bool {
+        self.coresident
+    }
+    /// Whether every block must be resident at once where the launch runs: cooperative, or
+    /// [`LaunchAttributes::coresident`].
+    pub fn needs_coresidency(&self) -> bool {
+        self.cooperative || self.coresident
     }
     /// Thread-block cluster shape, if a cluster launch.
     pub fn cluster(&self) -> Option<Dim3> {

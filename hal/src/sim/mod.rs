@@ -402,7 +402,7 @@ impl PhysicalPartition for SimPartition {
             )));
         }
         let capacity = self.units.len() as u64 * u64::from(kernel.resident_blocks_per_unit);
-        if k.attributes().cooperative() && k.blocks() > capacity {
+        if k.attributes().needs_coresidency() && k.blocks() > capacity {
             return Err(Incompatibility::NotCoResident { blocks: k.blocks(), capacity });
         }
         if let Some(c) = k.attributes().cluster() {

@@ -25,6 +25,16 @@
 //!   so the application gets the driver's own error at the call, never a deferred failure; any
 //!   launch that passes fits at least the whole-device node.
 //!
+//! - **Collective kernels** ([`spins_on_peers`]): NCCL's (and RCCL's) device kernels, and the
+//!   custom all-reduce kernels of serving frameworks, spin on flags written by blocks of other
+//!   processes or devices. They are ordinary launches to the driver, but on a partition that holds
+//!   fewer of their blocks at once than the grid, a resident block could wait on a peer whose
+//!   partner block waits for a unit here: a deadlock across devices. So they carry the placement
+//!   constraint [`LaunchAttributes::coresident`] (never passed to the driver: the launch stays
+//!   unchanged) and are offered only the nodes that hold their whole grid at once, like
+//!   cooperative launches. One whose grid the whole device cannot hold at once, or whose occupancy
+//!   the driver does not report, runs natively, as it would without vitamin.
+//!
 //! Every function returns [`Decline`] when vitamin cannot or should not model the call; the caller
 //! then takes the native path. Nothing here panics on application input.
 
@@ -182,6 +192,37 @@ pub struct DeviceLimits {
     pub cooperative_launch: bool,
 }
 
+/// Kernel-name prefixes of kernels that spin on peers (see the module docs): NCCL's and RCCL's device
+/// kernels since NCCL 2.19 (`ncclDevKernel_AllReduce_Sum_f32_RING_LL`, ...) and before it
+/// (`ncclKernel_AllReduce_RING_LL_Sum_float`, ...), and the one-shot and two-shot custom
+/// all-reduce kernels of vLLM (`cross_device_reduce_1stage`, `cross_device_reduce_2stage`), which
+/// spin on peer flags over the peer-to-peer mappings.
+pub const PEER_SPINNING_PREFIXES: [&str; 3] = ["ncclDevKernel_", "ncclKernel_", "cross_device_reduce_"];
+
+/// Whether the kernel named `name` spins on peers: its identifier, mangled or not, starts with one
+/// of [`PEER_SPINNING_PREFIXES`]. A mangled name (`_Z<len><identifier>...`, nested names
+/// `_ZN<len><scope>...<len><identifier>...E`) is matched by each of its name components; a
+/// demangled one (`ns::ncclDevKernel_...(args)`) by each `::` component.
+pub fn spins_on_peers(name: &str) -> bool {
+    let starts = |ident: &str| PEER_SPINNING_PREFIXES.iter().any(|p| ident.starts_with(p));
+    if let Some(rest) = name.strip_prefix("_Z") {
+        // Itanium mangling: a (possibly nested) name is a run of <length><identifier> pieces,
+        // after an optional `N` and cv/ref qualifiers; stop at the first non-digit after a piece.
+        let mut rest = rest.strip_prefix('N').unwrap_or(rest).trim_start_matches(['K', 'V', 'r', 'R', 'O']);
+        loop {
+            let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
+            let Ok(len) = rest[..digits].parse::<usize>() else { return false };
+            let Some(ident) = digits.checked_add(len).and_then(|end| rest.get(digits..end)) else { return false };
+            if starts(ident) {
+                return true;
+            }
+            rest = &rest[digits + len..];
+        }
+    }
+    let head = name.split('(').next().unwrap_or(name);
+    head.split("::").any(|c| starts(c.trim_start_matches(|ch: char| !ch.is_ascii_alphanumeric() && ch != '_')))
+}
+
 /// The cooperative and cluster constraints of a launch with `attributes` (and `required_cluster`
 /// compiled into its function), checked against the whole device: `Ok(true)` for a constrained
 /// launch the dispatcher binds only to the nodes that hold it, `Ok(false)` for a plain one.
@@ -208,6 +249,17 @@ pub fn check_constraints(
             ));
         };
         check_cooperative(g.grid, per_unit, device.units)?;
+    } else if attributes.coresident() {
+        // The driver accepts any grid here: what vitamin cannot place co-resident runs natively.
+        let Some(per_unit) = blocks_per_unit() else {
+            return Err(Decline::Unmodelled("the occupancy of a kernel that spins on peers is unknown".into()));
+        };
+        check_cooperative(g.grid, per_unit, device.units).map_err(|_| {
+            Decline::Unmodelled(format!(
+                "a kernel that spins on peers with grid {} larger than the device holds at once",
+                g.grid
+            ))
+        })?;
     }
     match attributes.cluster() {
         Some(cluster) => {
@@ -221,7 +273,7 @@ pub fn check_constraints(
         }
         None => {}
     }
-    Ok(attributes.cooperative() || attributes.cluster().is_some())
+    Ok(attributes.needs_coresidency() || attributes.cluster().is_some())
 }
 
 #[cfg(test)]
@@ -350,6 +402,61 @@ mod tests {
             let blocks = u64::from(grid[0]) * u64::from(grid[1]) * u64::from(grid[2]);
             prop_assert_eq!(check_cooperative(g, per_sm, sms).is_ok(), blocks <= u64::from(per_sm) * u64::from(sms));
         }
+    }
+
+    #[test]
+    fn collective_kernels_are_told_by_name() {
+        for name in [
+            // NCCL 2.19+ (mangled as cuFuncGetName reports it, and demangled).
+            "_Z39ncclDevKernel_AllReduce_Sum_f32_RING_LL24ncclDevKernelArgsStorageILm4096EE",
+            "_Z34ncclDevKernel_Broadcast_RING_LL12824ncclDevKernelArgsStorageILm4096EE",
+            "ncclDevKernel_AllReduce_Sum_bf16_TREE_LL(ncclDevKernelArgsStorage<4096ul>)",
+            "_Z21ncclDevKernel_Generic24ncclDevKernelArgsStorageILm4096EE",
+            // NCCL 2.12-2.18.
+            "_Z38ncclKernel_AllReduce_RING_LL_Sum_floatP11ncclDevCommmP8ncclWork",
+            // vLLM's custom all-reduce (namespaced, templated).
+            "_ZN4vllm26cross_device_reduce_1stageIfLi2EEEvPNS_8RankDataENS_5SignalEPPvPT_ii",
+            "void vllm::cross_device_reduce_2stage<float, 8>(vllm::RankData*, vllm::Signal, vllm::Signal**, float*, int, int)",
+        ] {
+            assert!(spins_on_peers(name), "{name}");
+        }
+        for name in [
+            "_Z6kernelPf",
+            "ampere_sgemm_128x64_nn",
+            "_ZN2at6native29vectorized_elementwise_kernelILi4ENS0_11FillFunctorIfEEEEviT0_T1_",
+            "my_ncclDevKernel_copy",
+            "_Z9999999999999999999999ncclDevKernel_",
+            "_Z",
+            "",
+        ] {
+            assert!(!spins_on_peers(name), "{name}");
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn name_matching_never_panics(name in "\\PC{0,40}", prefix in "(_Z|_ZN|)[0-9]{0,3}") {
+            let _ = spins_on_peers(&format!("{prefix}{name}"));
+        }
+    }
+
+    #[test]
+    fn peer_spinning_kernels_must_fit_at_once_or_run_natively() {
+        let device = DeviceLimits { units: 132, cooperative_launch: false };
+        let plain = LaunchAttributes::none();
+        let nccl = plain.clone().with_coresident(true);
+        assert!(nccl.needs_coresidency() && !nccl.cooperative(), "a placement constraint, not a driver attribute");
+        let ring = Geometry { grid: Dim3::x(32), block: Dim3::x(640), shared_mem_bytes: 0 };
+        let never = |_: Dim3| -> Result<u32, i32> { unreachable!() };
+        // Constrained (bound where it fits), even on a device without cooperative launches.
+        assert_eq!(check_constraints(&ring, &nccl, None, device, || Some(1), never), Ok(true));
+        let huge = Geometry { grid: Dim3::x(133), ..ring };
+        assert!(
+            matches!(check_constraints(&huge, &nccl, None, device, || Some(1), never), Err(Decline::Unmodelled(_))),
+            "more blocks than the device holds: native, as without vitamin (the driver accepts it)"
+        );
+        assert!(matches!(check_constraints(&ring, &nccl, None, device, || None, never), Err(Decline::Unmodelled(_))));
+        assert_eq!(check_constraints(&ring, &plain, None, device, || unreachable!(), never), Ok(false));
     }
 
     #[test]

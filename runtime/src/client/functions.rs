@@ -32,6 +32,9 @@ pub struct FunctionInfo {
     /// info itself): descriptors then copy it without a reference count (see
     /// `FunctionRef::with_static_name`).
     pub name: &'static str,
+    /// Whether the kernel spins on peers ([`super::capture::spins_on_peers`] of its name): its
+    /// launches need their whole grid resident at once.
+    pub spins_on_peers: bool,
 }
 
 /// Per-handle cache, with a small per-thread cache in front of it: a launch looks its handle up
@@ -94,6 +97,7 @@ mod tests {
             max_threads_per_block: Some(1024),
             required_cluster: None,
             name,
+            spins_on_peers: false,
         }
     }
 

@@ -55,7 +55,8 @@ pub const UP_WORDS: usize = 9;
 /// Words per [`DownRecord`].
 pub const DOWN_WORDS: usize = 4;
 
-/// Ready-record flag: a cooperative launch (all blocks co-resident).
+/// Ready-record flag: all blocks must be co-resident (a cooperative launch, or a kernel that spins
+/// on peers: [`vitamin_hal::LaunchAttributes::needs_coresidency`]).
 pub const FLAG_COOPERATIVE: u8 = 1;
 /// Ready-record flag: a thread-block-cluster launch.
 pub const FLAG_CLUSTER: u8 = 2;

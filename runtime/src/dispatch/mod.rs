@@ -1192,7 +1192,7 @@ impl<B: Backend, P: Policy> Dispatcher<B, P> {
                 // Cooperative and cluster launches run unchanged only where they fit: offer only those
                 // nodes (other launches fit every node, and checking costs a backend call).
                 let attrs = view.kernel.attributes();
-                if attrs.cooperative() || attrs.cluster().is_some() {
+                if attrs.needs_coresidency() || attrs.cluster().is_some() {
                     let desc = &self.ready[idx].desc;
                     eligible.retain(|&n| self.partitions[n.0 as usize].can_execute(desc).is_ok());
                 }

@@ -236,7 +236,7 @@ impl<B: Backend, P: Policy> Dispatcher<B, P> {
                 OpDesc::Kernel(k) => {
                     let a = k.attributes();
                     let mut f = 0;
-                    if a.cooperative() {
+                    if a.needs_coresidency() {
                         f |= wire::FLAG_COOPERATIVE;
                     }
                     if a.cluster().is_some() {

@@ -238,7 +238,7 @@ fn copy_launch(b: &Bind, c: &LaunchCall, info: &FunctionInfo) -> Result<KernelLa
             attrs.push(AttributeBytes { id: u32::from_le_bytes([a[0], a[1], a[2], a[3]]), value });
         }
     }
-    let attributes = capture::decode_attributes(&attrs, c.cooperative)?;
+    let attributes = capture::decode_attributes(&attrs, c.cooperative)?.with_coresident(info.spins_on_peers);
     // Cooperative and cluster launches are bound, to nodes that can hold them (the dispatcher's
     // `can_execute` filter). What the driver would refuse synchronously is refused here, against
     // the whole device, so such a launch takes the native path and gets the driver's own error.

@@ -20,7 +20,7 @@ use std::sync::Arc;
 
 use vitamin_hal::{Dim3, FunctionKind, ParamLayout};
 
-use super::driver;
+use super::{capture, driver};
 use crate::ffi::{CUresult, CUDA_SUCCESS};
 
 /// `CUDA_ERROR_INVALID_VALUE`: the end of the parameter list.
@@ -74,12 +74,14 @@ fn discover(f: usize, device: c_int) -> FunctionInfo {
     let cluster: Vec<u32> =
         (0..3).map(|i| attribute(kind, f, device, driver::FUNC_REQUIRED_CLUSTER_WIDTH + i).unwrap_or(0)).collect();
     let required_cluster = cluster.iter().all(|&c| c > 0).then(|| Dim3::new(cluster[0], cluster[1], cluster[2]));
+    let name = crate::state::kernel_name(f);
     FunctionInfo {
         kind,
         layout: layout.map(Arc::from),
         max_threads_per_block: max_threads,
         required_cluster,
-        name: Box::leak(crate::state::kernel_name(f).into_boxed_str()),
+        spins_on_peers: capture::spins_on_peers(&name),
+        name: Box::leak(name.into_boxed_str()),
     }
 }
 

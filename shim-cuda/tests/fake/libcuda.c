@@ -186,9 +186,14 @@ static fake_func FUNCS[] = {
     /* step(float *dst, const float *src, int n, int tag, float mul, float add):
      * dst[i] = dst[i] * mul + src[i] + add (a non-commutative chain reveals reordering) */
     {0x5eed, "step", 6, {0, 8, 16, 20, 24, 28}, {8, 8, 4, 4, 4, 4}, 32},
+    /* An NCCL collective's name with step's parameters and arithmetic (tests/fake/collective_app.c):
+     * logged as nccl<tag>. A plain launch to the driver; vitamin must place it where its whole grid
+     * is resident at once. */
+    {0x5eed, "_Z39ncclDevKernel_AllReduce_Sum_f32_RING_LL24ncclDevKernelArgsStorageILm4096EE", 6,
+     {0, 8, 16, 20, 24, 28}, {8, 8, 4, 4, 4, 4}, 32},
 };
-#define NFUNCS 3
-static int MAX_DYNAMIC_SMEM[NFUNCS] = {49152, 49152, 49152};
+#define NFUNCS 4
+static int MAX_DYNAMIC_SMEM[NFUNCS] = {49152, 49152, 49152, 49152};
 
 static int func_index(void *f) {
     for (int i = 0; i < NFUNCS; i++) if (f == &FUNCS[i]) return i;
@@ -313,6 +318,7 @@ static void execute(fstream *st, cmd *c) {
     case C_KERNEL: {
         char label[32];
         if (c->fi == 2) snprintf(label, sizeof label, "k%d", *(int *)(c->params + 20));
+        else if (c->fi == 3) snprintf(label, sizeof label, "nccl%d", *(int *)(c->params + 20));
         else snprintf(label, sizeof label, "%s", FUNCS[c->fi].name);
         exec_log("begin %s ctx=%s stream=%d", label, ctx, st->index);
         if (async_mode()) usleep(c->fi == 2 && *(int *)(c->params + 20) >= 90 ? 300000 : (useconds_t)DELAY_US);
@@ -1122,6 +1128,15 @@ static CUresult launch(const char *via, void *f, unsigned gx, unsigned gy, unsig
     if (cooperative && blocks > 8ul * sms) { /* co-residency on this stream's context */
         logf_("%s %s grid=%u,%u,%u block=%u,%u,%u sms=%u -> TOO_LARGE", via, FUNCS[fi].name, gx, gy, gz, bx, by, bz, sms);
         return 720; /* CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE */
+    }
+    if (fi == 3 && target->ctx > 0 && blocks > 8ul * sms) {
+        /* A collective whose blocks cannot all be resident on this green context (a partition
+         * smaller than the device): on a GPU its resident blocks could spin for ever on peers whose
+         * blocks wait for units here. Modelled as a timeout the context keeps (sticky). On the
+         * whole device a collective runs as the application launched it, with or without vitamin. */
+        logf_("%s %s grid=%u,%u,%u sms=%u -> WOULD_HANG", via, FUNCS[fi].name, gx, gy, gz, sms);
+        __atomic_store_n(&STICKY, 702, __ATOMIC_RELEASE); /* CUDA_ERROR_LAUNCH_TIMEOUT */
+        return CUDA_SUCCESS;
     }
     if (cvol) {
         unsigned d[3];

@@ -112,6 +112,7 @@ fn discover(handle: usize, kind: FunctionKind, name_of: usize, max_threads: u32)
         layout: runtime.or_else(|| code_object_layout(&name)).map(Arc::from),
         max_threads_per_block: Some(max_threads),
         required_cluster: None,
+        spins_on_peers: vitamin_runtime::client::capture::spins_on_peers(&name),
         name: Box::leak(name.into_boxed_str()),
     }
 }
