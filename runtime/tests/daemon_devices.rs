@@ -94,7 +94,7 @@ fn each_device_s_pool_is_arbitrated_on_its_own_and_reported() {
     b.flush();
 
     // A client reporting another topology for a registered device is refused, not merged.
-    let err = connect(&d, "wrong", 1, h200).err().expect("a mismatched topology is refused");
+    let Err(err) = connect(&d, "wrong", 1, h200) else { panic!("a mismatched topology is refused") };
     assert!(err.contains("device 1"), "{err}");
     d.shutdown();
 }
