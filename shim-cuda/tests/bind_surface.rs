@@ -8,9 +8,10 @@
 //! to the driver (what follows it runs after the wait, natively); stream and event destroy with
 //! work pending return at once and the work completes; a module unload waits for the work
 //! launched before it; a graph's event-wait node on a logically recorded event waits for its
-//! record; per-thread default streams of exited threads are released; launches on
-//! another device (`FAKE_CUDA_DEVICES=2`) and on a `cuCtxCreate` context are forwarded natively,
-//! after the logical work they wait on; a forked child runs in observe mode with one warning.
+//! record; per-thread default streams of exited threads are released; launches on a
+//! `cuCtxCreate` context are forwarded natively, after the logical work they wait on; launches on
+//! another device (`FAKE_CUDA_DEVICES=2`) are bound to that device's own pool, after the work of
+//! the other device they wait on (an event); a forked child runs in observe mode with one warning.
 
 use std::sync::OnceLock;
 
@@ -111,18 +112,37 @@ fn stream_taking_calls_lifetimes_and_other_contexts_keep_native_order() {
     }
 }
 
+/// The device of the green context a kernel ran on (`ctx=g<n>` in the execution log, `dev=` of
+/// that context's `cuGreenCtxCreate` line); `None` for a primary-context stream.
+fn device_of(exec: &str, calls: &str, label: &str) -> Option<u32> {
+    let line = exec.lines().find(|l| l.starts_with(&format!("begin {label} "))).expect("in the execution log");
+    let ctx = line.split_whitespace().find_map(|w| w.strip_prefix("ctx=")).expect("ctx=");
+    let create = calls.lines().find(|l| l.starts_with(&format!("cuGreenCtxCreate {ctx} ")))?;
+    create.split_whitespace().find_map(|w| w.strip_prefix("dev=")).map(|d| d.parse().unwrap())
+}
+
 #[test]
-fn launches_on_another_device_are_forwarded_after_what_they_wait_on() {
+fn each_device_binds_to_its_own_pool_and_cross_device_waits_are_ordered() {
     let two = [("FAKE_CUDA_DEVICES", "2")];
     let native = run("native-2dev", None, &two);
     assert!(native.stdout().contains("devices=2"), "{}", native.stdout());
-    let r = run("chaos-2dev", Some(CHAOS), &two);
-    assert_eq!(r.stdout(), native.stdout());
-    check_exec_order("chaos-2dev", &r.exec, EDGES);
-    check_exec_order("chaos-2dev", &r.exec, &[("end k19", "begin k20"), ("end k20", "mark after device 1")]);
-    let s1 = stream_of(&r.exec, "allocasync");
-    let t1 = created_after(&r.calls, "cuDevicePrimaryCtxRetain");
-    check_streams("chaos-2dev", &r.exec, s1, &["k19"], &["k20"], t1);
+    for (name, extra) in [("chaos-2dev", CHAOS), ("throughput-2dev", &[][..])] {
+        let r = run(name, Some(extra), &two);
+        assert_eq!(r.stdout(), native.stdout(), "{name}");
+        check_exec_order(name, &r.exec, EDGES);
+        // k20 runs on device 1 after k19 of device 0 (a stream of device 1 waits on an event of
+        // device 0), and before the program's mark after device 1's stream synchronize.
+        check_exec_order(name, &r.exec, &[("end k19", "begin k20"), ("end k20", "mark after device 1")]);
+        assert_eq!(device_of(&r.exec, &r.calls, "k19"), Some(0), "{name}: k19 on device 0's pool");
+        assert_eq!(device_of(&r.exec, &r.calls, "k20"), Some(1), "{name}: k20 on device 1's pool");
+        let census = r.census.as_ref().expect("census");
+        let devices = census["bind"]["devices"].as_array().unwrap_or_else(|| panic!("{name}: {census}"));
+        assert_eq!(devices.len(), 2, "{name}: both devices report");
+        assert_eq!((devices[0]["ordinal"].as_u64(), devices[1]["ordinal"].as_u64()), (Some(0), Some(1)));
+        assert_eq!(devices[1]["ops"]["kernels"], 1, "{name}: device 1 ran k20: {}", devices[1]);
+        assert_eq!(devices[1]["ops"]["cross_device_waits"], 1, "{name}: {}", devices[1]);
+        assert_eq!(devices[0]["ops"]["cross_device_waits"], 0);
+    }
 }
 
 #[test]

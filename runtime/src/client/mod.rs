@@ -124,6 +124,9 @@ pub struct Counters {
     pub held_records: Stat,
     /// Pageable copies run synchronously because `max_staged_bytes` were staged in flight.
     pub staging_full: Stat,
+    /// Waits of this device's streams on events another device recorded logically (each waited
+    /// on the host for that record to complete).
+    pub cross_device_waits: Stat,
 }
 
 impl Counters {
@@ -140,7 +143,7 @@ impl Counters {
             "native_cooperative_or_cluster": self.native_constrained.get(),
             "cooperative_or_cluster": self.cooperative_or_cluster.get(),
             "drains": self.drains.get(), "held_records": self.held_records.get(),
-            "staging_full": self.staging_full.get(),
+            "staging_full": self.staging_full.get(), "cross_device_waits": self.cross_device_waits.get(),
         })
     }
 }

@@ -20,7 +20,7 @@ use super::function::FunctionInfo;
 use super::handles::{
     classify_stream, event_entry, memory_from_type, plan_copy, CopyKind, CopyPlan, EventEntry, Memory, Recorder,
 };
-use super::{code, driver, function, get, stream_kind, Bind, Target};
+use super::{code, driver, function, get, get_for_event, get_for_stream, stream_kind, Bind, Target};
 use crate::config::LogLevel;
 use crate::ffi::{
     CUarray, CUcontext, CUdeviceptr, CUevent, CUfunction, CUgraph, CUgraphExec, CUgraphNode, CUhostFn, CUlaunchConfig,
@@ -64,9 +64,9 @@ struct LaunchCall {
 /// One launch, top to bottom: its stream, its validation (once), launch-first when it applies,
 /// else the descriptor copied and recorded; what vitamin declines takes the native path.
 fn launch(id: HookId, real: &dyn Fn() -> CUresult, c: LaunchCall) -> CUresult {
-    let Some(b) = get() else { return real() };
-    trace::mark(Tag::LaunchEnter, 0);
     let pt = per_thread(id);
+    let Some(b) = get_for_stream(c.stream, pt) else { return real() };
+    trace::mark(Tag::LaunchEnter, 0);
     let s = match b.target(c.stream, pt) {
         Err(e) => return e,
         Ok(Target::Forward) => return real(),
@@ -371,8 +371,8 @@ pub(crate) fn launch_host_func(
     func: CUhostFn,
     user_data: *mut c_void,
 ) -> CUresult {
-    let Some(b) = get() else { return real() };
     let pt = per_thread(id);
+    let Some(b) = get_for_stream(stream, pt) else { return real() };
     let s = match b.target(stream, pt) {
         Err(e) => return e,
         Ok(Target::Forward) => return real(),
@@ -409,8 +409,8 @@ fn copy(
     bytes: usize,
     stream: CUstream,
 ) -> CUresult {
-    let Some(b) = get() else { return real() };
     let pt = per_thread(id);
+    let Some(b) = get_for_stream(stream, pt) else { return real() };
     let s = match b.target(stream, pt) {
         Err(e) => return e,
         Ok(Target::Forward) => return real(),
@@ -500,8 +500,8 @@ fn fill(
     count: usize,
     stream: CUstream,
 ) -> CUresult {
-    let Some(b) = get() else { return real() };
     let pt = per_thread(id);
+    let Some(b) = get_for_stream(stream, pt) else { return real() };
     let s = match b.target(stream, pt) {
         Err(e) => return e,
         Ok(Target::Forward) => return real(),
@@ -558,24 +558,36 @@ pub(crate) fn memset_d32_async(
 
 /// The native path for a stream-ordered call vitamin does not model (drain, call, wait).
 fn native_async(id: HookId, real: &dyn Fn() -> CUresult, stream: CUstream, wait_after: bool) -> CUresult {
-    let Some(b) = get() else { return real() };
+    let Some(b) = get_for_stream(stream, per_thread(id)) else { return real() };
     b.counters.native_unmodelled.bump();
     b.native_on_stream(stream, per_thread(id), wait_after, real)
 }
 
 /// The bind handler of every generated `Native` hook (see [`NativeClass`]).
 pub(crate) fn native_call(id: HookId, real: &dyn Fn() -> CUresult, stream: CUstream, class: NativeClass) -> CUresult {
-    match (class, super::started()) {
-        (NativeClass::Query, _) | (NativeClass::Lifetime, None) => real(),
-        // Never starts bind mode (an unload at exit would realize the pool).
-        (NativeClass::Lifetime, Some(b)) => {
-            b.end_of_lifetime();
-            device_sync_then(real)
+    match class {
+        NativeClass::Query => real(),
+        // Never starts bind mode (an unload at exit would realize the pool). The context, module
+        // or library may be any device's: every started device forgets its function handles and
+        // synchronizes logically first.
+        NativeClass::Lifetime => {
+            let mut logical = Ok(());
+            super::for_each_started(|b| {
+                b.end_of_lifetime();
+                if let Err(e) = b.synchronize_device() {
+                    logical = Err(e);
+                }
+            });
+            let r = real();
+            match logical {
+                Err(e) => code(&e),
+                Ok(()) => r,
+            }
         }
-        (NativeClass::Wait, _) => {
+        NativeClass::Wait => {
             let r = native_async(id, real, stream, false);
-            let handed =
-                get().and_then(|b| Some((b, b.known_stream(classify_stream(stream as usize, per_thread(id)))?)));
+            let handed = get_for_stream(stream, per_thread(id))
+                .and_then(|b| Some((b, b.known_stream(classify_stream(stream as usize, per_thread(id)))?)));
             if let (CUDA_SUCCESS, Some((b, s))) = (r, handed) {
                 b.hand_to_driver(s);
             }
@@ -645,8 +657,11 @@ default_stream_calls! {
 
 /// `cuMemFree`/`cuMemFreeHost`: the driver's implicit device synchronization, then the free.
 fn free_after_device_sync(real: &dyn Fn() -> CUresult) -> CUresult {
-    let Some(b) = get() else { return real() };
-    b.synchronize_before_free();
+    // The memory may be any device's: every started device synchronizes logically.
+    if get().is_none() {
+        return real();
+    }
+    super::for_each_started(|b| b.synchronize_before_free());
     real()
 }
 
@@ -664,8 +679,8 @@ pub(crate) fn mem_free_host(_id: HookId, real: &dyn Fn() -> CUresult, _ptr: *mut
 /// node). It is ordered behind the previous launch of the same executable graph through the
 /// graph's logical ordering event, as the driver orders launches of one executable graph.
 pub(crate) fn graph_launch(id: HookId, real: &dyn Fn() -> CUresult, exec: CUgraphExec, stream: CUstream) -> CUresult {
-    let Some(b) = get() else { return real() };
     let pt = per_thread(id);
+    let Some(b) = get_for_stream(stream, pt) else { return real() };
     let s = match b.target(stream, pt) {
         Err(e) => return e,
         Ok(Target::Forward) => return real(), // captured into the application's graph
@@ -693,8 +708,17 @@ pub(crate) fn graph_launch(id: HookId, real: &dyn Fn() -> CUresult, exec: CUgrap
 /// A call that changes or destroys executable graph `exec`: waits for the submission of its
 /// deferred launches, then passes through.
 fn graph_exec_changed(real: &dyn Fn() -> CUresult, exec: CUgraphExec) -> CUresult {
-    let Some(b) = get() else { return real() };
-    if let Err(e) = b.wait_graph_launches_submitted(exec as usize) {
+    if get().is_none() {
+        return real();
+    }
+    // Launched on any device's streams: each started device waits for its deferred launches.
+    let mut waited = Ok(());
+    super::for_each_started(|b| {
+        if let Err(e) = b.wait_graph_launches_submitted(exec as usize) {
+            waited = Err(e);
+        }
+    });
+    if let Err(e) = waited {
         return code(&e);
     }
     real()
@@ -702,10 +726,8 @@ fn graph_exec_changed(real: &dyn Fn() -> CUresult, exec: CUgraphExec) -> CUresul
 
 pub(crate) fn graph_exec_destroy(_id: HookId, real: &dyn Fn() -> CUresult, exec: CUgraphExec) -> CUresult {
     let r = graph_exec_changed(real, exec);
-    if r == CUDA_SUCCESS {
-        if let Some(b) = get() {
-            b.destroy_graph_exec(exec as usize);
-        }
+    if r == CUDA_SUCCESS && get().is_some() {
+        super::for_each_started(|b| b.destroy_graph_exec(exec as usize));
     }
     r
 }
@@ -819,14 +841,14 @@ pub(crate) fn stream_create_with_priority(
     created_stream(real, out, flags, priority)
 }
 
-pub(crate) fn stream_destroy(_id: HookId, real: &dyn Fn() -> CUresult, stream: CUstream) -> CUresult {
-    let Some(b) = get() else { return real() };
+pub(crate) fn stream_destroy(id: HookId, real: &dyn Fn() -> CUresult, stream: CUstream) -> CUresult {
+    let Some(b) = get_for_stream(stream, per_thread(id)) else { return real() };
     b.destroy_stream(stream as usize, real, |&r| r == CUDA_SUCCESS)
 }
 
 fn stream_wait(id: HookId, real: &dyn Fn() -> CUresult, stream: CUstream, block: bool) -> CUresult {
-    let Some(b) = get() else { return real() };
     let pt = per_thread(id);
+    let Some(b) = get_for_stream(stream, pt) else { return real() };
     if super::capturing(stream, pt) {
         b.counters.capturing.bump();
         return real();
@@ -859,14 +881,26 @@ pub(crate) fn stream_wait_event(
     event: CUevent,
     _flags: c_uint,
 ) -> CUresult {
-    let Some(b) = get() else { return real() };
     let pt = per_thread(id);
+    let Some(b) = get_for_stream(stream, pt) else { return real() };
     let s = match b.target(stream, pt) {
         Err(e) => return e,
         Ok(Target::Forward) => return real(),
         Ok(Target::Record(s) | Target::Native(s)) => s,
     };
     let entry = b.registry().event(event as usize);
+    if entry.is_none() {
+        // A cross-device wait: the event was recorded logically on another device. Its record
+        // completes first (a bounded host wait), so everything `s` does after this call follows
+        // it; the driver then checks the handles as it would natively.
+        if let Some((owner, e)) = super::logical_event_elsewhere(b, event as usize) {
+            b.counters.cross_device_waits.bump();
+            if let Err(err) = owner.synchronize_event(e) {
+                return code(&err);
+            }
+            return real();
+        }
+    }
     match entry {
         Some(EventEntry { id: e, recorder: Recorder::Logical | Recorder::Never, .. }) => match b.wait_event(s, e) {
             Ok(()) => CUDA_SUCCESS,
@@ -948,9 +982,9 @@ fn event_record_impl(
     stream: CUstream,
     flags: c_uint,
 ) -> CUresult {
-    let Some(b) = get() else { return real() };
     let pt = per_thread(id);
     let handle = event as usize;
+    let Some(b) = get_for_event(handle) else { return real() };
     let Some((mapped, entry)) = b.registry().event_id(handle) else {
         return b.native_on_stream(stream, pt, false, real); // an event vitamin never saw
     };
@@ -996,7 +1030,7 @@ pub(crate) fn event_record_with_flags(
 }
 
 fn event_wait(real: &dyn Fn() -> CUresult, event: CUevent, block: bool) -> CUresult {
-    let Some(b) = get() else { return real() };
+    let Some(b) = get_for_event(event as usize) else { return real() };
     let entry = b.registry().event(event as usize);
     let Some(EventEntry { id, recorder: Recorder::Logical, .. }) = entry else {
         return real(); // never recorded, recorded natively, or unknown: the driver knows
@@ -1024,7 +1058,7 @@ pub(crate) fn event_synchronize(_id: HookId, real: &dyn Fn() -> CUresult, event:
 }
 
 pub(crate) fn event_destroy(_id: HookId, real: &dyn Fn() -> CUresult, event: CUevent) -> CUresult {
-    let Some(b) = get() else { return real() };
+    let Some(b) = get_for_event(event as usize) else { return real() };
     b.destroy_event(event as usize, real, |&r| r == CUDA_SUCCESS)
 }
 

@@ -64,8 +64,16 @@
 //! driver for good (`wait`: stream memory waits, external semaphore waits), a drain before the call
 //! (`order`), or a plain forward (`query`). Context destroy and reset, module and library unloads
 //! synchronize the device logically and drop cached function layouts first (`lifetime`). A call
-//! made while the thread's current context is not the pool's (another device, a `cuCtxCreate`
-//! context) takes the native path without the host wait (other contexts are ordered natively).
+//! made while the thread's current context is not a pool's (a `cuCtxCreate` context) takes the
+//! native path without the host wait (other contexts are ordered natively).
+//!
+//! ## Devices
+//! Each device has its own bind state ([`BINDS`]: pool, virtual context, coordinator), started by
+//! the first call made on that device's primary context. A call goes to the state of the current
+//! context's device, or, for a stream or event handle, to the device whose registry holds the
+//! handle ([`get_for_stream`], [`get_for_event`]). A wait of one device's stream on an event
+//! another device recorded logically waits on the host for that record ([`logical_event_elsewhere`]):
+//! ordered, and more synchronous than natively.
 //!
 //! ## Capture
 //! Nothing is deferred on a capturing stream: while any capture is active, each call asks the
@@ -102,7 +110,8 @@ pub mod handles;
 
 use std::collections::HashMap;
 use std::ffi::c_int;
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::{Mutex, Once};
 
 use serde_json::{json, Value};
 use vitamin_hal::Dim3;
@@ -129,8 +138,30 @@ pub const CUDA_ERROR_LAUNCH_TIMEOUT: CUresult = 702;
 /// (function, grid, block, dynamic shared memory, cluster).
 type ClusterKey = (usize, [u32; 3], [u32; 3], u32, [u32; 3]);
 
-/// The bind state of the process.
-static BIND: Lifecycle<Bind> = Lifecycle::new();
+/// Most devices of one process that bind mode handles (ordinals `0..MAX_DEVICES`); calls made on
+/// a higher ordinal pass through.
+pub const MAX_DEVICES: usize = 16;
+
+/// The bind state of each device of the process: a pool, a virtual context and a coordinator per
+/// device, started by the first call made on that device's primary context.
+static BINDS: [Lifecycle<Bind>; MAX_DEVICES] = [const { Lifecycle::new() }; MAX_DEVICES];
+
+/// Bit `d` is set once device `d`'s bind state started.
+static STARTED: AtomicU32 = AtomicU32::new(0);
+
+/// Set in a forked child: every call takes the observe path.
+static FORKED: AtomicBool = AtomicBool::new(false);
+
+/// The started bind states, by ordinal.
+fn started_binds() -> impl Iterator<Item = &'static Bind> {
+    let bits = STARTED.load(Ordering::Acquire);
+    (0..MAX_DEVICES).filter(move |d| bits & (1 << d) != 0).filter_map(|d| BINDS[d].started())
+}
+
+/// Whether more than one device's bind state started (handles then need routing by owner).
+fn several_devices() -> bool {
+    STARTED.load(Ordering::Acquire).count_ones() > 1
+}
 
 /// The client runtime's view of the CUDA driver, through the shim's table of real functions
 /// ([`driver`]) and its re-entry guard: it lives here, not in hal-cuda, because the context
@@ -170,6 +201,8 @@ pub struct Bind {
     client: Client<CudaNative>,
     functions: Functions,
     device: c_int,
+    /// The device's primary context: the pool's, where this state's calls are bound.
+    context: usize,
     limits: driver::DeviceLimits,
     /// Co-resident blocks per SM by (function, threads per block, dynamic shared memory).
     coresident: Mutex<HashMap<(usize, u32, u32), Option<u32>>>,
@@ -185,33 +218,92 @@ impl std::ops::Deref for Bind {
     }
 }
 
-/// Whether bind mode handles calls now (mode `bind`, not disabled).
+/// Whether bind mode handles calls now (mode `bind`, not in a forked child). A device whose bind
+/// state is unavailable passes its calls through ([`get`] answers `None` there).
 #[inline]
 pub fn active() -> bool {
-    state::config().mode == Mode::Bind && BIND.enabled()
+    state::config().mode == Mode::Bind && (!FORKED.load(Ordering::Relaxed) || BINDS[0].enabled())
 }
 
-/// The started bind state, starting it on first use; `None` means "take the observe path".
+/// The bind state of the thread's current context's device, starting it on first use; `None`
+/// means "take the observe path" (no current context, a device past [`MAX_DEVICES`], a device
+/// whose bind state is unavailable, or one whose primary context was never current).
 pub(crate) fn get() -> Option<&'static Bind> {
-    BIND.get(Bind::start, |b| {
+    let ctx = driver::current_context().ok().filter(|&c| c != 0)?;
+    if let Some(b) = started_binds().find(|b| b.context == ctx) {
+        return Some(b);
+    }
+    let device = driver::current_device().ok()?;
+    let life = BINDS.get(usize::try_from(device).ok()?)?;
+    if !life.enabled() {
+        return None;
+    }
+    life.get(Bind::start, |b| {
+        STARTED.fetch_or(1 << device, Ordering::AcqRel);
         vlog!(
             LogLevel::Info,
-            "bind mode: policy {}, {} pool nodes on {} realized in {:.1} ms, lane continuation {}",
+            "bind mode on device {device}: policy {}, {} pool nodes on {} realized in {:.1} ms, lane continuation {}",
             b.settings.policy,
             b.coordinator.started.nodes.len(),
             b.coordinator.started.device,
             b.coordinator.started.realize_ms,
             if b.settings.lane_continuation { "on" } else { "off" }
         );
+        static AT_EXIT: Once = Once::new();
         // Registered after the CUDA runtime's own exit handlers, so it runs before them.
         // SAFETY: a plain extern "C" handler with no arguments that never unwinds.
-        unsafe { libc::atexit(at_exit) };
+        AT_EXIT.call_once(|| unsafe {
+            libc::atexit(at_exit);
+        });
     })
 }
 
-/// The bind state if it started (never starts it).
-pub(crate) fn started() -> Option<&'static Bind> {
-    BIND.started().filter(|_| BIND.enabled())
+/// The bind state that owns application stream `stream` (a hook's argument): the one of the
+/// current context's device unless another device's registry holds the handle (work of a stream
+/// belongs to the device the stream was created on).
+pub(crate) fn get_for_stream(stream: CUstream, per_thread: bool) -> Option<&'static Bind> {
+    let b = get()?;
+    if !several_devices() {
+        return Some(b);
+    }
+    let r = classify_stream(stream as usize, per_thread);
+    if !matches!(r, StreamRef::Handle(_)) || b.registry().stream(stream as usize).is_some() {
+        return Some(b);
+    }
+    Some(started_binds().find(|o| o.registry().stream(stream as usize).is_some()).unwrap_or(b))
+}
+
+/// The bind state whose registry holds application event `event`, the current device's if none
+/// other does.
+pub(crate) fn get_for_event(event: usize) -> Option<&'static Bind> {
+    let b = get()?;
+    if !several_devices() || b.registry().event(event).is_some() {
+        return Some(b);
+    }
+    Some(started_binds().find(|o| o.registry().event(event).is_some()).unwrap_or(b))
+}
+
+/// Another device's bind state that recorded application event `event` logically, with that
+/// event's id: a wait on it from `b`'s device is a cross-device wait.
+pub(crate) fn logical_event_elsewhere(b: &Bind, event: usize) -> Option<(&'static Bind, vitamin_runtime::EventId)> {
+    if !several_devices() {
+        return None;
+    }
+    started_binds().filter(|o| !std::ptr::eq(*o, b)).find_map(|o| {
+        let entry = o.registry().event(event)?;
+        (entry.recorder == handles::Recorder::Logical).then_some((o, entry.id))
+    })
+}
+
+/// Runs `f` on every started bind state (calls whose effect spans devices: unloads, frees,
+/// executable-graph changes).
+pub(crate) fn for_each_started(mut f: impl FnMut(&'static Bind)) {
+    if FORKED.load(Ordering::Relaxed) {
+        return;
+    }
+    for b in started_binds() {
+        f(b);
+    }
 }
 
 impl Bind {
@@ -238,6 +330,7 @@ impl Bind {
             client,
             functions: Functions::default(),
             device,
+            context: ctx,
             limits,
             coresident: Mutex::new(HashMap::new()),
             clusters: Mutex::new(HashMap::new()),
@@ -402,19 +495,37 @@ impl Bind {
     }
 }
 
-/// The census section of bind mode (`None` outside bind mode).
+/// The census section of bind mode (`None` outside bind mode): the first started device's state
+/// (or why none started), with every started device's under `devices` when there are several.
 pub fn census() -> Option<Value> {
     if state::config().mode != Mode::Bind {
         return None;
     }
     let c = state::config();
     let common = json!({"policy": c.policy.name(), "seed": c.seed, "lane_continuation": c.lane_continuation});
-    let mut v = BIND.census_reason().unwrap_or_else(|| {
-        let b = BIND.started().expect("started when there is no reason");
+    let device_json = |d: usize| -> Option<Value> {
+        let b = BINDS[d].started()?;
         let mut v = b.census_json();
-        v["active"] = BIND.enabled().into();
-        v
-    });
+        v["active"] = (BINDS[d].enabled() && !FORKED.load(Ordering::Relaxed)).into();
+        v["ordinal"] = d.into();
+        Some(v)
+    };
+    let started: Vec<Value> = (0..MAX_DEVICES).filter_map(device_json).collect();
+    let mut v = match started.first() {
+        Some(first) => {
+            let mut v = first.clone();
+            if started.len() > 1 {
+                v["devices"] = Value::Array(started.clone());
+            }
+            v
+        }
+        // Why not: an unavailable device's reason before "not started".
+        None => (0..MAX_DEVICES)
+            .filter_map(|d| BINDS[d].census_reason())
+            .find(|r| r["reason"].as_str().is_some_and(|w| !w.starts_with("not started")))
+            .or_else(|| BINDS[0].census_reason())
+            .unwrap_or_default(),
+    };
     if let (Some(o), Some(common)) = (v.as_object_mut(), common.as_object()) {
         for (k, x) in common {
             o.insert(k.clone(), x.clone());
@@ -424,16 +535,17 @@ pub fn census() -> Option<Value> {
 }
 
 /// In a forked child: no dispatcher thread exists there, so the child runs in observe mode.
-/// Async-signal-safe (one atomic store).
+/// Async-signal-safe (atomic stores).
 pub(crate) fn after_fork_in_child() {
-    BIND.disable();
+    FORKED.store(true, Ordering::Relaxed);
+    for life in &BINDS {
+        life.disable();
+    }
 }
 
 extern "C" fn at_exit() {
     let _ = std::panic::catch_unwind(|| {
         let _entered = crate::guard::enter();
-        if let Some(b) = BIND.started().filter(|_| BIND.enabled()) {
-            b.shutdown();
-        }
+        for_each_started(|b| b.shutdown());
     });
 }

@@ -681,8 +681,10 @@ EXPORT CUresult cuDevResourceGenerateDesc(fake_desc **desc, CUdevResource *resou
     return CUDA_SUCCESS;
 }
 static void fake_green_delay(void);
+static int GREEN_DEV[256]; /* the device of green context n */
 EXPORT CUresult cuGreenCtxCreate(fake_green **g, fake_desc *desc, int dev, unsigned flags) {
-    (void)dev; (void)flags;
+    (void)flags;
+    if (dev < 0 || dev >= device_count()) return CUDA_ERROR_INVALID_VALUE;
     /* Fault injection (FAKE_CUDA_GREEN_OOM_AT=N): the N-th green context creation (and every later
      * one) fails with CUDA_ERROR_OUT_OF_MEMORY, as on a device whose memory is taken. */
     const char *oom = getenv("FAKE_CUDA_GREEN_OOM_AT");
@@ -693,9 +695,9 @@ EXPORT CUresult cuGreenCtxCreate(fake_green **g, fake_desc *desc, int dev, unsig
     x->index = ++NGREENS;
     x->sms = desc->sms;
     x->mask = desc->mask;
-    if (x->index < 256) GREEN_SMS[x->index] = x->sms;
+    if (x->index < 256) GREEN_SMS[x->index] = x->sms, GREEN_DEV[x->index] = dev;
     *g = x;
-    logf_("cuGreenCtxCreate g%d sms=%u leaves=%x", x->index, x->sms, x->mask);
+    logf_("cuGreenCtxCreate g%d sms=%u leaves=%x dev=%d", x->index, x->sms, x->mask, dev);
     return CUDA_SUCCESS;
 }
 EXPORT CUresult cuCtxFromGreenCtx(CUcontext *c, fake_green *g) {
@@ -1291,7 +1293,7 @@ typedef struct { int magic; int device; int index; } fake_ctx;
 static int NCTXS;
 static int device_of_ctx(void *c) {
     if (c >= (void *)&OTHER_PRIMARY_CTX[1] && c < (void *)&OTHER_PRIMARY_CTX[8]) return (int)((int *)c - OTHER_PRIMARY_CTX);
-    for (int i = 0; i < 256; i++) if (c == (void *)&GREEN_CTX_TAGS[i]) return 0;
+    for (int i = 0; i < 256; i++) if (c == (void *)&GREEN_CTX_TAGS[i]) return GREEN_DEV[i];
     if (c != (void *)&PRIMARY_CTX && ((fake_ctx *)c)->magic == 0xc7) return ((fake_ctx *)c)->device;
     return 0;
 }

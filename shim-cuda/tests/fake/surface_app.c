@@ -203,7 +203,8 @@ int main(int argc, char **argv) {
     for (int i = 0; i < 3; i++) pthread_join(t[i], NULL);
     printf("threads %08x %08x %08x\n", checksum(THREAD_BUF[0]), checksum(THREAD_BUF[1]), checksum(THREAD_BUF[2]));
 
-    /* Other devices and contexts: a launch there is forwarded natively, after what it waits on. */
+    /* Other devices and contexts: a launch on device 1 is bound to its own pool, a launch on a created
+     * context forwarded natively, each after what it waits on. */
     int devices = 0;
     CHECK(cuDeviceGetCount(&devices));
     CUevent done;
