@@ -53,6 +53,7 @@
 pub mod capture;
 pub mod census;
 pub mod coordinator;
+pub mod devices;
 pub mod functions;
 pub mod guard;
 pub mod handles;

@@ -68,7 +68,7 @@
 //! native path without the host wait (other contexts are ordered natively).
 //!
 //! ## Devices
-//! Each device has its own bind state ([`BINDS`]: pool, virtual context, coordinator), started by
+//! Each device has its own bind state (`BINDS`: pool, virtual context, coordinator), started by
 //! the first call made on that device's primary context. A call goes to the state of the current
 //! context's device, or, for a stream or event handle, to the device whose registry holds the
 //! handle ([`get_for_stream`], [`get_for_event`]). A wait of one device's stream on an event
@@ -110,14 +110,14 @@ pub mod handles;
 
 use std::collections::HashMap;
 use std::ffi::c_int;
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Mutex, Once};
 
 use serde_json::{json, Value};
 use vitamin_hal::Dim3;
 use vitamin_hal_cuda::CudaBackend;
 use vitamin_runtime::client::coordinator::Settings;
-use vitamin_runtime::client::lifecycle::{Lifecycle, StartError};
+use vitamin_runtime::client::devices::{DeviceState, Devices};
+use vitamin_runtime::client::lifecycle::StartError;
 use vitamin_runtime::client::native::NativeApi;
 use vitamin_runtime::client::Client;
 use vitamin_runtime::{StreamId, VctxError};
@@ -138,30 +138,9 @@ pub const CUDA_ERROR_LAUNCH_TIMEOUT: CUresult = 702;
 /// (function, grid, block, dynamic shared memory, cluster).
 type ClusterKey = (usize, [u32; 3], [u32; 3], u32, [u32; 3]);
 
-/// Most devices of one process that bind mode handles (ordinals `0..MAX_DEVICES`); calls made on
-/// a higher ordinal pass through.
-pub const MAX_DEVICES: usize = 16;
-
 /// The bind state of each device of the process: a pool, a virtual context and a coordinator per
 /// device, started by the first call made on that device's primary context.
-static BINDS: [Lifecycle<Bind>; MAX_DEVICES] = [const { Lifecycle::new() }; MAX_DEVICES];
-
-/// Bit `d` is set once device `d`'s bind state started.
-static STARTED: AtomicU32 = AtomicU32::new(0);
-
-/// Set in a forked child: every call takes the observe path.
-static FORKED: AtomicBool = AtomicBool::new(false);
-
-/// The started bind states, by ordinal.
-fn started_binds() -> impl Iterator<Item = &'static Bind> {
-    let bits = STARTED.load(Ordering::Acquire);
-    (0..MAX_DEVICES).filter(move |d| bits & (1 << d) != 0).filter_map(|d| BINDS[d].started())
-}
-
-/// Whether more than one device's bind state started (handles then need routing by owner).
-fn several_devices() -> bool {
-    STARTED.load(Ordering::Acquire).count_ones() > 1
-}
+static BINDS: Devices<Bind> = Devices::new();
 
 /// The client runtime's view of the CUDA driver, through the shim's table of real functions
 /// ([`driver`]) and its re-entry guard: it lives here, not in hal-cuda, because the context
@@ -222,24 +201,16 @@ impl std::ops::Deref for Bind {
 /// state is unavailable passes its calls through ([`get`] answers `None` there).
 #[inline]
 pub fn active() -> bool {
-    state::config().mode == Mode::Bind && (!FORKED.load(Ordering::Relaxed) || BINDS[0].enabled())
+    state::config().mode == Mode::Bind && BINDS.enabled()
 }
 
 /// The bind state of the thread's current context's device, starting it on first use; `None`
-/// means "take the observe path" (no current context, a device past [`MAX_DEVICES`], a device
-/// whose bind state is unavailable, or one whose primary context was never current).
+/// means "take the observe path" (no current context, a device past the 16th, a device whose bind
+/// state is unavailable, or one whose primary context was never current).
 pub(crate) fn get() -> Option<&'static Bind> {
     let ctx = driver::current_context().ok().filter(|&c| c != 0)?;
-    if let Some(b) = started_binds().find(|b| b.context == ctx) {
-        return Some(b);
-    }
-    let device = driver::current_device().ok()?;
-    let life = BINDS.get(usize::try_from(device).ok()?)?;
-    if !life.enabled() {
-        return None;
-    }
-    life.get(Bind::start, |b| {
-        STARTED.fetch_or(1 << device, Ordering::AcqRel);
+    let device = || driver::current_device().ok().and_then(|d| usize::try_from(d).ok());
+    BINDS.current(ctx, device, Bind::start, |device, b| {
         vlog!(
             LogLevel::Info,
             "bind mode on device {device}: policy {}, {} pool nodes on {} realized in {:.1} ms, lane continuation {}",
@@ -263,33 +234,26 @@ pub(crate) fn get() -> Option<&'static Bind> {
 /// belongs to the device the stream was created on).
 pub(crate) fn get_for_stream(stream: CUstream, per_thread: bool) -> Option<&'static Bind> {
     let b = get()?;
-    if !several_devices() {
+    if !matches!(classify_stream(stream as usize, per_thread), StreamRef::Handle(_)) {
         return Some(b);
     }
-    let r = classify_stream(stream as usize, per_thread);
-    if !matches!(r, StreamRef::Handle(_)) || b.registry().stream(stream as usize).is_some() {
-        return Some(b);
-    }
-    Some(started_binds().find(|o| o.registry().stream(stream as usize).is_some()).unwrap_or(b))
+    Some(BINDS.owner(b, |o| o.registry().stream(stream as usize).is_some()))
 }
 
 /// The bind state whose registry holds application event `event`, the current device's if none
 /// other does.
 pub(crate) fn get_for_event(event: usize) -> Option<&'static Bind> {
     let b = get()?;
-    if !several_devices() || b.registry().event(event).is_some() {
-        return Some(b);
-    }
-    Some(started_binds().find(|o| o.registry().event(event).is_some()).unwrap_or(b))
+    Some(BINDS.owner(b, |o| o.registry().event(event).is_some()))
 }
 
 /// Another device's bind state that recorded application event `event` logically, with that
 /// event's id: a wait on it from `b`'s device is a cross-device wait.
 pub(crate) fn logical_event_elsewhere(b: &Bind, event: usize) -> Option<(&'static Bind, vitamin_runtime::EventId)> {
-    if !several_devices() {
+    if !BINDS.several() {
         return None;
     }
-    started_binds().filter(|o| !std::ptr::eq(*o, b)).find_map(|o| {
+    BINDS.started().filter(|o| !std::ptr::eq(*o, b)).find_map(|o| {
         let entry = o.registry().event(event)?;
         (entry.recorder == handles::Recorder::Logical).then_some((o, entry.id))
     })
@@ -297,12 +261,13 @@ pub(crate) fn logical_event_elsewhere(b: &Bind, event: usize) -> Option<(&'stati
 
 /// Runs `f` on every started bind state (calls whose effect spans devices: unloads, frees,
 /// executable-graph changes).
-pub(crate) fn for_each_started(mut f: impl FnMut(&'static Bind)) {
-    if FORKED.load(Ordering::Relaxed) {
-        return;
-    }
-    for b in started_binds() {
-        f(b);
+pub(crate) fn for_each_started(f: impl FnMut(&'static Bind)) {
+    BINDS.started().for_each(f);
+}
+
+impl DeviceState for Bind {
+    fn pool_context(&self) -> usize {
+        self.context
     }
 }
 
@@ -503,29 +468,7 @@ pub fn census() -> Option<Value> {
     }
     let c = state::config();
     let common = json!({"policy": c.policy.name(), "seed": c.seed, "lane_continuation": c.lane_continuation});
-    let device_json = |d: usize| -> Option<Value> {
-        let b = BINDS[d].started()?;
-        let mut v = b.census_json();
-        v["active"] = (BINDS[d].enabled() && !FORKED.load(Ordering::Relaxed)).into();
-        v["ordinal"] = d.into();
-        Some(v)
-    };
-    let started: Vec<Value> = (0..MAX_DEVICES).filter_map(device_json).collect();
-    let mut v = match started.first() {
-        Some(first) => {
-            let mut v = first.clone();
-            if started.len() > 1 {
-                v["devices"] = Value::Array(started.clone());
-            }
-            v
-        }
-        // Why not: an unavailable device's reason before "not started".
-        None => (0..MAX_DEVICES)
-            .filter_map(|d| BINDS[d].census_reason())
-            .find(|r| r["reason"].as_str().is_some_and(|w| !w.starts_with("not started")))
-            .or_else(|| BINDS[0].census_reason())
-            .unwrap_or_default(),
-    };
+    let mut v = BINDS.census(|b| b.census_json());
     if let (Some(o), Some(common)) = (v.as_object_mut(), common.as_object()) {
         for (k, x) in common {
             o.insert(k.clone(), x.clone());
@@ -537,10 +480,7 @@ pub fn census() -> Option<Value> {
 /// In a forked child: no dispatcher thread exists there, so the child runs in observe mode.
 /// Async-signal-safe (atomic stores).
 pub(crate) fn after_fork_in_child() {
-    FORKED.store(true, Ordering::Relaxed);
-    for life in &BINDS {
-        life.disable();
-    }
+    BINDS.disable_after_fork();
 }
 
 extern "C" fn at_exit() {
