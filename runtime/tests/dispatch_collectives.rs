@@ -1,100 +1,120 @@
-//! Kernels that spin on peers (NCCL's collectives) are bound only where their whole grid is
-//! resident at once, on the simulated device, under every policy and many seeds of Chaos (which
-//! draws a random eligible node for every launch).
+//! Kernels that spin on peers (NCCL's collectives) on the simulated device: they run on the
+//! service partition (the whole device, no lease), under every policy, in stream order, and never
+//! wait for a lease another client holds: a collective held back behind another job's lease while
+//! its peer on another device spins is how spatial partitioning deadlocks a data-parallel job.
 //!
-//! The grid shapes are NCCL's: one block per channel, so a ring collective on many channels is a
-//! wide grid of full blocks and a tree collective a narrower one. The simulated `busy` kernel
-//! holds 4 blocks per unit at once, so on the simulated H200 (leaves of 8 and 12 units) a ring
-//! grid of 64 channels needs a node of at least 16 units and a tree grid of 24 channels fits
-//! every leaf.
+//! The grid shapes are NCCL's: one block per channel, a ring collective on many channels (64 blocks
+//! of 640 threads) and a tree collective on fewer (24 of 256).
 
 use std::sync::Arc;
 
 use vitamin_hal::sim::SimBackend;
-use vitamin_hal::{Dim3, FunctionRef, KernelArgs, KernelLaunch, LaunchAttributes, OpDesc};
+use vitamin_hal::{
+    Backend, Dim3, FunctionRef, Incompatibility, KernelArgs, KernelLaunch, LaunchAttributes, OpDesc, PhysicalPartition,
+    UnitSet,
+};
 use vitamin_runtime::dispatch::{DispatchConfig, Dispatcher, SERVICE_NODE};
 use vitamin_runtime::policy::{ClientClass, PolicyKind};
-use vitamin_runtime::pool::NodeId;
 use vitamin_runtime::profile::Profiles;
 use vitamin_runtime::vctx::{StreamKind, VctxId, VirtualContext};
 
-/// Resident `busy` blocks per unit on the simulated device.
-const RESIDENT_PER_UNIT: u64 = 4;
-
-fn launch(f: &FunctionRef, grid: u32, threads: u32, spins: bool) -> Arc<OpDesc> {
+fn launch(f: &FunctionRef, grid: u32, threads: u32, block_ns: u32, spins: bool) -> Arc<OpDesc> {
     Arc::new(OpDesc::Kernel(KernelLaunch::new(
         f.clone(),
         Dim3::x(grid),
         Dim3::x(threads),
         0,
-        KernelArgs::pack(&[&2_000u32.to_le_bytes()]),
+        KernelArgs::pack(&[&block_ns.to_le_bytes()]),
         LaunchAttributes::none().with_coresident(spins),
     )))
 }
 
-/// Runs rounds of ring and tree collectives after ordinary kernels on two streams of two clients;
-/// returns, per bound collective, (grid, units of its node).
-fn run(policy: PolicyKind, seed: u64) -> Vec<(u32, usize)> {
-    let sim = SimBackend::h200();
-    let busy = sim.kernel("busy").expect("built-in kernel");
-    let config = DispatchConfig { record_timeline: true, ..DispatchConfig::default() };
-    let mut d = Dispatcher::new(sim, policy.build(seed), Profiles::new("sim"), config).expect("pool");
-    let mut collectives = Vec::new();
-    for c in 0..2u32 {
-        let v = Arc::new(VirtualContext::new(VctxId(c)));
-        let name = format!("rank{c}");
-        d.register(v.clone(), name.clone(), ClientClass::BestEffort);
-        let compute = v.create_stream(StreamKind::NonBlocking, 0);
-        let comm = v.create_stream(StreamKind::NonBlocking, -1);
-        for step in 0..6u32 {
-            // Compute, then the collective on its own stream after an event, as DDP does.
-            v.record_op(compute, launch(&busy, 16 + 40 * (step % 3), 256, false)).expect("record");
-            let e = v.create_event();
-            v.record_event(e, compute).expect("event");
-            v.wait_event(comm, e).expect("wait");
-            let (grid, threads) = if step % 2 == 0 { (64, 640) } else { (24, 256) };
-            let op = v.record_op(comm, launch(&busy, grid, threads, true)).expect("record").op;
-            collectives.push((name.clone(), op.0, grid));
+#[test]
+fn collectives_run_on_the_service_partition_in_stream_order_under_every_policy() {
+    let policies = [PolicyKind::Throughput, PolicyKind::Tpot, PolicyKind::Exclusive, PolicyKind::Static];
+    let runs = policies.into_iter().map(|p| (p, 0)).chain((0..8).map(|s| (PolicyKind::Chaos, s)));
+    for (policy, seed) in runs {
+        let sim = SimBackend::h200();
+        let busy = sim.kernel("busy").expect("built-in kernel");
+        let config = DispatchConfig { record_timeline: true, ..DispatchConfig::default() };
+        let mut d = Dispatcher::new(sim, policy.build(seed), Profiles::new("sim"), config).expect("pool");
+        let mut collectives = Vec::new();
+        for c in 0..2u32 {
+            let v = Arc::new(VirtualContext::new(VctxId(c)));
+            let name = format!("rank{c}");
+            d.register(v.clone(), name.clone(), ClientClass::BestEffort);
+            let compute = v.create_stream(StreamKind::NonBlocking, 0);
+            let comm = v.create_stream(StreamKind::NonBlocking, -1);
+            for step in 0..6u32 {
+                // Compute, the collective on its own stream after an event (as DDP does), then
+                // the next compute after the collective.
+                let k = v.record_op(compute, launch(&busy, 16 + 40 * (step % 3), 256, 2_000, false)).unwrap().op;
+                let e = v.create_event();
+                v.record_event(e, compute).unwrap();
+                v.wait_event(comm, e).unwrap();
+                let (grid, threads) = if step % 2 == 0 { (64, 640) } else { (24, 256) };
+                let op = v.record_op(comm, launch(&busy, grid, threads, 2_000, true)).unwrap().op;
+                let done = v.create_event();
+                v.record_event(done, comm).unwrap();
+                v.wait_event(compute, done).unwrap();
+                collectives.push((name.clone(), k.0, op.0));
+            }
         }
+        d.run_until_idle().expect("every op completes");
+        let spans = &d.timeline().expect("timeline on").spans;
+        let span = |client: &str, op: u64| {
+            spans.iter().find(|s| s.client == client && s.op == op).unwrap_or_else(|| panic!("{client} op {op} ran"))
+        };
+        for (client, before, op) in &collectives {
+            let (k, c) = (span(client, *before), span(client, *op));
+            assert_eq!(c.node, SERVICE_NODE, "{policy:?} seed {seed}: a collective ran on a leased node");
+            assert_ne!(k.node, SERVICE_NODE, "compute kernels are bound to pool nodes");
+            assert!(k.end_ns <= c.start_ns, "{policy:?} seed {seed}: the collective overtook the compute it waits on");
+        }
+        assert_eq!(d.stats().collectives, collectives.len() as u64);
     }
-    d.run_until_idle().expect("every collective is bound and completes");
-    let hierarchy = d.pool().hierarchy().clone();
-    let out: Vec<(u32, usize)> = d
-        .timeline()
-        .expect("timeline on")
-        .spans
-        .iter()
-        .filter(|s| s.node != SERVICE_NODE)
-        .filter_map(|s| {
-            let (_, _, grid) = collectives.iter().find(|(c, op, _)| *c == s.client && *op == s.op)?;
-            Some((*grid, hierarchy.node(NodeId(s.node)).size()))
-        })
-        .collect();
-    assert_eq!(out.len(), collectives.len(), "{policy:?} seed {seed}: every collective ran once, bound");
-    out
 }
 
 #[test]
-fn collectives_run_only_where_their_whole_grid_is_resident() {
-    let mut smallest_ring = usize::MAX;
-    let mut smallest_tree = usize::MAX;
-    let policies = [PolicyKind::Throughput, PolicyKind::Tpot, PolicyKind::Exclusive, PolicyKind::Static];
-    let runs = policies.into_iter().map(|p| (p, 0)).chain((0..24).map(|s| (PolicyKind::Chaos, s)));
-    for (policy, seed) in runs {
-        for (grid, units) in run(policy, seed) {
-            assert!(
-                u64::from(grid) <= units as u64 * RESIDENT_PER_UNIT,
-                "{policy:?} seed {seed}: a collective of {grid} blocks ran on a node of {units} units"
-            );
-            if grid == 64 {
-                smallest_ring = smallest_ring.min(units);
-            } else {
-                smallest_tree = smallest_tree.min(units);
-            }
-        }
-    }
-    assert_eq!(smallest_ring, 16, "Chaos drew the smallest node that holds a ring grid");
-    assert!(smallest_tree <= 12, "tree grids fit leaves, and Chaos placed some there ({smallest_tree})");
+fn a_collective_never_waits_for_another_client_s_lease() {
+    // Exclusive: client a holds the whole device with a long kernel; client b's collective starts
+    // while it runs (as under MPS), where b's ordinary kernel waits for a's lease.
+    let sim = SimBackend::h200();
+    let busy = sim.kernel("busy").expect("built-in kernel");
+    let config = DispatchConfig { record_timeline: true, ..DispatchConfig::default() };
+    let mut d = Dispatcher::new(sim, PolicyKind::Exclusive.build(0), Profiles::new("sim"), config).expect("pool");
+    let (a, b) = (Arc::new(VirtualContext::new(VctxId(0))), Arc::new(VirtualContext::new(VctxId(1))));
+    d.register(a.clone(), "a", ClientClass::BestEffort);
+    d.register(b.clone(), "b", ClientClass::BestEffort);
+    let (sa, sb, sc) = (
+        a.create_stream(StreamKind::NonBlocking, 0),
+        b.create_stream(StreamKind::NonBlocking, 0),
+        b.create_stream(StreamKind::NonBlocking, 0),
+    );
+    let long = a.record_op(sa, launch(&busy, 528, 256, 1_000_000, false)).unwrap().op;
+    d.pump().unwrap();
+    let coll = b.record_op(sb, launch(&busy, 64, 640, 1_000, true)).unwrap().op;
+    let plain = b.record_op(sc, launch(&busy, 64, 640, 1_000, false)).unwrap().op;
+    d.run_until_idle().unwrap();
+    let spans = &d.timeline().unwrap().spans;
+    let find = |c: &str, op: u64| spans.iter().find(|s| s.client == c && s.op == op).unwrap();
+    let (l, c, p) = (find("a", long.0), find("b", coll.0), find("b", plain.0));
+    assert!(c.start_ns < l.end_ns, "the collective started while a held the device: {c:?} vs {l:?}");
+    assert!(p.start_ns >= l.end_ns, "an ordinary kernel of b waited for a's lease (Exclusive): {p:?} vs {l:?}");
+}
+
+#[test]
+fn partitions_refuse_a_collective_grid_they_cannot_hold_at_once() {
+    let sim = SimBackend::h200();
+    let busy = sim.kernel("busy").expect("built-in kernel");
+    let leaf = sim.create_partition(&UnitSet::range(0, 8), 1).expect("8-unit partition");
+    // 4 resident `busy` blocks per unit: 32 at once on 8 units.
+    assert!(leaf.can_execute(&launch(&busy, 32, 640, 1, true)).is_ok());
+    assert!(matches!(
+        leaf.can_execute(&launch(&busy, 33, 640, 1, true)),
+        Err(Incompatibility::NotCoResident { blocks: 33, capacity: 32 })
+    ));
+    assert!(leaf.can_execute(&launch(&busy, 33, 640, 1, false)).is_ok(), "plain launches run in waves");
 }
 
 #[test]

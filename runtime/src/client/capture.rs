@@ -31,9 +31,9 @@
 //!   fewer of their blocks at once than the grid, a resident block could wait on a peer whose
 //!   partner block waits for a unit here: a deadlock across devices. So they carry the placement
 //!   constraint [`LaunchAttributes::coresident`] (never passed to the driver: the launch stays
-//!   unchanged) and are offered only the nodes that hold their whole grid at once, like
-//!   cooperative launches. One whose grid the whole device cannot hold at once, or whose occupancy
-//!   the driver does not report, runs natively, as it would without vitamin.
+//!   unchanged); the dispatcher runs them on its service partition, the whole device, without a
+//!   lease (`dispatch::spins_on_peers`). One whose grid the whole device cannot hold at once, or
+//!   whose occupancy the driver does not report, runs natively, as it would without vitamin.
 //!
 //! Every function returns [`Decline`] when vitamin cannot or should not model the call; the caller
 //! then takes the native path. Nothing here panics on application input.

@@ -3,8 +3,9 @@
 //! One [`Dispatcher::pump`] round:
 //! 1. **Intake**: ready ops from every client's vCtx. Markers (event record/wait) complete at once;
 //!    unit-free ops (copies, fills, host functions) go to the client's lane of a service partition
-//!    (the whole device: they occupy no units, so they take no lease); kernels and graph launches
-//!    join the ready queue.
+//!    (the whole device: they occupy no units, so they take no lease), and so do kernels that spin
+//!    on peers (NCCL's collectives: see `spins_on_peers`); other kernels and graph launches join
+//!    the ready queue.
 //! 2. **Lane continuation** (unless strict readiness is configured): an op whose only unsatisfied
 //!    predecessors are already submitted to one lane of a node leased by the same client, with its
 //!    gate open, is submitted on that lane at once (FIFO on one backend stream preserves H), if
@@ -166,6 +167,8 @@ pub struct DispatchStats {
     pub continued: u64,
     /// Unit-free ops placed on the service partition.
     pub unit_free: u64,
+    /// Kernels that spin on peers (collectives) placed on the service partition.
+    pub collectives: u64,
     /// Markers completed without device work.
     pub markers: u64,
     /// Policy proposals rejected by validation.
@@ -729,6 +732,7 @@ impl<B: Backend, P: Policy> Dispatcher<B, P> {
             && self.deferred.is_empty()
             && self.retry_unit_free.is_empty()
             && desc.uses_units()
+            && !spins_on_peers(desc)
             && matches!(**desc, OpDesc::Kernel(_) | OpDesc::Graph(_))
             && self.partitions[self.pool.root().0 as usize].can_execute(desc).is_ok()
     }
@@ -955,6 +959,12 @@ impl<B: Backend, P: Policy> Dispatcher<B, P> {
                             self.clients[ci].vctx.fail(r.op, why.unwrap_or_default());
                             self.stats.failed += 1;
                         }
+                        d if spins_on_peers(d) => {
+                            let lane = (ci % self.config.service_lanes.max(1)) as LaneId;
+                            self.submit_at(ci, r.op, r.desc, None, lane, false)?;
+                            self.stats.collectives += 1;
+                            n += 1;
+                        }
                         _ => {
                             self.seq += 1;
                             self.in_ready.insert((ci, r.op));
@@ -1077,6 +1087,12 @@ impl<B: Backend, P: Policy> Dispatcher<B, P> {
     /// ops behind unit-free predecessors follow them on their service lane.
     fn continuation_target(&mut self, ci: usize, op: OpId, desc: &Arc<OpDesc>, place: Option<Place>) -> Continuation {
         match place {
+            // A collective runs on the service partition: behind a service-lane predecessor it
+            // continues there; behind a node's, it waits for intake.
+            _ if spins_on_peers(desc) => match place {
+                Some(Place { node: None, lane }) => Continuation::Lane(None, lane),
+                _ => Continuation::No,
+            },
             Some(Place { node: Some(node), lane }) => {
                 let holder = self.clients[ci].info.holder;
                 let leased = if self.remote.is_some() {
@@ -1569,6 +1585,17 @@ enum Continuation {
     NotNow,
     /// Not at all: it waits for its predecessors' completion.
     No,
+}
+
+/// Whether `desc` is a kernel that spins on peers ([`vitamin_hal::LaunchAttributes::coresident`],
+/// not cooperative): NCCL's collectives. They run on the service partition (the whole device,
+/// no lease), like unit-free ops, never on a leased node: a collective of one job spinning on a
+/// lease-held node while its peer on another device waits for a lease held by another job's
+/// spinning collective would wait for ever (the gang problem of spatial partitioning); without a
+/// lease both are submitted at once, as under MPS. The whole device holds their grid at once
+/// (checked at capture; wider ones run natively).
+fn spins_on_peers(desc: &OpDesc) -> bool {
+    desc.as_kernel().is_some_and(|k| k.attributes().coresident() && !k.attributes().cooperative())
 }
 
 fn common_place(places: impl Iterator<Item = Option<Place>>) -> Option<Place> {

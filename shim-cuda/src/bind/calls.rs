@@ -111,8 +111,8 @@ fn launch_first(b: &Bind, s: vitamin_runtime::StreamId, c: &LaunchCall, info: &F
     }
     trace::step(4);
     let layout = info.layout.as_ref()?;
-    if info.required_cluster.is_some() {
-        return None;
+    if info.required_cluster.is_some() || info.spins_on_peers {
+        return None; // compiled-in clusters, collectives: placed by the dispatcher
     }
     if !layout.is_empty() {
         if c.params.is_null() {
