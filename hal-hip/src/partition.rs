@@ -254,9 +254,14 @@ impl HipPartition {
                 )))
             }
         }
-        if a.coresident() && !a.cooperative() {
-            // A kernel that spins on peers, launched plainly: CU masks apply to it, so it fits
-            // where the masked CUs hold its whole grid at once.
+        if a.cooperative() && !caps.module_cooperative_launch {
+            return Err(Incompatibility::InvalidLaunch(
+                "cooperative launch of a module function needs hipModuleLaunchCooperativeKernel (ROCm 6+)".into(),
+            ));
+        }
+        if a.needs_coresidency() {
+            // Cooperative, or a kernel that spins on peers (launched plainly: CU masks apply to
+            // it): every block resident at once on this partition's CUs.
             let per_cu = self
                 .shared
                 .blocks_per_cu(k.function(), threads as u32, k.shared_mem_bytes())
@@ -266,27 +271,12 @@ impl HipPartition {
                 return Err(Incompatibility::NotCoResident { blocks: k.blocks(), capacity });
             }
         }
-        if a.cooperative() {
-            if !caps.module_cooperative_launch {
-                return Err(Incompatibility::InvalidLaunch(
-                    "cooperative launch of a module function needs hipModuleLaunchCooperativeKernel (ROCm 6+)".into(),
-                ));
-            }
-            let per_cu = self
-                .shared
-                .blocks_per_cu(k.function(), threads as u32, k.shared_mem_bytes())
-                .map_err(|e| Incompatibility::InvalidLaunch(format!("occupancy query failed: {e}")))?;
-            let capacity = u64::from(per_cu) * self.units.len() as u64;
-            if k.blocks() > capacity {
-                return Err(Incompatibility::NotCoResident { blocks: k.blocks(), capacity });
-            }
-            if !self.whole_device {
-                return Err(Incompatibility::WholeDevice {
-                    what: "a cooperative launch (CU masks do not apply to it)".into(),
-                    units: self.units.len(),
-                    device: caps.cu_count as usize,
-                });
-            }
+        if a.cooperative() && !self.whole_device {
+            return Err(Incompatibility::WholeDevice {
+                what: "a cooperative launch (CU masks do not apply to it)".into(),
+                units: self.units.len(),
+                device: caps.cu_count as usize,
+            });
         }
         Ok(())
     }

@@ -20,7 +20,7 @@ use std::sync::OnceLock;
 use serde_json::Value;
 
 mod support;
-use support::{check_exec_order, run_async_app, shim_path, AppRun, FakeApp};
+use support::{check_exec_order, green_sms, run_async_app, shim_path, AppRun, FakeApp};
 
 fn fixture() -> &'static FakeApp {
     static F: OnceLock<FakeApp> = OnceLock::new();
@@ -178,20 +178,6 @@ fn census_per_node(b: &Value) -> Vec<u64> {
 /// Whether run `r` put the whole-device node on a green context (`VITAMIN_ROOT_CONTEXT=green`).
 fn root_on_green_context(r: &Run) -> bool {
     r.env.iter().any(|(k, v)| k == "VITAMIN_ROOT_CONTEXT" && v == "green")
-}
-
-/// SMs of each green context (`g<n>`), from the fake driver's `cuGreenCtxCreate` lines.
-fn green_sms(calls: &str) -> BTreeMap<String, u32> {
-    calls
-        .lines()
-        .filter_map(|l| l.strip_prefix("cuGreenCtxCreate "))
-        .map(|rest| {
-            let mut w = rest.split_whitespace();
-            let g = w.next().unwrap().to_string();
-            let sms = w.find_map(|x| x.strip_prefix("sms=")).unwrap().parse().unwrap();
-            (g, sms)
-        })
-        .collect()
 }
 
 fn bind_census(r: &Run) -> &Value {

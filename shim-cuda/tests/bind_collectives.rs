@@ -9,11 +9,10 @@
 //! device, no lease: `runtime::dispatch`), never on a smaller pool node, the one it cannot hold
 //! ran natively; the stream and event order of the loop holds in the execution log.
 
-use std::collections::BTreeMap;
 use std::sync::OnceLock;
 
 mod support;
-use support::{check_exec_order, run_async_app, AppRun, FakeApp};
+use support::{check_exec_order, green_sms, run_async_app, AppRun, FakeApp};
 
 fn fixture() -> &'static FakeApp {
     static F: OnceLock<FakeApp> = OnceLock::new();
@@ -37,19 +36,6 @@ fn grid_of(tag: u32) -> u32 {
         i if i % 2 == 0 => 100,
         _ => 24,
     }
-}
-
-/// SMs of each green context (`g<n>`), from the fake driver's `cuGreenCtxCreate` lines.
-fn green_sms(calls: &str) -> BTreeMap<String, u32> {
-    calls
-        .lines()
-        .filter_map(|l| l.strip_prefix("cuGreenCtxCreate "))
-        .map(|rest| {
-            let mut w = rest.split_whitespace();
-            let g = w.next().unwrap().to_string();
-            (g, w.find_map(|x| x.strip_prefix("sms=")).unwrap().parse().unwrap())
-        })
-        .collect()
 }
 
 /// The stream and event order of the loop, for every step.

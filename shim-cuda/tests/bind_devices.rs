@@ -11,7 +11,7 @@
 use std::sync::OnceLock;
 
 mod support;
-use support::{check_exec_order, run_async_app, AppRun, FakeApp};
+use support::{check_exec_order, device_of, run_async_app, AppRun, FakeApp};
 
 fn fixture() -> &'static FakeApp {
     static F: OnceLock<FakeApp> = OnceLock::new();
@@ -25,14 +25,6 @@ fn run(name: &str, bind: Option<&[(&str, &str)]>) -> AppRun {
     assert!(r.out.status.success(), "{name} failed:\n{}\n{}", r.stdout(), String::from_utf8_lossy(&r.out.stderr));
     assert!(r.stdout().ends_with("done\n"), "{name}:\n{}", r.stdout());
     r
-}
-
-/// The device of the green context kernel `label` ran on; `None` on a primary-context stream.
-fn device_of(r: &AppRun, label: &str) -> Option<u32> {
-    let line = r.exec.lines().find(|l| l.starts_with(&format!("begin {label} "))).expect("in the execution log");
-    let ctx = line.split_whitespace().find_map(|w| w.strip_prefix("ctx=")).expect("ctx=");
-    let create = r.calls.lines().find(|l| l.starts_with(&format!("cuGreenCtxCreate {ctx} ")))?;
-    create.split_whitespace().find_map(|w| w.strip_prefix("dev=")).map(|d| d.parse().unwrap())
 }
 
 #[test]
@@ -57,11 +49,21 @@ fn each_device_binds_its_own_launches_in_cross_device_order() {
         assert_eq!(r.stdout(), native.stdout(), "{name}: output differs from the native run");
         check_exec_order(name, &r.exec, &edges);
         for i in 0..4 {
-            assert_eq!(device_of(&r, &format!("k{}", 10 + i)), Some(0), "{name}: k{} on device 0's pool", 10 + i);
-            assert_eq!(device_of(&r, &format!("k{}", 20 + i)), Some(1), "{name}: k{} on device 1's pool", 20 + i);
+            assert_eq!(
+                device_of(&r.exec, &r.calls, &format!("k{}", 10 + i)),
+                Some(0),
+                "{name}: k{} on device 0's pool",
+                10 + i
+            );
+            assert_eq!(
+                device_of(&r.exec, &r.calls, &format!("k{}", 20 + i)),
+                Some(1),
+                "{name}: k{} on device 1's pool",
+                20 + i
+            );
         }
-        assert_eq!(device_of(&r, "k95"), Some(1));
-        assert_eq!(device_of(&r, "k96"), Some(1));
+        assert_eq!(device_of(&r.exec, &r.calls, "k95"), Some(1));
+        assert_eq!(device_of(&r.exec, &r.calls, "k96"), Some(1));
         let census = r.census.as_ref().expect("census");
         let devices = census["bind"]["devices"].as_array().unwrap_or_else(|| panic!("{name}: {census}"));
         assert_eq!(devices.len(), 2, "{name}: {census}");

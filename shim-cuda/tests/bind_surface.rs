@@ -16,7 +16,7 @@
 use std::sync::OnceLock;
 
 mod support;
-use support::{check_exec_order, run_async_app, AppRun, FakeApp};
+use support::{check_exec_order, device_of, run_async_app, AppRun, FakeApp};
 
 fn fixture() -> &'static FakeApp {
     static F: OnceLock<FakeApp> = OnceLock::new();
@@ -110,15 +110,6 @@ fn stream_taking_calls_lifetimes_and_other_contexts_keep_native_order() {
         assert_eq!(bind["streams_handed_to_driver"], 1, "{bind}");
         assert_eq!(bind["streams_mapped"], 3, "s1, s2 and t2; the destroyed s3 forgotten: {bind}");
     }
-}
-
-/// The device of the green context a kernel ran on (`ctx=g<n>` in the execution log, `dev=` of
-/// that context's `cuGreenCtxCreate` line); `None` for a primary-context stream.
-fn device_of(exec: &str, calls: &str, label: &str) -> Option<u32> {
-    let line = exec.lines().find(|l| l.starts_with(&format!("begin {label} "))).expect("in the execution log");
-    let ctx = line.split_whitespace().find_map(|w| w.strip_prefix("ctx=")).expect("ctx=");
-    let create = calls.lines().find(|l| l.starts_with(&format!("cuGreenCtxCreate {ctx} ")))?;
-    create.split_whitespace().find_map(|w| w.strip_prefix("dev=")).map(|d| d.parse().unwrap())
 }
 
 #[test]

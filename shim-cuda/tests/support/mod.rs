@@ -206,3 +206,28 @@ pub fn check_exec_order(name: &str, exec: &str, edges: &[(&str, &str)]) {
 pub fn file_only_key(var: &str) -> Option<&'static str> {
     vitamin_runtime::config::KEYS.iter().find(|k| k.env.is_none() && (k.name == var || k.var() == var)).map(|k| k.name)
 }
+
+/// SMs of each green context (`g<n>`), from the fake driver's `cuGreenCtxCreate` lines.
+pub fn green_sms(calls: &str) -> std::collections::BTreeMap<String, u32> {
+    calls
+        .lines()
+        .filter_map(|l| l.strip_prefix("cuGreenCtxCreate "))
+        .map(|rest| {
+            let mut w = rest.split_whitespace();
+            let g = w.next().unwrap().to_string();
+            (g, w.find_map(|x| x.strip_prefix("sms=")).unwrap().parse().unwrap())
+        })
+        .collect()
+}
+
+/// The device of the green context the operation `label` ran on (`ctx=g<n>` in the execution
+/// log, `dev=` of that context's `cuGreenCtxCreate` line); `None` on a primary-context stream.
+pub fn device_of(exec: &str, calls: &str, label: &str) -> Option<u32> {
+    let line = exec
+        .lines()
+        .find(|l| l.starts_with(&format!("begin {label} ")))
+        .unwrap_or_else(|| panic!("{label} missing from the execution log:\n{exec}"));
+    let ctx = line.split_whitespace().find_map(|w| w.strip_prefix("ctx=")).expect("ctx=");
+    let create = calls.lines().find(|l| l.starts_with(&format!("cuGreenCtxCreate {ctx} ")))?;
+    create.split_whitespace().find_map(|w| w.strip_prefix("dev=")).map(|d| d.parse().unwrap())
+}
