@@ -19,8 +19,7 @@ use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
 use vitamin_hal::{
-    check_union_of_leaves, Backend, Capabilities, FunctionKind, FunctionRef, HalError, Topology, TopologySpec,
-    UnitKind, UnitSet, Vendor,
+    check_union_of_leaves, Backend, Capabilities, FunctionKind, FunctionRef, HalError, Topology, TopologySpec, UnitSet,
 };
 
 use crate::driver::{self, Api, HipEvent, HipModule};
@@ -338,9 +337,9 @@ impl HipBackend {
         });
         notes.push("not validated on AMD hardware: CI runs this backend on a test double (docs/amd.md)".into());
         let topology = Topology::new(TopologySpec {
-            vendor: Vendor::Amd,
+            vendor: "amd".into(),
             device_name: caps.device_name.clone(),
-            unit_kind: UnitKind::Cu,
+            unit_name: "CU".into(),
             unit_count: caps.cu_count as usize,
             leaves: layout.leaves,
             domains: layout.domains,

@@ -165,7 +165,7 @@ fn mi300x_leaves_put_bit_i_on_xcd_i_mod_8() {
             }
         }
         // The same hierarchical pool as the simulated MI300X builds.
-        let sim = vitamin_hal::sim::SimBackend::mi300x();
+        let sim = vitamin_hal::sim::SimBackend::preset("mi300x").unwrap();
         assert_eq!(top.leaves(), sim.topology().leaves());
         assert_eq!(Hierarchy::build(top).len(), Hierarchy::build(sim.topology()).len());
     });
@@ -339,7 +339,7 @@ fn reduction(b: &HipBackend, p: &HipPartition, n: u32, grid: u32) -> Result<u32,
 fn fences_by_event_and_by_stream_write() {
     fn expected(n: u32, grid: u32) -> u32 {
         use vitamin_hal::sim::SimBackend;
-        let sim = SimBackend::mi300x();
+        let sim = SimBackend::preset("mi300x").unwrap();
         let xs: Vec<f32> = (0..n).map(|i| ((i * 7919) % 1000) as f32 * 0.001 - 0.3).collect();
         let x = sim.alloc(n as usize * 4);
         sim.write_f32s(x, &xs).unwrap();

@@ -155,15 +155,15 @@ pub fn check_union_of_leaves(topology: &Topology, units: &UnitSet) -> Result<(),
         } else if leaf.intersects(units) {
             return Err(HalError::InvalidPartition(format!(
                 "{} cuts leaf {} : partitions must be unions of whole leaves",
-                units.display(topology.unit_kind()),
-                leaf.display(topology.unit_kind())
+                units.display(topology.unit_name()),
+                leaf.display(topology.unit_name())
             )));
         }
     }
     if covered != *units {
         return Err(HalError::InvalidPartition(format!(
             "{} includes units outside the device",
-            units.display(topology.unit_kind())
+            units.display(topology.unit_name())
         )));
     }
     Ok(())

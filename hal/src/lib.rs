@@ -45,5 +45,5 @@ pub use op::{
     Copy, Dim3, Endpoint, Fill, FunctionKind, FunctionRef, GraphLaunch, HostFunction, KernelArgs, KernelLaunch,
     LaunchAttributes, LaunchConfig, Marker, OpDesc, ParamLayout, RawAttribute,
 };
-pub use topology::{Capabilities, Topology, TopologySpec, UnitKind, Vendor};
+pub use topology::{Capabilities, Topology, TopologySpec};
 pub use unitset::{UnitSet, MAX_UNITS};

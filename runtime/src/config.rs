@@ -351,7 +351,7 @@ pub struct DaemonSection {
     /// Gids whose members are allowed.
     #[serde(default)]
     pub allow_gid: Vec<u32>,
-    /// Device 0's topology (`from-client`, `probe`, `sim-h200`, `sim-mi300x`).
+    /// Device 0's topology (`from-client`, `probe`, `sim-NAME` for a simulated device preset).
     pub topology: Option<String>,
     /// Prometheus endpoint (loopback `ADDR:PORT`).
     pub metrics: Option<String>,
