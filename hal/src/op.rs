@@ -48,9 +48,9 @@ impl fmt::Display for Dim3 {
 /// What kind of handle a [`FunctionRef`] carries.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum FunctionKind {
-    /// A context-bound function (`CUfunction`, `hipFunction_t`).
+    /// A context-bound function handle of the backend's driver.
     Function,
-    /// A context-independent kernel (`CUkernel`, CUDA 12+ library handles).
+    /// A context-independent kernel handle (loaded from a library, valid in every context).
     Kernel,
     /// A kernel of the simulated device, by registry index.
     Simulated,
@@ -155,8 +155,8 @@ impl KernelArgs {
         Ok(KernelArgs { bytes: bytes.into(), params: params.into() })
     }
 
-    /// Packs values with natural alignment (each parameter aligned to `min(size, 8)`), as CUDA and
-    /// HIP lay out kernel parameters of scalar and pointer types.
+    /// Packs values with natural alignment (each parameter aligned to `min(size, 8)`), as the native
+    /// kernel ABIs lay out parameters of scalar and pointer types.
     pub fn pack(values: &[&[u8]]) -> Self {
         let mut bytes = Vec::new();
         let mut params = Vec::with_capacity(values.len());

@@ -4,11 +4,11 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
-/// The largest unit index + 1 a [`UnitSet`] can hold (MI300X has 304 CUs; 512 leaves headroom).
+/// The largest unit index + 1 a [`UnitSet`] can hold (the largest simulated preset has 304 units; 512 leaves headroom).
 pub const MAX_UNITS: usize = 512;
 const WORDS: usize = MAX_UNITS / 64;
 
-/// A set of execution units (SMs on NVIDIA, CUs on AMD) as a 512-bit bitset.
+/// A set of execution units (the backend's execution units) as a 512-bit bitset.
 ///
 /// Copyable and allocation-free: set algebra is a handful of word operations, so conflict tests
 /// between pool nodes cost a few nanoseconds.

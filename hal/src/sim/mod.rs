@@ -46,7 +46,7 @@ use crate::unitset::UnitSet;
 use crate::{HalError, Incompatibility};
 use engine::Engine;
 
-/// Largest block the simulated device accepts (threads), like CUDA and HIP.
+/// Largest block the simulated device accepts (threads), as real devices do.
 pub const MAX_BLOCK_THREADS: u64 = 1024;
 /// Largest cluster (blocks), like Hopper's non-portable limit.
 pub const MAX_CLUSTER_BLOCKS: u64 = 16;
@@ -597,7 +597,7 @@ impl PhysicalPartition for SimPartition {
 
     /// The simulated device has no native streams: the handle `issue` gets is a token under
     /// which its launch hands the descriptor over with [`issue_native`] (from the same thread,
-    /// during the call), as a CUDA caller would launch on the lane's stream.
+    /// during the call), as a native caller would launch on the lane's stream.
     fn submit_native(
         &self,
         lane: LaneId,

@@ -900,7 +900,7 @@ fn run<N: NativeApi>(
         // The thread's driver calls must be forwarded untouched, like this thread's.
         let t = settings.tuning;
         if let Err(e) = backend.start_submit_thread(t.submit_burst, t.submit_spin, N::enter_runtime_thread) {
-            // A backend without one by design (HIP: each runtime call is issued by the calling
+            // A backend without one by design (one whose runtime calls are issued by the calling
             // thread) is no warning; a failure to start one is.
             let level =
                 if matches!(e, vitamin_hal::HalError::Unsupported { .. }) { LogLevel::Debug } else { LogLevel::Warn };

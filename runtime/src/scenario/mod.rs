@@ -276,7 +276,7 @@ pub fn run_scenario(
 }
 
 /// The profiling pass: measures every recurring launch configuration of a scenario's tenants at
-/// every pool size on a separate simulated H200 (so the scenario's clock is untouched).
+/// every pool size on a separate simulated device of the default preset (so the scenario's clock is untouched).
 pub fn profile_tenants(kind: ScenarioKind, scale: ScenarioScale) -> Result<Profiles, DispatchError> {
     let sim = SimBackend::default_device();
     let launches: Vec<_> = tenants(kind, &sim, scale, 0, None)
