@@ -340,7 +340,7 @@ pub struct RealizationStats {
 }
 
 impl CudaBackend {
-    /// The device chosen by `VITAMIN_CUDA_DEVICE` (default 0).
+    /// The device chosen by the configuration key `device` (default 0).
     pub fn new() -> Result<Self, HalError> {
         Self::with_ordinal(crate::probe::default_ordinal()?)
     }

@@ -90,8 +90,8 @@ impl SimConfig {
     }
 }
 
-/// Environment variable choosing the simulated device preset by name ([`SimPreset::named`]);
-/// unset: the first preset.
+/// Environment variable with which the command-line tool chooses the simulated device preset by
+/// name ([`SimPreset::named`]); unset: the first preset. This crate reads no environment.
 pub const SIM_DEVICE_ENV: &str = "VITAMIN_SIM_DEVICE";
 
 /// The preset table, compiled in (data, not code: `hal/src/sim/presets.toml` describes its fields).
@@ -202,14 +202,6 @@ impl SimPreset {
         })
     }
 
-    /// The preset named by [`SIM_DEVICE_ENV`], the default when unset or empty.
-    pub fn from_env() -> Result<&'static SimPreset, HalError> {
-        match std::env::var(SIM_DEVICE_ENV) {
-            Ok(v) if !v.trim().is_empty() => Self::named(&v),
-            _ => Ok(Self::default_preset()),
-        }
-    }
-
     fn try_config(&self) -> Result<SimConfig, HalError> {
         let bad = |why: String| Err(HalError::InvalidTopology(why));
         let mut leaves = Vec::new();
@@ -308,11 +300,6 @@ impl SimDevice {
     /// Whether this is the default preset.
     pub fn is_default(self) -> bool {
         self == SimDevice::default()
-    }
-
-    /// The preset named by [`SIM_DEVICE_ENV`], the default when unset.
-    pub fn from_env() -> Result<Self, HalError> {
-        SimPreset::from_env().map(SimDevice)
     }
 }
 
