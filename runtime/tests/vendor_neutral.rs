@@ -95,7 +95,8 @@ fn raw_string_len(s: &[u8]) -> Option<usize> {
         return None;
     }
     let body = start + hashes + 1;
-    let close: Vec<u8> = std::iter::once(b'"').chain(std::iter::repeat(b'#').take(hashes)).collect();
+    let mut close = vec![b'#'; hashes + 1];
+    close[0] = b'"';
     let end =
         s[body..].windows(close.len()).position(|w| w == close.as_slice()).map_or(s.len(), |p| body + p + close.len());
     Some(end)

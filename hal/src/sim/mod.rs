@@ -228,7 +228,7 @@ impl SimPreset {
                 (0..count).map(|d| (0..self.units).filter(|i| i % count == d).collect()).collect()
             }
             Some(DomainSpec { count, layout: DomainLayout::Contiguous }) => {
-                if self.units % count != 0 {
+                if self.units / count * count != self.units {
                     return bad(format!("{} units do not split into {count} equal domains", self.units));
                 }
                 let size = self.units / count;
