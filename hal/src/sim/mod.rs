@@ -696,6 +696,48 @@ mod tests {
         assert_eq!(b.domains, vec![[0, 2, 4].into_iter().collect(), [1, 3, 5].into_iter().collect::<UnitSet>()]);
     }
 
+    proptest::proptest! {
+        /// Any table of leaf runs and domains builds the layout a plain reference computes: leaves
+        /// of the runs' sizes, consecutive and in order; interleaved domains by `unit mod count`,
+        /// contiguous ones by `unit / (units / count)`.
+        #[test]
+        fn leaf_runs_and_domains_build_as_the_reference_says(
+            runs in proptest::collection::vec((1usize..4, 1usize..12), 1..6),
+            domains in 0usize..5,
+            interleaved in proptest::bool::ANY,
+        ) {
+            let units: usize = runs.iter().map(|&(c, u)| c * u).sum();
+            let leaves: Vec<String> = runs.iter().map(|(c, u)| format!("{{ count = {c}, units = {u} }}")).collect();
+            let layout = if interleaved { "interleaved" } else { "contiguous" };
+            let domain_line = if domains == 0 { String::new() } else { format!("domains = {{ count = {domains}, layout = \"{layout}\" }}\n") };
+            let text = format!(
+                "[[preset]]\nname = \"p\"\ndisplay_name = \"P\"\nvendor = \"v\"\nunit_name = \"U\"\nunits = {units}\nmin_partition = 1\nleaves = [{}]\n{domain_line}",
+                leaves.join(", ")
+            );
+            let fits = domains == 0 || (domains <= units && (interleaved || units / domains * domains == units));
+            let parsed = parse_presets(&text);
+            proptest::prop_assert_eq!(parsed.is_ok(), fits, "{}: {:?}", text, parsed);
+            let Ok(p) = parsed else { return Ok(()) };
+            let config = p[0].config();
+            let mut want = Vec::new();
+            let mut at = 0;
+            for &(c, u) in &runs {
+                for _ in 0..c {
+                    want.push((at..at + u).collect::<UnitSet>());
+                    at += u;
+                }
+            }
+            proptest::prop_assert_eq!(&config.leaves, &want);
+            for (d, set) in config.domains.iter().enumerate() {
+                for i in 0..units {
+                    let home = if interleaved { i % domains } else { i / (units / domains) };
+                    proptest::prop_assert_eq!(set.contains(i), home == d, "unit {} domain {}", i, d);
+                }
+            }
+            proptest::prop_assert_eq!(config.domains.len(), domains);
+        }
+    }
+
     #[test]
     fn bad_tables_are_errors_that_say_why() {
         let one = |body: &str| {
