@@ -135,7 +135,7 @@ pub struct ParamLayout {
     pub size: u32,
 }
 
-/// Copied kernel argument bytes with per-parameter layout (from `cuFuncGetParamInfo` or the
+/// Copied kernel argument bytes with per-parameter layout (from the driver's parameter info or the
 /// packing rules of the caller).
 #[derive(Clone, PartialEq, Eq, Hash)]
 pub struct KernelArgs {
@@ -427,7 +427,7 @@ impl Fill {
     }
 }
 
-/// A host function ordered in a stream (`cuLaunchHostFunc`, stream callbacks).
+/// A host function ordered in a stream (a native host-function launch or stream callback).
 #[derive(Clone)]
 pub struct HostFunction {
     name: Arc<str>,
