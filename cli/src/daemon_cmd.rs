@@ -314,10 +314,15 @@ fn detach(socket: &Path, opts: &Resolved) -> Result<()> {
 fn topology(opt: &str, choice: BackendChoice) -> Result<Option<Topology>> {
     Ok(match opt {
         "from-client" => None,
-        "sim-h200" => Some(SimBackend::h200().topology().clone()),
-        "sim-mi300x" => Some(SimBackend::mi300x().topology().clone()),
         "probe" => Some(backends::select(choice, vitamin_hal::sim::SimDevice::default())?.0.topology().clone()),
-        o => bail!("unknown --topology {o:?}: expected from-client, probe, sim-h200 or sim-mi300x"),
+        o => match o.strip_prefix("sim-").map(SimBackend::preset) {
+            Some(Ok(sim)) => Some(sim.topology().clone()),
+            _ => {
+                let sims: Vec<String> =
+                    vitamin_hal::sim::SimPreset::all().iter().map(|p| format!("sim-{}", p.name)).collect();
+                bail!("unknown --topology {o:?}: expected from-client, probe or {}", sims.join(", "))
+            }
+        },
     })
 }
 

@@ -98,7 +98,7 @@ pub fn run(args: DemoArgs, device: SimDevice) -> Result<()> {
         "vitamin demo: SIMULATED device ({}, {} {}s, {}-node pool); no GPU is used.",
         top.device_name(),
         top.unit_count(),
-        top.unit_kind(),
+        top.unit_name(),
         vitamin_runtime::pool::Hierarchy::build(&top).len()
     );
     println!("{NOTE}\n");
@@ -115,7 +115,7 @@ pub fn run(args: DemoArgs, device: SimDevice) -> Result<()> {
             bar.set_message(m.to_owned());
             bar.inc(1);
         };
-        let report = if device == SimDevice::H200 {
+        let report = if device.is_default() {
             evaluate(k, &args.policies, args.seed, scale, &config, progress).map(|(r, _)| r).map_err(Into::into)
         } else {
             sim_device::evaluate(device, k, &args.policies, args.seed, scale, &config, progress)
@@ -126,7 +126,7 @@ pub fn run(args: DemoArgs, device: SimDevice) -> Result<()> {
     let determinism = if args.determinism_seeds > 0 {
         bar.set_message(format!("determinism: {} Chaos seeds", args.determinism_seeds));
         let seeds: Vec<u64> = (0..args.determinism_seeds).collect();
-        let d = if device == SimDevice::H200 {
+        let d = if device.is_default() {
             determinism_check(&seeds, 3, &config).map_err(Into::into)
         } else {
             sim_device::determinism_check(device, &seeds, 3, &config)
@@ -172,7 +172,7 @@ pub fn run(args: DemoArgs, device: SimDevice) -> Result<()> {
         let mut cfg = config.clone();
         cfg.dispatch.record_timeline = true;
         let (k, p) = (kinds[0], args.policies[0]);
-        let run = if device == SimDevice::H200 {
+        let run = if device.is_default() {
             run_scenario(k, p, args.seed, scale, &cfg)?
         } else {
             sim_device::run_scenario(device, k, p, args.seed, scale, &cfg)?

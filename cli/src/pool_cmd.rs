@@ -48,7 +48,7 @@ pub fn run(choice: BackendChoice, sim: vitamin_hal::sim::SimDevice, json: bool) 
 }
 
 fn node_line(h: &Hierarchy, n: &Node, indent: usize) -> String {
-    let kind = h.unit_kind();
+    let kind = h.unit_name();
     let mut line = format!(
         "{:indent$}{:<5} {:<9} {:>4} {}s  {}",
         "",
@@ -85,7 +85,7 @@ pub fn render(probes: &[ProbeReport], top: &Topology, h: &Hierarchy) -> String {
         caps.backend,
         if caps.simulated { ", SIMULATED" } else { "" },
         top.unit_count(),
-        top.unit_kind(),
+        top.unit_name(),
         top.leaves().len()
     );
     let _ = writeln!(s, "\npool tree (binary split of the leaves; each node's remainder = device minus the node):");
@@ -122,7 +122,7 @@ pub fn to_json(probes: &[ProbeReport], top: &Topology, h: &Hierarchy) -> Value {
                 "depth": n.depth,
                 "size": n.size(),
                 "units": n.units.runs().map(|(a, b)| [a, b]).collect::<Vec<_>>(),
-                "units_display": n.units.display(h.unit_kind()).to_string(),
+                "units_display": n.units.display(h.unit_name()).to_string(),
                 "parent": n.parent,
                 "children": n.children.as_slice(),
                 "remainder": n.remainder,
@@ -135,7 +135,7 @@ pub fn to_json(probes: &[ProbeReport], top: &Topology, h: &Hierarchy) -> Value {
         "device": {
             "name": top.device_name(),
             "vendor": top.vendor(),
-            "unit_kind": top.unit_kind(),
+            "unit_kind": top.unit_name().to_ascii_lowercase(),
             "unit_count": top.unit_count(),
             "backend": caps.backend,
             "simulated": caps.simulated,
@@ -161,7 +161,7 @@ mod tests {
 
     #[test]
     fn h200_text_and_json() {
-        let b = SimBackend::h200();
+        let b = SimBackend::preset("h200").unwrap();
         let top = b.topology();
         let h = Hierarchy::build(top);
         let probes = [ProbeReport { backend: "sim", usable: true, reason: Some("requested".into()) }];
@@ -197,7 +197,7 @@ mod tests {
 
     #[test]
     fn mi300x_pool_over_xcd_balanced_leaves() {
-        let b = vitamin_hal::sim::SimDevice::Mi300x.backend();
+        let b = vitamin_hal::sim::SimDevice::named("mi300x").unwrap().backend();
         let top = b.topology();
         let h = Hierarchy::build(top);
         let probes = [ProbeReport { backend: "sim", usable: true, reason: Some("requested".into()) }];

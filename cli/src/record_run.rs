@@ -591,7 +591,7 @@ mod tests {
     /// host-memory CPU reference run of the same plan.
     #[test]
     fn the_simulated_record_is_invariant_and_matches_the_host_reference() {
-        let dev = SimSuite::new(vitamin_hal::sim::SimBackend::h200());
+        let dev = SimSuite::new(vitamin_hal::sim::SimBackend::preset("h200").unwrap());
         let rec = record(&dev, &nodes(&dev.sim), &cfg(), &mut |_, _, _| {}).expect("record");
         assert_eq!(rec.cases.len(), 4);
         assert_eq!(rec.variants.len(), 1);
@@ -609,7 +609,7 @@ mod tests {
 
     #[test]
     fn a_perturbed_kernel_records_another_structure() {
-        let dev = SimSuite::new(vitamin_hal::sim::SimBackend::h200());
+        let dev = SimSuite::new(vitamin_hal::sim::SimBackend::preset("h200").unwrap());
         let mut c = cfg();
         let base = record(&dev, &nodes(&dev.sim), &c, &mut |_, _, _| {}).expect("record");
         c.perturb = vec![SuiteKernel::Reduction];
@@ -627,7 +627,7 @@ mod tests {
 
     #[test]
     fn empty_selections_are_errors() {
-        let dev = SimSuite::new(vitamin_hal::sim::SimBackend::h200());
+        let dev = SimSuite::new(vitamin_hal::sim::SimBackend::preset("h200").unwrap());
         let mut c = cfg();
         c.seeds.clear();
         assert!(record(&dev, &nodes(&dev.sim), &c, &mut |_, _, _| {}).is_err());

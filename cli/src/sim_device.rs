@@ -132,7 +132,7 @@ mod tests {
         let config = HarnessConfig::default();
         let scale = ScenarioScale { duration_ns: 20_000_000, trace_requests: 5 };
         let r = evaluate(
-            SimDevice::Mi300x,
+            SimDevice::named("mi300x").unwrap(),
             ScenarioKind::ColocatedTraining,
             &[PolicyKind::Throughput, PolicyKind::Chaos],
             7,
@@ -151,7 +151,7 @@ mod tests {
             }
             assert!(run.tenants.iter().all(|t| t.completed > 0), "{}: a tenant made no progress", run.policy);
         }
-        let d = determinism_check(SimDevice::Mi300x, &[1, 2], 2, &config).expect("determinism");
+        let d = determinism_check(SimDevice::named("mi300x").unwrap(), &[1, 2], 2, &config).expect("determinism");
         assert!(d.trials.iter().all(|t| t.identical), "{d:?}");
         assert!(d.reference.iter().all(|&x| x != 0));
     }

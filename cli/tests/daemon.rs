@@ -135,7 +135,7 @@ fn an_mps_fault_reaches_clients_and_status() {
         socket: socket.clone(),
         name: "probe".into(),
         device: 0,
-        topology: SimBackend::h200().topology().clone(),
+        topology: SimBackend::preset("h200").unwrap().topology().clone(),
         class: ClientClass::BestEffort,
         lanes: 2,
         timeout: Duration::from_secs(5),

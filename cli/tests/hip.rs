@@ -34,7 +34,7 @@ fn info_and_pool_use_the_hip_backend_when_it_is_usable() {
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{text}{}", String::from_utf8_lossy(&out.stderr));
     assert!(text.contains("hip   usable"), "{text}");
-    assert!(text.contains("device: AMD Instinct MI300X (Amd, backend hip)"), "{text}");
+    assert!(text.contains("device: AMD Instinct MI300X (amd, backend hip)"), "{text}");
     assert!(text.contains("19 leaves") && text.contains("domain 7: 38 CUs"), "{text}");
     assert!(text.contains("not validated on AMD hardware"), "{text}");
     let out = vitamin(&lib).args(["info", "--json"]).output().unwrap();

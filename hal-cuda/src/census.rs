@@ -111,7 +111,7 @@ pub fn check_nodes(backend: &CudaBackend, parts: &[&CudaPartition]) -> Result<Ce
             .flat_map(|(_, s)| s.iter().copied())
             .collect();
         nodes.push(NodeCensus {
-            units: p.units().display(top.unit_kind()).to_string(),
+            units: p.units().display(top.unit_name()).to_string(),
             size: p.units().len(),
             exact: phys == expected,
             physical: phys.into_iter().collect(),
@@ -218,7 +218,7 @@ impl GraphCensusReport {
 /// Launches the census graph as one op on each of `parts` and compares the SMs its kernels used
 /// with a plain census launch on the same partition; then once on the primary context.
 pub fn check_graph_nodes(backend: &CudaBackend, parts: &[&CudaPartition]) -> Result<GraphCensusReport, HalError> {
-    let kind = backend.topology().unit_kind();
+    let kind = backend.topology().unit_name();
     let mut nodes = Vec::new();
     for p in parts {
         let reference = physical_sms(backend, p)?;

@@ -411,7 +411,7 @@ pub fn run(
         device: top.device_name().to_owned(),
         driver: backend.capabilities().driver_version_string(),
         config: cfg.clone(),
-        nodes: nodes.iter().map(|n| n.display(top.unit_kind()).to_string()).collect(),
+        nodes: nodes.iter().map(|n| n.display(top.unit_name()).to_string()).collect(),
         realization,
         census,
         references,

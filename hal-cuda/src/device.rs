@@ -20,8 +20,7 @@ use std::time::{Duration, Instant};
 use parking_lot::Mutex;
 use serde::Serialize;
 use vitamin_hal::{
-    check_union_of_leaves, Backend, Capabilities, FunctionKind, FunctionRef, HalError, Topology, TopologySpec,
-    UnitKind, UnitSet, Vendor,
+    check_union_of_leaves, Backend, Capabilities, FunctionKind, FunctionRef, HalError, Topology, TopologySpec, UnitSet,
 };
 
 use crate::driver::{
@@ -341,7 +340,7 @@ pub struct RealizationStats {
 }
 
 impl CudaBackend {
-    /// The device chosen by `VITAMIN_CUDA_DEVICE` (default 0).
+    /// The device chosen by the configuration key `device` (default 0).
     pub fn new() -> Result<Self, HalError> {
         Self::with_ordinal(crate::probe::default_ordinal()?)
     }
@@ -414,9 +413,9 @@ impl CudaBackend {
             (None, None) => "NVRTC not probed".into(),
         });
         let topology = Topology::new(TopologySpec {
-            vendor: Vendor::Nvidia,
+            vendor: "nvidia".into(),
             device_name: caps.device_name.clone(),
-            unit_kind: UnitKind::Sm,
+            unit_name: "SM".into(),
             unit_count: caps.sm_count as usize,
             leaves: leaf_sets,
             domains: Vec::new(),

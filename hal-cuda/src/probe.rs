@@ -7,8 +7,9 @@ use vitamin_hal::HalError;
 use crate::driver::{self, device, resource};
 use cudarc::driver::sys::CUdevice_attribute as Attr;
 
-/// Environment variable choosing the CUDA device ordinal (default 0).
-pub const DEVICE_ENV: &str = "VITAMIN_CUDA_DEVICE";
+/// Configuration key choosing the device ordinal (default 0; docs/config.md). A file key, no
+/// environment variable: `CUDA_VISIBLE_DEVICES` selects devices per process.
+pub const DEVICE_KEY: &str = "device";
 
 /// What the probe found. Serialized into `vitamin info --json` and the determinism report.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -52,14 +53,15 @@ impl CudaCapabilities {
     }
 }
 
-/// The device ordinal from [`DEVICE_ENV`], default 0.
+/// The device ordinal from the configuration key [`DEVICE_KEY`], default 0.
 pub fn default_ordinal() -> Result<i32, HalError> {
-    match std::env::var(DEVICE_ENV) {
-        Ok(v) => v
-            .trim()
-            .parse()
-            .map_err(|_| driver::unsupported(format!("{DEVICE_ENV}={v:?} is not a device ordinal: use 0, 1, ..."))),
-        Err(_) => Ok(0),
+    match vitamin_runtime::config::process().get(DEVICE_KEY).map(|v| v.trim().to_owned()) {
+        Some(v) if !v.is_empty() => v.parse().ok().filter(|&n: &i32| n >= 0).ok_or_else(|| {
+            driver::unsupported(format!(
+                "configuration key {DEVICE_KEY} = {v:?} is not a device ordinal: use 0, 1, ..."
+            ))
+        }),
+        _ => Ok(0),
     }
 }
 
@@ -109,7 +111,7 @@ pub fn probe_device(ordinal: i32) -> Result<CudaCapabilities, HalError> {
     })
 }
 
-/// Probes the device chosen by [`DEVICE_ENV`].
+/// Probes the device chosen by [`DEVICE_KEY`].
 pub fn probe() -> Result<CudaCapabilities, HalError> {
     probe_device(default_ordinal()?)
 }

@@ -19,22 +19,15 @@ use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
 use vitamin_hal::{
-    check_union_of_leaves, Backend, Capabilities, FunctionKind, FunctionRef, HalError, Topology, TopologySpec,
-    UnitKind, UnitSet, Vendor,
+    check_union_of_leaves, Backend, Capabilities, FunctionKind, FunctionRef, HalError, Topology, TopologySpec, UnitSet,
 };
 
 use crate::driver::{self, Api, HipEvent, HipModule};
 use crate::partition::HipPartition;
 use crate::probe::{layout_for, probe_library, HipCapabilities};
+use crate::settings;
 
-/// Environment variable bounding the streams (hardware queues) of all partitions together.
-pub const MAX_STREAMS_ENV: &str = "VITAMIN_HIP_MAX_STREAMS";
-/// Environment variable bounding the lanes of one partition.
-pub const MAX_LANES_ENV: &str = "VITAMIN_HIP_MAX_LANES";
-/// Environment variable choosing how lanes are fenced: `event` (default) or `memory`.
-pub const FENCE_ENV: &str = "VITAMIN_HIP_FENCE";
-
-/// The stream bound. Each CU-masked stream gets a hardware queue of its own (FACTS.md), and
+/// The stream bound (configuration keys `max_lanes`, `max_streams`). Each CU-masked stream gets a hardware queue of its own (FACTS.md), and
 /// queues are a finite resource: the kernel driver caps the queues of a process, and the
 /// hardware scheduler keeps only some resident at once, time-multiplexing the rest
 /// (oversubscription, which FACTS.md says degrades performance). A pool therefore has a bounded
@@ -58,13 +51,20 @@ impl Default for StreamLimits {
 }
 
 impl StreamLimits {
-    /// The defaults with [`MAX_LANES_ENV`] and [`MAX_STREAMS_ENV`] applied.
-    pub fn from_env() -> Result<Self, HalError> {
+    /// The defaults with the process's configuration applied (`max_lanes`, `max_streams`).
+    pub fn from_config() -> Result<Self, HalError> {
+        Self::from_lookup(&settings::process)
+    }
+
+    /// The defaults with the values `get` gives for `max_lanes` and `max_streams` applied.
+    pub fn from_lookup(get: &impl Fn(&str) -> Option<String>) -> Result<Self, HalError> {
         let mut l = StreamLimits::default();
-        for (name, slot) in [(MAX_LANES_ENV, &mut l.max_lanes), (MAX_STREAMS_ENV, &mut l.max_streams)] {
-            if let Ok(v) = std::env::var(name) {
-                *slot = v.trim().parse().ok().filter(|&n: &usize| n > 0).ok_or_else(|| {
-                    HalError::InvalidPartition(format!("{name}={v:?} is not a positive number of streams"))
+        for (key, slot) in [(settings::MAX_LANES, &mut l.max_lanes), (settings::MAX_STREAMS, &mut l.max_streams)] {
+            if let Some(v) = settings::value(get, key) {
+                *slot = v.parse().ok().filter(|&n: &usize| n > 0).ok_or_else(|| {
+                    HalError::InvalidPartition(format!(
+                        "configuration key {key} = {v:?} is not a positive number of streams"
+                    ))
                 })?;
             }
         }
@@ -78,17 +78,20 @@ impl StreamLimits {
         }
         if lanes > self.max_lanes {
             return Err(HalError::InvalidPartition(format!(
-                "{lanes} lanes requested, at most {} per partition ({MAX_LANES_ENV}): each lane is a hardware queue",
-                self.max_lanes
+                "{lanes} lanes requested, at most {} per partition (configuration key {}): each lane is a hardware \
+                 queue",
+                self.max_lanes,
+                settings::MAX_LANES
             )));
         }
         if in_use + lanes > self.max_streams {
             return Err(HalError::InvalidPartition(format!(
-                "{lanes} more streams would make {} but the pool is bounded to {} ({MAX_STREAMS_ENV}): each CU-masked \
-                 stream is a hardware queue; use fewer lanes per node or a larger leaf ({})",
+                "{lanes} more streams would make {} but the pool is bounded to {} (configuration key {}): each \
+                 CU-masked stream is a hardware queue; use fewer lanes per node or a larger leaf ({})",
                 in_use + lanes,
                 self.max_streams,
-                crate::probe::LEAF_CUS_ENV
+                settings::MAX_STREAMS,
+                settings::LEAF_UNITS
             )));
         }
         Ok(())
@@ -101,8 +104,23 @@ pub enum FenceMode {
     /// `hipEventRecord` after a lane's newest op, polled with `hipEventQuery` (the default).
     Event,
     /// `hipStreamWriteValue64` of the lane's newest sequence number into mapped host memory,
-    /// polled by a load (`VITAMIN_HIP_FENCE=memory`, where the runtime has it).
+    /// polled by a load (configuration `fence = "memory"`, where the runtime has it).
     Memory,
+}
+
+impl FenceMode {
+    /// The mode the configuration key `fence` asks for: `memory`, or `event` (also for `hybrid`,
+    /// the key's default, whose waiter fences this backend does not have, and when unset).
+    pub fn from_lookup(get: &impl Fn(&str) -> Option<String>) -> Result<Self, HalError> {
+        match settings::value(get, settings::FENCE).map(|v| v.to_ascii_lowercase()).as_deref() {
+            None | Some("event" | "hybrid") => Ok(FenceMode::Event),
+            Some("memory") => Ok(FenceMode::Memory),
+            Some(v) => Err(HalError::InvalidPartition(format!(
+                "configuration key {} = {v:?}: use event or memory",
+                settings::FENCE
+            ))),
+        }
+    }
 }
 
 /// State shared by the backend and its partitions (partitions keep it alive).
@@ -264,15 +282,15 @@ pub struct HipBackend {
 }
 
 impl HipBackend {
-    /// The device chosen by `VITAMIN_HIP_DEVICE` (default 0), with the stream bound and fence mode
-    /// from the environment.
+    /// The device chosen by the configuration key `device` (default 0), with the stream bound and
+    /// fence mode from the configuration.
     pub fn new() -> Result<Self, HalError> {
         Self::with_ordinal(crate::probe::default_ordinal()?)
     }
 
     /// Device `ordinal`.
     pub fn with_ordinal(ordinal: i32) -> Result<Self, HalError> {
-        let limits = StreamLimits::from_env()?;
+        let limits = StreamLimits::from_config()?;
         Self::with_limits(ordinal, limits)
     }
 
@@ -288,20 +306,17 @@ impl HipBackend {
         let library = library.map(|p| p.to_string_lossy().into_owned());
         let caps = probe_library(library.as_deref(), ordinal)?;
         let api = driver::load_from(library.as_deref())?;
-        let fence_mode = match std::env::var(FENCE_ENV) {
-            Ok(v) if v.trim().eq_ignore_ascii_case("memory") => {
-                if !caps.stream_write_value64 {
-                    return Err(HalError::Unsupported {
-                        backend: driver::BACKEND,
-                        reason: format!("{FENCE_ENV}=memory, but this HIP runtime lacks hipStreamWriteValue64"),
-                    });
-                }
-                FenceMode::Memory
+        let fence_mode = match FenceMode::from_lookup(&settings::process)? {
+            FenceMode::Memory if !caps.stream_write_value64 => {
+                return Err(HalError::Unsupported {
+                    backend: driver::BACKEND,
+                    reason: format!(
+                        "configuration key {} = \"memory\", but this HIP runtime lacks hipStreamWriteValue64",
+                        settings::FENCE
+                    ),
+                });
             }
-            Ok(v) if !v.trim().is_empty() && !v.trim().eq_ignore_ascii_case("event") => {
-                return Err(HalError::InvalidPartition(format!("{FENCE_ENV}={v:?}: use event or memory")));
-            }
-            _ => FenceMode::Event,
+            mode => mode,
         };
         let layout = layout_for(&caps)?;
         let mut notes = vec![
@@ -338,9 +353,9 @@ impl HipBackend {
         });
         notes.push("not validated on AMD hardware: CI runs this backend on a test double (docs/amd.md)".into());
         let topology = Topology::new(TopologySpec {
-            vendor: Vendor::Amd,
+            vendor: "amd".into(),
             device_name: caps.device_name.clone(),
-            unit_kind: UnitKind::Cu,
+            unit_name: "CU".into(),
             unit_count: caps.cu_count as usize,
             leaves: layout.leaves,
             domains: layout.domains,
@@ -599,8 +614,29 @@ mod tests {
     fn refusals_name_the_knob() {
         let l = StreamLimits { max_lanes: 4, max_streams: 10 };
         let e = l.admit(8, 4).unwrap_err().to_string();
-        assert!(e.contains(MAX_STREAMS_ENV) && e.contains("12"), "{e}");
+        assert!(e.contains("max_streams") && e.contains("12"), "{e}");
         let e = l.admit(0, 5).unwrap_err().to_string();
-        assert!(e.contains(MAX_LANES_ENV), "{e}");
+        assert!(e.contains("max_lanes"), "{e}");
+    }
+
+    fn map(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
+        let m: HashMap<String, String> = pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        move |k| m.get(k).cloned()
+    }
+
+    #[test]
+    fn limits_and_fences_come_from_the_configuration() {
+        assert_eq!(StreamLimits::from_lookup(&map(&[])), Ok(StreamLimits::default()));
+        let l = StreamLimits::from_lookup(&map(&[("max_streams", "24"), ("max_lanes", " 2 ")]));
+        assert_eq!(l, Ok(StreamLimits { max_lanes: 2, max_streams: 24 }));
+        for bad in ["0", "-1", "many"] {
+            let e = StreamLimits::from_lookup(&map(&[("max_streams", bad)])).unwrap_err().to_string();
+            assert!(e.contains("max_streams") && e.contains(bad), "{e}");
+        }
+        assert_eq!(FenceMode::from_lookup(&map(&[])), Ok(FenceMode::Event));
+        assert_eq!(FenceMode::from_lookup(&map(&[("fence", "hybrid")])), Ok(FenceMode::Event));
+        assert_eq!(FenceMode::from_lookup(&map(&[("fence", "Memory")])), Ok(FenceMode::Memory));
+        let e = FenceMode::from_lookup(&map(&[("fence", "fast")])).unwrap_err().to_string();
+        assert!(e.contains("fence") && e.contains("fast"), "{e}");
     }
 }

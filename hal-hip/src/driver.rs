@@ -25,7 +25,9 @@ use vitamin_hal::HalError;
 pub(crate) const BACKEND: &str = "hip";
 
 /// Environment variable naming the HIP runtime library to load (a path), instead of the default
-/// names. The tests point it at the test double.
+/// names: the one environment variable of this backend (counted in docs/config.md, "Outside the
+/// file"), because the interposer must forward to the same library per process and the tests
+/// point it at the test double.
 pub const LIBRARY_ENV: &str = "VITAMIN_HIP_LIBRARY";
 
 /// Library names tried in order when [`LIBRARY_ENV`] is unset.
@@ -271,10 +273,15 @@ pub(crate) fn candidates(explicit: Option<&str>) -> Vec<String> {
     if let Some(p) = explicit {
         return vec![p.to_owned()];
     }
-    match std::env::var(LIBRARY_ENV) {
-        Ok(p) if !p.trim().is_empty() => vec![p.trim().to_owned()],
-        _ => DEFAULT_LIBRARIES.iter().map(|s| s.to_string()).collect(),
+    match library_from_env() {
+        Some(p) => vec![p],
+        None => DEFAULT_LIBRARIES.iter().map(|s| s.to_string()).collect(),
     }
+}
+
+/// The path [`LIBRARY_ENV`] names, if set and not blank.
+pub(crate) fn library_from_env() -> Option<String> {
+    std::env::var(LIBRARY_ENV).ok().map(|p| p.trim().to_owned()).filter(|p| !p.is_empty())
 }
 
 /// Opens the runtime library and resolves the table (not cached: [`load_from`] caches).

@@ -36,7 +36,7 @@
 //! Each CU-masked stream owns a hardware queue, and queues are limited (the kernel driver caps a
 //! process's queues; the hardware keeps only some resident and time-multiplexes the rest, which
 //! degrades performance). [`StreamLimits`] bounds the streams: at most 8 lanes per partition and
-//! 512 streams in all by default (`VITAMIN_HIP_MAX_LANES`, `VITAMIN_HIP_MAX_STREAMS`), enough for
+//! 512 streams in all by default (configuration keys `max_lanes`, `max_streams`: [`settings`]), enough for
 //! the runtime's default pool on an MI300X (71 nodes x 4 lanes + 8 = 292 streams). A partition
 //! beyond the bound is refused with a clear error before any stream is created; a pool that
 //! realizes only partly (the runtime refuses a stream: out of queue memory) fails cleanly and its
@@ -63,9 +63,10 @@ pub mod driver;
 mod partition;
 pub mod probe;
 pub mod rtc;
+pub mod settings;
 pub mod symbols;
 pub mod test_double;
 
-pub use device::{FenceMode, HipBackend, StreamLimits, FENCE_ENV, MAX_LANES_ENV, MAX_STREAMS_ENV};
+pub use device::{FenceMode, HipBackend, StreamLimits};
 pub use partition::{cu_mask, HipPartition, ERROR_CHECK_NS, FENCE_EVERY, MAX_FENCES};
 pub use probe::{probe, probe_device, probe_library, HipCapabilities, LeafLayout};

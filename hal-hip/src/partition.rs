@@ -25,7 +25,7 @@
 //! submission on a lane with no fence in flight is fenced at once; otherwise a poll fences a lane
 //! that has unfenced ops and no fence in flight, or [`FENCE_EVERY`] unfenced ops and fewer than
 //! [`MAX_FENCES`] in flight. A fence is an event (`hipEventRecord`, polled with
-//! `hipEventQuery`) or, with `VITAMIN_HIP_FENCE=memory`, a `hipStreamWriteValue64` of the lane's
+//! `hipEventQuery`) or, with the configuration's `fence = "memory"`, a `hipStreamWriteValue64` of the lane's
 //! newest sequence number into a mapped host word that polls read with a load (the stream is
 //! asked for asynchronous errors every [`ERROR_CHECK_NS`] while the word lags). An asynchronous
 //! failure (the runtime's error from the query) is returned by the next poll or synchronize as

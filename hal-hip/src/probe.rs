@@ -10,27 +10,20 @@
 //! so any union of leaves spreads over the XCDs as the whole device does, and on WGP-mode parts
 //! (RDNA, gfx10-12) a leaf never splits a CU pair `2k, 2k+1` (FACTS.md: such chips need CUs in
 //! even pairs). The leaf size is the smallest multiple of the granule that gives at most
-//! [`MAX_LEAVES`] leaves (the pool's node count grows with the leaf count); `VITAMIN_HIP_LEAF_CUS`
-//! sets it (a multiple of the granule). A shorter remainder, if the CU count is not a multiple,
+//! [`MAX_LEAVES`] leaves (the pool's node count grows with the leaf count); the configuration key
+//! `leaf_units` sets it (a multiple of the granule). A shorter remainder, if the CU count is not a multiple,
 //! is one more leaf. Domains are the XCDs' bit sets (none on a single-XCD part).
 //!
 //! HIP 5.2 reports neither the XCD count nor WGP mode: both come from the architecture name
-//! ([`xcds_for`], [`wgp_mode_for`]), overridable by `VITAMIN_HIP_XCDS` and `VITAMIN_HIP_WGP`.
+//! ([`xcds_for`], [`wgp_mode_for`]), overridable by the configuration keys `domains` and `paired_units` ([`crate::settings`]).
 //! Nothing here was checked on AMD hardware.
 
 use serde::Serialize;
 use vitamin_hal::{HalError, UnitSet};
 
 use crate::driver::{self, c_string, unsupported};
+use crate::settings;
 
-/// Environment variable choosing the HIP device ordinal (default 0).
-pub const DEVICE_ENV: &str = "VITAMIN_HIP_DEVICE";
-/// Environment variable overriding the XCD count taken from the architecture.
-pub const XCDS_ENV: &str = "VITAMIN_HIP_XCDS";
-/// Environment variable overriding WGP mode (`1`/`0`) taken from the architecture.
-pub const WGP_ENV: &str = "VITAMIN_HIP_WGP";
-/// Environment variable setting the leaf size in CUs (a multiple of the granule).
-pub const LEAF_CUS_ENV: &str = "VITAMIN_HIP_LEAF_CUS";
 /// Most leaves the default layout produces.
 pub const MAX_LEAVES: usize = 20;
 
@@ -49,9 +42,10 @@ pub struct HipCapabilities {
     pub arch: String,
     /// `hipDeviceAttributeMultiprocessorCount`: CUs, i.e. CU mask bits.
     pub cu_count: u32,
-    /// XCDs (from the architecture, or `VITAMIN_HIP_XCDS`).
+    /// XCDs (from the architecture, or the configuration key `domains`).
     pub xcds: u32,
-    /// WGP mode: CU masks must hold CU pairs (from the architecture, or `VITAMIN_HIP_WGP`).
+    /// WGP mode: CU masks must hold CU pairs (from the architecture, or the configuration key
+    /// `paired_units`).
     pub wgp_mode: bool,
     /// `hipDeviceAttributeCooperativeLaunch`.
     pub cooperative_launch: bool,
@@ -88,14 +82,21 @@ impl HipCapabilities {
     }
 }
 
-/// The device ordinal from [`DEVICE_ENV`], default 0.
+/// The device ordinal from the configuration key `device`, default 0.
 pub fn default_ordinal() -> Result<i32, HalError> {
-    match std::env::var(DEVICE_ENV) {
-        Ok(v) => v
-            .trim()
-            .parse()
-            .map_err(|_| unsupported(format!("{DEVICE_ENV}={v:?} is not a device ordinal: use 0, 1, ..."))),
-        Err(_) => Ok(0),
+    ordinal_from(&settings::process)
+}
+
+/// The device ordinal `get` gives for `device`, default 0.
+pub fn ordinal_from(get: &impl Fn(&str) -> Option<String>) -> Result<i32, HalError> {
+    match settings::value(get, settings::DEVICE) {
+        Some(v) => v.parse().ok().filter(|&n: &i32| n >= 0).ok_or_else(|| {
+            unsupported(format!(
+                "configuration key {} = {v:?} is not a device ordinal: use 0, 1, ...",
+                settings::DEVICE
+            ))
+        }),
+        None => Ok(0),
     }
 }
 
@@ -156,7 +157,8 @@ pub fn leaf_layout(cu_count: usize, xcds: usize, wgp: bool, leaf_cus: Option<usi
     let leaf_size = match leaf_cus {
         Some(n) if n == 0 || n % granule != 0 || n > cu_count => {
             return bad(format!(
-                "{LEAF_CUS_ENV}={n}: a leaf must be a multiple of {granule} CUs ({xcds} XCDs{}) and at most {cu_count}",
+                "configuration key {} = {n}: a leaf must be a multiple of {granule} CUs ({xcds} XCDs{}) and at most {cu_count}",
+                settings::LEAF_UNITS,
                 if wgp { ", WGP pairs" } else { "" }
             ));
         }
@@ -180,18 +182,25 @@ pub fn leaf_layout(cu_count: usize, xcds: usize, wgp: bool, leaf_cus: Option<usi
     Ok(LeafLayout { leaves, domains, leaf_size, granule })
 }
 
-fn env_number(name: &str) -> Result<Option<usize>, HalError> {
-    match std::env::var(name) {
-        Ok(v) if !v.trim().is_empty() => {
-            v.trim().parse().map(Some).map_err(|_| HalError::InvalidTopology(format!("{name}={v:?} is not a number")))
-        }
-        _ => Ok(None),
-    }
+/// The layout for probed capabilities, with the configuration's `leaf_units` applied.
+pub fn layout_for(caps: &HipCapabilities) -> Result<LeafLayout, HalError> {
+    layout_with(caps, &settings::process)
 }
 
-/// The layout for probed capabilities, with the environment's overrides applied.
-pub fn layout_for(caps: &HipCapabilities) -> Result<LeafLayout, HalError> {
-    leaf_layout(caps.cu_count as usize, caps.xcds as usize, caps.wgp_mode, env_number(LEAF_CUS_ENV)?)
+/// [`layout_for`] with the lookup `get`.
+pub fn layout_with(caps: &HipCapabilities, get: &impl Fn(&str) -> Option<String>) -> Result<LeafLayout, HalError> {
+    leaf_layout(caps.cu_count as usize, caps.xcds as usize, caps.wgp_mode, settings::number(get, settings::LEAF_UNITS)?)
+}
+
+/// The XCD count and WGP mode of a device of architecture `arch` with `cu_count` CUs: from the
+/// architecture ([`xcds_for`], [`wgp_mode_for`]) unless `get` gives `domains` / `paired_units`.
+pub fn arch_traits(arch: &str, cu_count: u32, get: &impl Fn(&str) -> Option<String>) -> Result<(u32, bool), HalError> {
+    let xcds = match settings::number(get, settings::DOMAINS)? {
+        Some(n) => n as u32,
+        None => xcds_for(arch, cu_count),
+    };
+    let wgp = settings::flag(get, settings::PAIRED_UNITS)?.unwrap_or_else(|| wgp_mode_for(arch));
+    Ok((xcds, wgp))
 }
 
 /// Probes the runtime and device `ordinal`. Never panics; every failure is `Unsupported` with the
@@ -247,14 +256,7 @@ pub fn probe_library(library: Option<&str>, ordinal: i32) -> Result<HipCapabilit
     let mut total = 0usize;
     // SAFETY: out-pointer is a live local.
     api.check("hipDeviceTotalMem", unsafe { (api.hipDeviceTotalMem)(&mut total, ordinal) })?;
-    let xcds = match env_number(XCDS_ENV)? {
-        Some(n) => n as u32,
-        None => xcds_for(&arch, cu_count),
-    };
-    let wgp_mode = match std::env::var(WGP_ENV) {
-        Ok(v) if !v.trim().is_empty() => matches!(v.trim(), "1" | "true" | "yes"),
-        _ => wgp_mode_for(&arch),
-    };
+    let (xcds, wgp_mode) = arch_traits(&arch, cu_count, &settings::process)?;
     let (rtc_version, rtc_unavailable) = match crate::rtc::version_for(library) {
         Ok(v) => (Some(v), None),
         Err(e) => (None, Some(e.to_string())),
@@ -283,7 +285,7 @@ pub fn probe_library(library: Option<&str>, ordinal: i32) -> Result<HipCapabilit
     })
 }
 
-/// Probes the device chosen by [`DEVICE_ENV`].
+/// Probes the device chosen by the configuration key `device`.
 pub fn probe() -> Result<HipCapabilities, HalError> {
     probe_device(default_ordinal()?)
 }
@@ -309,6 +311,26 @@ mod tests {
             assert_eq!(d.len(), 38);
             assert!(d.iter().all(|bit| bit % 8 == x), "bit i is on XCD i mod 8");
         }
+    }
+
+    fn map(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
+        let m: std::collections::HashMap<String, String> =
+            pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        move |k| m.get(k).cloned()
+    }
+
+    #[test]
+    fn the_configuration_overrides_the_architecture() {
+        assert_eq!(arch_traits("gfx942", 304, &map(&[])), Ok((8, false)));
+        assert_eq!(arch_traits("gfx942", 304, &map(&[("domains", "4"), ("paired_units", "1")])), Ok((4, true)));
+        assert_eq!(arch_traits("gfx1100", 96, &map(&[("paired_units", "auto")])), Ok((1, true)));
+        assert!(arch_traits("gfx942", 304, &map(&[("paired_units", "maybe")])).is_err());
+        assert_eq!(ordinal_from(&map(&[])), Ok(0));
+        assert_eq!(ordinal_from(&map(&[("device", " 3 ")])), Ok(3));
+        let e = ordinal_from(&map(&[("device", "-1")])).unwrap_err().to_string();
+        assert!(e.contains("device") && e.contains("-1"), "{e}");
+        let e = leaf_layout(304, 8, false, Some(12)).unwrap_err().to_string();
+        assert!(e.contains("leaf_units") && e.contains("multiple of 8"), "{e}");
     }
 
     #[test]

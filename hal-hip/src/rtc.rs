@@ -2,8 +2,9 @@
 //!
 //! Where hipRTC lives depends on the ROCm release: ROCm 5.3 and later ship `libhiprtc.so`; HIP 5.2
 //! (Debian 12) exports the `hiprtc*` functions from `libamdhip64` itself. hipRTC is therefore looked
-//! for, in order: `VITAMIN_HIPRTC_LIBRARY` (a path); the HIP runtime the backend was given
-//! explicitly or by `VITAMIN_HIP_LIBRARY` (the test double carries its own hipRTC); `libhiprtc.so`, `.so.7`, `.so.6`, `.so.5`; and the
+//! for, in order: the configuration key `rtc_library` (a path, [`crate::settings`]); the HIP runtime
+//! the backend was given explicitly or by `VITAMIN_HIP_LIBRARY` (the test double carries its own
+//! hipRTC); `libhiprtc.so`, `.so.7`, `.so.6`, `.so.5`; and the
 //! default HIP runtime library. Every symbol is resolved before the first call: a missing library
 //! or symbol is `HalError::Unsupported`.
 //!
@@ -25,9 +26,7 @@ use parking_lot::Mutex;
 use vitamin_hal::HalError;
 
 use crate::driver::{self, unsupported};
-
-/// Environment variable naming the hipRTC library (a path).
-pub const RTC_LIBRARY_ENV: &str = "VITAMIN_HIPRTC_LIBRARY";
+use crate::settings;
 
 type Program = *mut std::ffi::c_void;
 type RtcResult = c_int;
@@ -70,12 +69,11 @@ struct Rtc {
     _lib: Library,
 }
 
-fn candidates(runtime: Option<&str>) -> Vec<String> {
-    let env = |k: &str| std::env::var(k).ok().map(|v| v.trim().to_owned()).filter(|v| !v.is_empty());
-    if let Some(p) = env(RTC_LIBRARY_ENV) {
+fn candidates(runtime: Option<&str>, get: &impl Fn(&str) -> Option<String>) -> Vec<String> {
+    if let Some(p) = settings::value(get, settings::RTC_LIBRARY) {
         return vec![p];
     }
-    let mut v: Vec<String> = runtime.map(str::to_owned).or_else(|| env(driver::LIBRARY_ENV)).into_iter().collect();
+    let mut v: Vec<String> = runtime.map(str::to_owned).or_else(driver::library_from_env).into_iter().collect();
     v.extend(["libhiprtc.so", "libhiprtc.so.7", "libhiprtc.so.6", "libhiprtc.so.5"].map(String::from));
     v.extend(driver::DEFAULT_LIBRARIES.iter().map(|s| s.to_string()));
     v
@@ -83,7 +81,7 @@ fn candidates(runtime: Option<&str>) -> Vec<String> {
 
 fn open(runtime: Option<&str>) -> Result<Rtc, HalError> {
     let mut tried = Vec::new();
-    for path in candidates(runtime) {
+    for path in candidates(runtime, &settings::process) {
         // SAFETY: loading runs the library's initializers (hipRTC's or the HIP runtime's, which
         // start no device work).
         let lib = match unsafe { Library::new(&path) } {
@@ -133,8 +131,9 @@ fn open(runtime: Option<&str>) -> Result<Rtc, HalError> {
         });
     }
     Err(unsupported(format!(
-        "hipRTC (the HIP run-time compiler) was not found ({}): install ROCm's hipRTC or set {RTC_LIBRARY_ENV}",
-        tried.join("; ")
+        "hipRTC (the HIP run-time compiler) was not found ({}): install ROCm's hipRTC or set the configuration key {} to its path",
+        tried.join("; "),
+        settings::RTC_LIBRARY
     )))
 }
 

@@ -30,7 +30,8 @@ fn pool_backend_on_the_double() {
 
 #[test]
 fn memory_fences_are_named_memory() {
-    support::in_child("memory_fences_are_named_memory", &[("VITAMIN_HIP_FENCE", "memory")], || {
+    let config = support::config_file("client-fence-memory", "[advanced]\nfence = \"memory\"\n");
+    support::in_child("memory_fences_are_named_memory", &[("VITAMIN_CONFIG", &config)], || {
         let b = HipBackend::new().expect("the double's MI300X");
         assert_eq!(PoolBackend::fence_mode(&b), "memory");
     });

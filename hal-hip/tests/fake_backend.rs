@@ -9,7 +9,7 @@ mod support;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use support::{in_child, in_child_case, log};
+use support::{config_file, in_child, in_child_case, log};
 use vitamin_hal::{
     Backend, Dim3, Fence, FunctionRef, HalError, Incompatibility, KernelArgs, KernelLaunch, LaunchAttributes, OpDesc,
     PhysicalPartition, UnitSet,
@@ -165,7 +165,7 @@ fn mi300x_leaves_put_bit_i_on_xcd_i_mod_8() {
             }
         }
         // The same hierarchical pool as the simulated MI300X builds.
-        let sim = vitamin_hal::sim::SimBackend::mi300x();
+        let sim = vitamin_hal::sim::SimBackend::preset("mi300x").unwrap();
         assert_eq!(top.leaves(), sim.topology().leaves());
         assert_eq!(Hierarchy::build(top).len(), Hierarchy::build(sim.topology()).len());
     });
@@ -188,7 +188,7 @@ fn wgp_parts_take_cu_pairs() {
     in_child_case(
         "wgp_parts_take_cu_pairs",
         "leaf3",
-        &[("FAKE_HIP_DEVICE", "wgp"), ("VITAMIN_HIP_LEAF_CUS", "3")],
+        &[("FAKE_HIP_DEVICE", "wgp"), ("VITAMIN_CONFIG", &config_file("leaf3", "[advanced]\nleaf_units = 3\n"))],
         || match HipBackend::new() {
             Err(HalError::InvalidTopology(why)) => assert!(why.contains("multiple of 2"), "{why}"),
             other => panic!("a 3-CU leaf on a WGP part must be refused, got {other:?}"),
@@ -223,11 +223,12 @@ fn pool_realization_creates_each_nodes_masked_streams() {
 
 #[test]
 fn the_stream_bound_refuses_a_pool_cleanly() {
-    in_child("the_stream_bound_refuses_a_pool_cleanly", &[("VITAMIN_HIP_MAX_STREAMS", "50")], || {
+    let config = config_file("max-streams-50", "[advanced]\nmax_streams = 50\n");
+    in_child("the_stream_bound_refuses_a_pool_cleanly", &[("VITAMIN_CONFIG", &config)], || {
         let b = backend();
         match Realized::create(&b, 2) {
             Err(PoolError::Realize { source: HalError::InvalidPartition(why), .. }) => {
-                assert!(why.contains("VITAMIN_HIP_MAX_STREAMS") && why.contains("bounded to 50"), "{why}");
+                assert!(why.contains("max_streams") && why.contains("bounded to 50"), "{why}");
             }
             other => panic!("expected the bound to refuse the pool, got {other:?}"),
         }
@@ -339,7 +340,7 @@ fn reduction(b: &HipBackend, p: &HipPartition, n: u32, grid: u32) -> Result<u32,
 fn fences_by_event_and_by_stream_write() {
     fn expected(n: u32, grid: u32) -> u32 {
         use vitamin_hal::sim::SimBackend;
-        let sim = SimBackend::mi300x();
+        let sim = SimBackend::preset("mi300x").unwrap();
         let xs: Vec<f32> = (0..n).map(|i| ((i * 7919) % 1000) as f32 * 0.001 - 0.3).collect();
         let x = sim.alloc(n as usize * 4);
         sim.write_f32s(x, &xs).unwrap();
@@ -354,9 +355,10 @@ fn fences_by_event_and_by_stream_write() {
         sim.read_f32s(out, 1).unwrap()[0].to_bits()
     }
     for mode in ["event", "memory"] {
-        in_child_case("fences_by_event_and_by_stream_write", mode, &[("VITAMIN_HIP_FENCE", mode)], || {
+        let config = config_file(&format!("fence-{mode}"), &format!("[advanced]\nfence = \"{mode}\"\n"));
+        in_child_case("fences_by_event_and_by_stream_write", mode, &[("VITAMIN_CONFIG", &config)], || {
             let b = backend();
-            let memory = std::env::var("VITAMIN_HIP_FENCE").unwrap() == "memory";
+            let memory = mode == "memory";
             assert_eq!(b.fence_mode() == vitamin_hal_hip::FenceMode::Memory, memory);
             let p = b.create_partition(&b.topology().leaves()[0], 1).expect("leaf");
             assert_eq!(reduction(&b, &p, 100_000, 96).expect("reduction"), expected(100_000, 96));
@@ -508,7 +510,8 @@ fn invalid_launches_are_refused_synchronously() {
 /// stream of a dropped partition is given back.
 #[test]
 fn concurrent_partition_creation_respects_the_bound() {
-    in_child("concurrent_partition_creation_respects_the_bound", &[("VITAMIN_HIP_MAX_STREAMS", "24")], || {
+    let config = config_file("max-streams-24", "[advanced]\nmax_streams = 24\n");
+    in_child("concurrent_partition_creation_respects_the_bound", &[("VITAMIN_CONFIG", &config)], || {
         let b = backend();
         let leaves = b.topology().leaves().to_vec();
         let peak = std::sync::atomic::AtomicUsize::new(0);

@@ -70,7 +70,7 @@ pub trait PhysicalPartition: Send + Sync {
     }
 
     /// [`poll`](Self::poll) by a thread waiting in a synchronize call for the work it polls:
-    /// the backend may track completions for it differently (CUDA's hybrid fences). By default
+    /// the backend may track completions for it differently (fences recorded for waiters only). By default
     /// the same as `poll`.
     fn poll_for_waiter(&self, completed: &mut Vec<Fence>) -> Result<usize, HalError> {
         self.poll(completed)
@@ -78,8 +78,8 @@ pub trait PhysicalPartition: Send + Sync {
 
     /// A lock-free view of `lane`'s progress that will report sequence number `seq` complete
     /// without another [`poll`](Self::poll): `Some` only where the backend has a fence covering
-    /// `seq` whose completion a load can see (CUDA's memory fences, which the device writes
-    /// into host memory). A thread waiting for that op can then spin on
+    /// `seq` whose completion a load can see (a memory fence: a word the device writes into
+    /// host memory). A thread waiting for that op can then spin on
     /// [`LaneProgress::reached`] instead of polling; the poll still reports the fence, exactly
     /// once, as usual. `None` (the default): no such fence, poll.
     fn lane_progress(&self, lane: LaneId, seq: u64) -> Option<LaneProgress> {
@@ -155,15 +155,15 @@ pub fn check_union_of_leaves(topology: &Topology, units: &UnitSet) -> Result<(),
         } else if leaf.intersects(units) {
             return Err(HalError::InvalidPartition(format!(
                 "{} cuts leaf {} : partitions must be unions of whole leaves",
-                units.display(topology.unit_kind()),
-                leaf.display(topology.unit_kind())
+                units.display(topology.unit_name()),
+                leaf.display(topology.unit_name())
             )));
         }
     }
     if covered != *units {
         return Err(HalError::InvalidPartition(format!(
             "{} includes units outside the device",
-            units.display(topology.unit_kind())
+            units.display(topology.unit_name())
         )));
     }
     Ok(())

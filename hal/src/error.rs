@@ -39,8 +39,8 @@ pub enum Incompatibility {
         /// What the partition's context refused.
         why: String,
     },
-    /// The op's work does not stay inside a partition smaller than the whole device (e.g. a CUDA
-    /// graph's kernels run on every SM whatever stream launches it), so only a partition holding
+    /// The op's work does not stay inside a partition smaller than the whole device (e.g. a graph
+    /// whose kernels run on every unit whatever stream launches it, as a backend reports it), so only a partition holding
     /// every unit accounts for it truthfully.
     #[error("{what} uses the whole device; this partition has {units} of {device} units")]
     WholeDevice {

@@ -5,7 +5,9 @@
 //!
 //! - [`UnitSet`]: a set of execution units (SMs or CUs), at most [`MAX_UNITS`].
 //! - [`Topology`]: the device's units, its **leaves** (the smallest allocations, produced by one
-//!   split at start-up) and a [`Capabilities`] record filled once by the backend's probe.
+//!   split at start-up) and a [`Capabilities`] record filled once by the backend's probe. The
+//!   vendor and the unit's name ("SM", "CU") are labels the backend supplies, shown to users and
+//!   never matched on.
 //! - [`OpDesc`] and friends: immutable descriptors of asynchronous operations. Built once,
 //!   shared as `Arc<OpDesc>`, never mutated: no API hands out `&mut` to a descriptor, so neither
 //!   the runtime nor a backend can reshape a launch (the *parallel-structure invariant*).
@@ -27,7 +29,10 @@
 //! from backends' driver calls into one lock-free ring.
 //!
 //! [`sim`] is a deterministic simulated device implementing both traits in virtual time, with CPU
-//! reference kernels, so everything above this crate can be tested without a GPU.
+//! reference kernels, so everything above this crate can be tested without a GPU. Its device
+//! presets are data (`src/sim/presets.toml`), looked up by name.
+//!
+//! Nothing in this crate's code names a vendor (`runtime/tests/vendor_neutral.rs` checks it).
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
@@ -45,5 +50,5 @@ pub use op::{
     Copy, Dim3, Endpoint, Fill, FunctionKind, FunctionRef, GraphLaunch, HostFunction, KernelArgs, KernelLaunch,
     LaunchAttributes, LaunchConfig, Marker, OpDesc, ParamLayout, RawAttribute,
 };
-pub use topology::{Capabilities, Topology, TopologySpec, UnitKind, Vendor};
+pub use topology::{Capabilities, Topology, TopologySpec};
 pub use unitset::{UnitSet, MAX_UNITS};

@@ -48,9 +48,9 @@ impl fmt::Display for Dim3 {
 /// What kind of handle a [`FunctionRef`] carries.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum FunctionKind {
-    /// A context-bound function (`CUfunction`, `hipFunction_t`).
+    /// A context-bound function handle of the backend's driver.
     Function,
-    /// A context-independent kernel (`CUkernel`, CUDA 12+ library handles).
+    /// A context-independent kernel handle (loaded from a library, valid in every context).
     Kernel,
     /// A kernel of the simulated device, by registry index.
     Simulated,
@@ -135,7 +135,7 @@ pub struct ParamLayout {
     pub size: u32,
 }
 
-/// Copied kernel argument bytes with per-parameter layout (from `cuFuncGetParamInfo` or the
+/// Copied kernel argument bytes with per-parameter layout (from the driver's parameter info or the
 /// packing rules of the caller).
 #[derive(Clone, PartialEq, Eq, Hash)]
 pub struct KernelArgs {
@@ -155,8 +155,8 @@ impl KernelArgs {
         Ok(KernelArgs { bytes: bytes.into(), params: params.into() })
     }
 
-    /// Packs values with natural alignment (each parameter aligned to `min(size, 8)`), as CUDA and
-    /// HIP lay out kernel parameters of scalar and pointer types.
+    /// Packs values with natural alignment (each parameter aligned to `min(size, 8)`), as the native
+    /// kernel ABIs lay out parameters of scalar and pointer types.
     pub fn pack(values: &[&[u8]]) -> Self {
         let mut bytes = Vec::new();
         let mut params = Vec::with_capacity(values.len());
@@ -446,7 +446,7 @@ impl Fill {
     }
 }
 
-/// A host function ordered in a stream (`cuLaunchHostFunc`, stream callbacks).
+/// A host function ordered in a stream (a native host-function launch or stream callback).
 #[derive(Clone)]
 pub struct HostFunction {
     name: Arc<str>,

@@ -7,53 +7,17 @@ use serde::{Deserialize, Serialize};
 use crate::unitset::{UnitSet, MAX_UNITS};
 use crate::HalError;
 
-/// GPU vendor of a device (the simulated device imitates one of them).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Vendor {
-    /// NVIDIA: partitions are Green Contexts over SMs.
-    Nvidia,
-    /// AMD: partitions are CU-masked queues.
-    Amd,
-}
-
-/// The kind of execution unit a [`UnitSet`] counts.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum UnitKind {
-    /// NVIDIA streaming multiprocessor.
-    Sm,
-    /// AMD compute unit.
-    Cu,
-}
-
-impl UnitKind {
-    /// `SM` or `CU`.
-    pub fn short_name(self) -> &'static str {
-        match self {
-            UnitKind::Sm => "SM",
-            UnitKind::Cu => "CU",
-        }
-    }
-}
-
-impl fmt::Display for UnitKind {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.short_name())
-    }
-}
-
 /// What the backend behind a topology can do; filled once by the backend's probe instead of
 /// scattering version checks through the code.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Capabilities {
-    /// Backend name: `sim`, `cuda` or `hip`.
+    /// Backend name, as the backend crate gives it (`sim` for the simulated device).
     pub backend: String,
     /// Whether this is the simulated device (virtual time, CPU reference kernels).
     pub simulated: bool,
-    /// Driver/runtime version as the vendor reports it (e.g. CUDA `13000`), if any.
+    /// Driver/runtime version as the backend's driver reports it, if any.
     pub driver_version: Option<u32>,
-    /// Whether units can be confined per partition (green contexts / CU masks).
+    /// Whether units can be confined per partition.
     pub spatial_partitioning: bool,
     /// Whether cooperative launches can be checked for co-residency on a partition.
     pub cooperative_launch: bool,
@@ -66,15 +30,18 @@ pub struct Capabilities {
 /// A device's units and the leaves (smallest allocations) it can be split into.
 ///
 /// Invariants (checked by [`Topology::new`]): leaves are non-empty, pairwise disjoint, lie within
-/// `0..unit_count`, and together cover every unit.
+/// `0..unit_count`, and together cover every unit; the vendor and unit labels are non-empty.
+///
+/// The vendor and the unit's name are labels the backend supplies (what users read in `vitamin
+/// info` and the pool's JSON); nothing in this crate or the runtime branches on them.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Topology {
-    vendor: Vendor,
+    vendor: String,
     device_name: String,
-    unit_kind: UnitKind,
+    unit_name: String,
     unit_count: usize,
     leaves: Vec<UnitSet>,
-    /// Hardware groupings of units (AMD XCDs), empty when the device has none.
+    /// Hardware groupings of units (dies sharing a cache), empty when the device has none.
     domains: Vec<UnitSet>,
     min_partition_size: usize,
     alignment: usize,
@@ -84,17 +51,17 @@ pub struct Topology {
 /// Everything [`Topology::new`] needs.
 #[derive(Debug, Clone)]
 pub struct TopologySpec {
-    /// Vendor.
-    pub vendor: Vendor,
+    /// The vendor's label, lower case, as the backend names it (shown to users, never matched on).
+    pub vendor: String,
     /// Human-readable device name.
     pub device_name: String,
-    /// SM or CU.
-    pub unit_kind: UnitKind,
+    /// The execution unit's short name as the vendor writes it (shown to users, never matched on).
+    pub unit_name: String,
     /// Total units.
     pub unit_count: usize,
     /// Leaves as produced by the one start-up split.
     pub leaves: Vec<UnitSet>,
-    /// Hardware groupings (XCDs), may be empty.
+    /// Hardware groupings of units, may be empty.
     pub domains: Vec<UnitSet>,
     /// Smallest allocation the hardware allows.
     pub min_partition_size: usize,
@@ -113,6 +80,9 @@ impl Topology {
         }
         if spec.leaves.is_empty() {
             return bad("no leaves".into());
+        }
+        if spec.vendor.trim().is_empty() || spec.unit_name.trim().is_empty() {
+            return bad(format!("empty vendor ({:?}) or unit name ({:?}) label", spec.vendor, spec.unit_name));
         }
         let device = UnitSet::first_n(spec.unit_count);
         let mut covered = UnitSet::EMPTY;
@@ -134,7 +104,7 @@ impl Topology {
         Ok(Topology {
             vendor: spec.vendor,
             device_name: spec.device_name,
-            unit_kind: spec.unit_kind,
+            unit_name: spec.unit_name,
             unit_count: spec.unit_count,
             leaves: spec.leaves,
             domains: spec.domains,
@@ -144,17 +114,17 @@ impl Topology {
         })
     }
 
-    /// Vendor.
-    pub fn vendor(&self) -> Vendor {
-        self.vendor
+    /// The vendor's label (lower case), as the backend supplied it.
+    pub fn vendor(&self) -> &str {
+        &self.vendor
     }
     /// Device name.
     pub fn device_name(&self) -> &str {
         &self.device_name
     }
-    /// SM or CU.
-    pub fn unit_kind(&self) -> UnitKind {
-        self.unit_kind
+    /// The execution unit's short name, as the backend supplied it.
+    pub fn unit_name(&self) -> &str {
+        &self.unit_name
     }
     /// Total units.
     pub fn unit_count(&self) -> usize {
@@ -168,7 +138,7 @@ impl Topology {
     pub fn leaves(&self) -> &[UnitSet] {
         &self.leaves
     }
-    /// Hardware unit groupings (AMD XCDs); empty when none.
+    /// Hardware unit groupings; empty when none.
     pub fn domains(&self) -> &[UnitSet] {
         &self.domains
     }
@@ -191,13 +161,13 @@ impl fmt::Display for Topology {
         let caps = &self.capabilities;
         writeln!(
             f,
-            "{} ({:?}, backend {}{}): {} {}s, min partition {}, alignment {}",
+            "{} ({}, backend {}{}): {} {}s, min partition {}, alignment {}",
             self.device_name,
             self.vendor,
             caps.backend,
             if caps.simulated { ", SIMULATED" } else { "" },
             self.unit_count,
-            self.unit_kind,
+            self.unit_name,
             self.min_partition_size,
             self.alignment
         )?;
@@ -206,10 +176,10 @@ impl fmt::Display for Topology {
         }
         writeln!(f, "  {} leaves:", self.leaves.len())?;
         for (i, leaf) in self.leaves.iter().enumerate() {
-            writeln!(f, "    leaf {i:>2}: {:>3} {}s  {}", leaf.len(), self.unit_kind, leaf.display(self.unit_kind))?;
+            writeln!(f, "    leaf {i:>2}: {:>3} {}s  {}", leaf.len(), self.unit_name, leaf.display(&self.unit_name))?;
         }
         for (i, d) in self.domains.iter().enumerate() {
-            writeln!(f, "  domain {i}: {} {}s", d.len(), self.unit_kind)?;
+            writeln!(f, "  domain {i}: {} {}s", d.len(), self.unit_name)?;
         }
         for n in &caps.notes {
             writeln!(f, "  note: {n}")?;

@@ -4,13 +4,11 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
-use crate::topology::UnitKind;
-
-/// The largest unit index + 1 a [`UnitSet`] can hold (MI300X has 304 CUs; 512 leaves headroom).
+/// The largest unit index + 1 a [`UnitSet`] can hold (the largest simulated preset has 304 units; 512 leaves headroom).
 pub const MAX_UNITS: usize = 512;
 const WORDS: usize = MAX_UNITS / 64;
 
-/// A set of execution units (SMs on NVIDIA, CUs on AMD) as a 512-bit bitset.
+/// A set of execution units (the backend's execution units) as a 512-bit bitset.
 ///
 /// Copyable and allocation-free: set algebra is a handful of word operations, so conflict tests
 /// between pool nodes cost a few nanoseconds.
@@ -146,9 +144,10 @@ impl UnitSet {
         Iter { set: self, word: 0, bits: self.words[0] }
     }
 
-    /// Compact display with a unit-kind prefix: `SM 0-7,16-23`.
-    pub fn display(&self, kind: UnitKind) -> impl fmt::Display + '_ {
-        Labelled { set: self, kind }
+    /// Compact display with the unit's name as a prefix ([`crate::Topology::unit_name`]):
+    /// `SM 0-7,16-23`.
+    pub fn display<'a>(&'a self, unit_name: &'a str) -> impl fmt::Display + 'a {
+        Labelled { set: self, unit_name }
     }
 
     fn zip(&self, other: &UnitSet, f: impl Fn(u64, u64) -> u64) -> UnitSet {
@@ -266,12 +265,12 @@ impl fmt::Debug for UnitSet {
 
 struct Labelled<'a> {
     set: &'a UnitSet,
-    kind: UnitKind,
+    unit_name: &'a str,
 }
 
 impl fmt::Display for Labelled<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{} {}", self.kind.short_name(), self.set)
+        write!(f, "{} {}", self.unit_name, self.set)
     }
 }
 
@@ -338,9 +337,9 @@ mod tests {
     #[test]
     fn compact_display() {
         let s = UnitSet::range(0, 8) | UnitSet::range(16, 24);
-        assert_eq!(s.display(UnitKind::Sm).to_string(), "SM 0-7,16-23");
+        assert_eq!(s.display("SM").to_string(), "SM 0-7,16-23");
         assert_eq!(UnitSet::from_iter([3, 5, 6]).to_string(), "3,5-6");
-        assert_eq!(UnitSet::EMPTY.display(UnitKind::Cu).to_string(), "CU -");
+        assert_eq!(UnitSet::EMPTY.display("CU").to_string(), "CU -");
         assert_eq!(UnitSet::first_n(512).to_string(), "0-511");
     }
 

@@ -31,7 +31,7 @@ fn child() {
         socket,
         name: "bench".into(),
         device: 0,
-        topology: SimBackend::h200().topology().clone(),
+        topology: SimBackend::preset("h200").unwrap().topology().clone(),
         class: ClientClass::BestEffort,
         lanes: 1,
         timeout: Duration::from_secs(5),

@@ -67,7 +67,7 @@ struct Setup {
 
 impl Setup {
     fn new(policy: PolicyKind, lane_continuation: bool, streams: usize) -> Self {
-        let sim = SimBackend::h200();
+        let sim = SimBackend::preset("h200").unwrap();
         let desc = tiny_kernel(&sim);
         let config = DispatchConfig { lane_continuation, ..DispatchConfig::default() };
         let mut disp = Dispatcher::new(sim, policy.build(0), Profiles::new("simulated H200"), config)
@@ -132,7 +132,7 @@ struct SimOnly {
 
 impl SimOnly {
     fn new(chains: usize, root: bool) -> Self {
-        let sim = SimBackend::h200();
+        let sim = SimBackend::preset("h200").unwrap();
         let desc = tiny_kernel(&sim);
         let lanes = DispatchConfig::default().lanes_per_node;
         let (pool, parts) = Realized::create(&sim, lanes).expect("pool").into_parts();

@@ -11,7 +11,7 @@ use vitamin_hal::{Backend, UnitSet};
 use vitamin_runtime::pool::{HolderId, NodeId, Pool, Reservation};
 
 fn h200() -> Pool {
-    Pool::build(SimBackend::h200().topology())
+    Pool::build(SimBackend::preset("h200").unwrap().topology())
 }
 
 fn node(p: &Pool, lo: usize, hi: usize) -> NodeId {

@@ -34,7 +34,7 @@ fn busy(sim: &SimBackend, blocks: u32) -> Arc<OpDesc> {
 fn main() {
     for policy in [PolicyKind::Throughput, PolicyKind::Exclusive] {
         for blocks in [1u32, 528] {
-            let sim = SimBackend::h200();
+            let sim = SimBackend::preset("h200").unwrap();
             let desc = busy(&sim, blocks);
             let mut d = Dispatcher::new(sim, policy.build(0), Profiles::new("sim"), DispatchConfig::default()).unwrap();
             let v = Arc::new(VirtualContext::new(VctxId(0)));
@@ -53,7 +53,7 @@ fn main() {
         }
     }
     for blocks in [1u32, 528] {
-        let sim = SimBackend::h200();
+        let sim = SimBackend::preset("h200").unwrap();
         let probe = busy(&sim, blocks);
         let mut d =
             Dispatcher::new(sim, PolicyKind::Throughput.build(0), Profiles::new("sim"), DispatchConfig::default())

@@ -15,7 +15,7 @@ const CHAIN: usize = 8;
 const REPS: usize = 2000;
 
 fn main() {
-    let sim = SimBackend::h200();
+    let sim = SimBackend::preset("h200").unwrap();
     let desc = Arc::new(OpDesc::Kernel(KernelLaunch::new(
         sim.kernel("busy").unwrap(),
         Dim3::x(1),

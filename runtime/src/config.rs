@@ -274,6 +274,9 @@ impl Key {
 const fn user(name: &'static str, env: &'static str, default: &'static str) -> Key {
     Key { name, section: Section::User, env: Some(env), default }
 }
+const fn user_file(name: &'static str, default: &'static str) -> Key {
+    Key { name, section: Section::User, env: None, default }
+}
 const fn advanced(name: &'static str, default: &'static str) -> Key {
     Key { name, section: Section::Advanced, env: None, default }
 }
@@ -285,7 +288,9 @@ const fn advanced_env(name: &'static str, env: &'static str, default: &'static s
 /// measurement behind each default; a test keeps the two in step). Knobs whose measured effect
 /// was nil or worse are file-only (`[advanced]`), so a measurement can still turn them; only the
 /// keys users need, and the ones device scripts and the fake-driver tests set per process, keep
-/// an environment variable.
+/// an environment variable. Backend settings (the device ordinal, a backend's stream bound and
+/// leaf layout) are keys like the others, named for what they set; each backend reads the ones
+/// that apply to it and documents which.
 pub const KEYS: &[Key] = &[
     user("mode", "VITAMIN_MODE", "bind"),
     user("policy", "VITAMIN_POLICY", "throughput"),
@@ -297,6 +302,7 @@ pub const KEYS: &[Key] = &[
     user("trace", "VITAMIN_TRACE", ""),
     user("daemon", "VITAMIN_DAEMON", ""),
     user("class", "VITAMIN_CLASS", "batch"),
+    user_file("device", "0"),
     advanced_env("profile_dispatch", "VITAMIN_PROFILE_DISPATCH", "0"),
     advanced("fence", "hybrid"),
     advanced("waiter_fence", "cover"),
@@ -331,6 +337,12 @@ pub const KEYS: &[Key] = &[
     advanced("max_staged_bytes", "67108864"),
     advanced("start_timeout_ms", "30000"),
     advanced("fault_dispatch", "none"),
+    advanced("max_lanes", "8"),
+    advanced("max_streams", "512"),
+    advanced("leaf_units", "auto"),
+    advanced("domains", "auto"),
+    advanced("paired_units", "auto"),
+    advanced("rtc_library", "auto"),
 ];
 
 /// The `[daemon]` section of the configuration file: the daemon's options (`vitamin daemon`
@@ -351,7 +363,7 @@ pub struct DaemonSection {
     /// Gids whose members are allowed.
     #[serde(default)]
     pub allow_gid: Vec<u32>,
-    /// Device 0's topology (`from-client`, `probe`, `sim-h200`, `sim-mi300x`).
+    /// Device 0's topology (`from-client`, `probe`, `sim-NAME` for a simulated device preset).
     pub topology: Option<String>,
     /// Prometheus endpoint (loopback `ADDR:PORT`).
     pub metrics: Option<String>,

@@ -1,6 +1,6 @@
 //! # vitamin-runtime: late binding of unchanged launches to physical partitions
 //!
-//! Vendor-neutral (it never names a vendor). Layers, each a folder:
+//! Vendor-neutral (its code never names a vendor: `tests/vendor_neutral.rs`). Layers, each a folder:
 //! - `client`: what every interposer needs once (logical handle registry, capture rules, the
 //!   record / launch-first / eager paths, waits, the coordinator thread, census); vendor-specific
 //!   parts reach it through `client::native`'s two small traits.

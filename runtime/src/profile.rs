@@ -256,7 +256,7 @@ mod tests {
 
     #[test]
     fn measuring_the_sim_recovers_its_wave_model() {
-        let b = SimBackend::h200();
+        let b = SimBackend::default_device();
         let parts: Vec<_> = [8usize, 16, 32, 64, 132]
             .iter()
             .map(|&m| {
@@ -279,7 +279,7 @@ mod tests {
 
     #[test]
     fn interpolation_and_fallback() {
-        let b = SimBackend::h200();
+        let b = SimBackend::default_device();
         let k = busy(&b, 100);
         let mut p = Profiles::new("sim");
         assert!(p.estimate_ns(&k, 8) > p.estimate_ns(&k, 64), "model: more units, less time");
@@ -295,8 +295,8 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("vitamin-profile-{}", std::process::id()));
         std::fs::create_dir_all(&dir).expect("tmp");
         let path = dir.join("p.json");
-        let b = SimBackend::h200();
-        let mut p = Profiles::new("sim H200");
+        let b = SimBackend::default_device();
+        let mut p = Profiles::new(b.topology().device_name());
         p.insert(ProfileEntry { config: busy(&b, 10).config(), times: vec![(8, 1.0), (16, 0.5)] });
         p.save(&path).expect("save");
         let back = Profiles::load(&path).expect("load");

@@ -114,7 +114,7 @@ proptest! {
                 o
             })
             .collect();
-        let backend = SimBackend::h200();
+        let backend = SimBackend::preset("h200").unwrap();
         let top = backend.topology();
         let largest = top.unit_count() as u32;
         let mut arbiter = InProcess::new(top, policy.build(seed), Profiles::new("test"), 4);

@@ -117,7 +117,7 @@ fn run_child() {
         Ok("latency") => ClientClass::LatencyCritical { tpot_target_ns: 20_000_000 },
         _ => ClientClass::BestEffort,
     };
-    let d = SimBackend::h200();
+    let d = SimBackend::preset("h200").unwrap();
     let x = alloc(&d, &input(N as usize, seed));
     let want = reference(&d, x);
     let config = DispatchConfig::default();

@@ -27,7 +27,7 @@ const CHILD_LIMIT: Duration = Duration::from_secs(60);
 const CONTINUED_BASE: u64 = 1_000_000;
 
 fn h200() -> Topology {
-    SimBackend::h200().topology().clone()
+    SimBackend::preset("h200").unwrap().topology().clone()
 }
 
 fn socket_dir(tag: &str) -> PathBuf {

@@ -34,7 +34,7 @@ fn throughput_with_one_client(sim: &SimBackend) -> (Dispatcher<SimBackend, AnyPo
 
 #[test]
 fn launches_no_node_can_run_fail_at_the_next_sync_and_later_work_still_runs() {
-    let sim = SimBackend::h200();
+    let sim = SimBackend::preset("h200").unwrap();
     let busy = sim.kernel("busy").expect("builtin");
     let (mut d, v) = throughput_with_one_client(&sim);
     let bad = v.create_stream(StreamKind::NonBlocking, 0);
@@ -70,7 +70,7 @@ impl Policy for Never {
 
 #[test]
 fn a_policy_that_never_binds_is_reported_as_a_stall() {
-    let sim = SimBackend::h200();
+    let sim = SimBackend::preset("h200").unwrap();
     let busy = sim.kernel("busy").expect("builtin");
     let mut d = Dispatcher::new(sim, Never, Profiles::new("t"), DispatchConfig::default()).expect("pool");
     let v = Arc::new(VirtualContext::new(VctxId(0)));
@@ -90,7 +90,7 @@ fn a_policy_that_never_binds_is_reported_as_a_stall() {
 /// `a_launch_failing_after_binding_surfaces_at_a_sync_on_both_submission_paths`).
 #[test]
 fn a_failure_found_while_a_launch_first_catches_up_is_reported_by_the_next_round() {
-    let sim = SimBackend::h200();
+    let sim = SimBackend::preset("h200").unwrap();
     let axpy = sim.kernel("axpy").expect("builtin");
     let busy = sim.kernel("busy").expect("builtin");
     let (mut d, v) = throughput_with_one_client(&sim);

@@ -48,7 +48,7 @@ fn span_of(spans: &[Span], holder: u32, op: OpId) -> &Span {
 fn a_graph_launch_is_one_op_on_one_node_in_stream_order() {
     for policy in PolicyKind::ALL {
         for lc in [true, false] {
-            let sim = SimBackend::h200();
+            let sim = SimBackend::preset("h200").unwrap();
             let mut d = dispatcher(&sim, policy.build(3), lc);
             let vctx = Arc::new(VirtualContext::new(VctxId(0)));
             d.register(vctx.clone(), "app", ClientClass::BestEffort);
@@ -79,7 +79,7 @@ fn a_graph_launch_is_one_op_on_one_node_in_stream_order() {
 /// that kernel's lane at once (Exclusive accepts every continuation), and so is the kernel behind it.
 #[test]
 fn lane_continuation_chains_graphs_and_kernels_on_one_lane() {
-    let sim = SimBackend::h200();
+    let sim = SimBackend::preset("h200").unwrap();
     let mut d = dispatcher(&sim, PolicyKind::Exclusive.build(0), true);
     let vctx = Arc::new(VirtualContext::new(VctxId(0)));
     d.register(vctx.clone(), "app", ClientClass::BestEffort);
@@ -102,7 +102,7 @@ fn lane_continuation_chains_graphs_and_kernels_on_one_lane() {
 /// `replay`: each launch is recorded after the previous one completed (a graph replayed once per
 /// step, with a synchronization in between); otherwise all are recorded at once.
 fn graph_nodes(policy: PolicyKind, seed: u64, n: u64, replay: bool) -> Vec<u16> {
-    let sim = SimBackend::h200();
+    let sim = SimBackend::preset("h200").unwrap();
     let mut d = dispatcher(&sim, policy.build(seed), true);
     let vctx = Arc::new(VirtualContext::new(VctxId(0)));
     d.register(vctx.clone(), "app", ClientClass::BestEffort);
@@ -125,7 +125,7 @@ fn graph_nodes(policy: PolicyKind, seed: u64, n: u64, replay: bool) -> Vec<u16> 
 #[test]
 fn chaos_spreads_graph_launches_over_many_nodes() {
     let pool_nodes = {
-        let sim = SimBackend::h200();
+        let sim = SimBackend::preset("h200").unwrap();
         dispatcher(&sim, PolicyKind::Exclusive.build(0), true).pool().nodes().len()
     };
     let mut all = BTreeSet::new();
@@ -147,7 +147,7 @@ fn chaos_spreads_graph_launches_over_many_nodes() {
 /// Exclusive runs every graph launch on the root (the whole device).
 #[test]
 fn exclusive_runs_graphs_on_the_whole_device() {
-    let sim = SimBackend::h200();
+    let sim = SimBackend::preset("h200").unwrap();
     let root = dispatcher(&sim, PolicyKind::Exclusive.build(0), true).pool().root().0;
     let nodes = graph_nodes(PolicyKind::Exclusive, 0, 12, false);
     assert!(nodes.iter().all(|&n| n == root), "{nodes:?}");
@@ -157,7 +157,7 @@ fn exclusive_runs_graphs_on_the_whole_device() {
 /// whole device.
 #[test]
 fn throughput_gives_a_lone_graph_the_widest_eligible_node() {
-    let sim = SimBackend::h200();
+    let sim = SimBackend::preset("h200").unwrap();
     let mut d = dispatcher(&sim, PolicyKind::Throughput.build(0), true);
     let vctx = Arc::new(VirtualContext::new(VctxId(0)));
     d.register(vctx.clone(), "app", ClientClass::BestEffort);
@@ -171,7 +171,7 @@ fn throughput_gives_a_lone_graph_the_widest_eligible_node() {
 /// Static runs each client's graph launches on that client's own slice.
 #[test]
 fn static_runs_graphs_on_the_client_s_slice() {
-    let sim = SimBackend::h200();
+    let sim = SimBackend::preset("h200").unwrap();
     let mut d = dispatcher(&sim, PolicyKind::Static.build(0), true);
     let clients: Vec<Arc<VirtualContext>> = (0..3).map(|i| Arc::new(VirtualContext::new(VctxId(i)))).collect();
     for (i, v) in clients.iter().enumerate() {
@@ -198,7 +198,7 @@ fn static_runs_graphs_on_the_client_s_slice() {
 /// until a decode kernel was seen), not on the whole device.
 #[test]
 fn tpot_runs_a_latency_critical_graph_on_its_standing_node() {
-    let sim = SimBackend::h200();
+    let sim = SimBackend::preset("h200").unwrap();
     let mut d = dispatcher(&sim, PolicyKind::Tpot.build(0), true);
     let vctx = Arc::new(VirtualContext::new(VctxId(0)));
     d.register(vctx.clone(), "decode", ClientClass::LatencyCritical { tpot_target_ns: 1_000_000 });
@@ -236,7 +236,7 @@ fn a_deferred_graph_stays_ready_until_the_policy_binds_it() {
             (self.offers > 5).then(|| vitamin_runtime::policy::smallest(eligible, s.pool)).flatten()
         }
     }
-    let sim = SimBackend::h200();
+    let sim = SimBackend::preset("h200").unwrap();
     let mut d = dispatcher(&sim, Reluctant { offers: 0 }, false);
     let vctx = Arc::new(VirtualContext::new(VctxId(0)));
     d.register(vctx.clone(), "app", ClientClass::BestEffort);

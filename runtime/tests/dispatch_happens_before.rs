@@ -325,7 +325,7 @@ fn round<P: vitamin_runtime::policy::Policy>(
 }
 
 fn run_case(case: &Case, policy: PolicyKind) -> Result<Outcome, String> {
-    let sim = SimBackend::h200();
+    let sim = SimBackend::preset("h200").unwrap();
     let config = DispatchConfig {
         lanes_per_node: case.lanes_per_node,
         service_lanes: 8,

@@ -35,7 +35,7 @@ const TRAIN_A_DATA_LEN: u32 = 4096;
 
 /// The digest of train-a's data path when it runs alone under Exclusive with `data`.
 fn train_a_digest(data: impl FnOnce(&SimBackend) -> DataPath) -> u64 {
-    let sim = SimBackend::h200();
+    let sim = SimBackend::preset("h200").unwrap();
     let d = data(&sim);
     let t = Training::new("train-a", training_a(&sim), 3 * MS / 2, 0).iterations(ITERATIONS).with_data(d);
     let tenants: Vec<Box<dyn Tenant>> = vec![Box::new(t)];
@@ -71,7 +71,7 @@ fn digests_detect_a_regridded_reduction_and_the_kernels_changed_the_data() {
     assert_eq!(same, reference[0], "re-built train-a does not reproduce the determinism check's digest");
 
     // The untouched input hashes differently: the kernels did change the data.
-    let sim = SimBackend::h200();
+    let sim = SimBackend::preset("h200").unwrap();
     let untouched = DataPath::new(&sim, TRAIN_A_DATA_SEED, TRAIN_A_DATA_LEN, ITERATIONS);
     assert_eq!(untouched.reduce_grid(), 64);
     assert_ne!(untouched.digest(&sim), reference[0], "running the data path did not change its output");
@@ -91,7 +91,7 @@ fn digests_detect_a_regridded_reduction_and_the_kernels_changed_the_data() {
 #[test]
 fn chaos_really_scatters_kernels_over_the_pool() {
     // The same set-up as one determinism trial; its dispatcher counters show where kernels went.
-    let sim = SimBackend::h200();
+    let sim = SimBackend::preset("h200").unwrap();
     let ts = tenants(ScenarioKind::ColocatedTraining, &sim, ScenarioScale::default(), 5, Some(ITERATIONS));
     let r = run(sim, PolicyKind::Chaos.build(5), Profiles::new("simulated H200"), ts, &HarnessConfig::default())
         .expect("harness run");

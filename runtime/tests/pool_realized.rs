@@ -12,7 +12,7 @@ use vitamin_runtime::pool::{HolderId, NodeState, PoolError, Realized};
 
 #[test]
 fn every_node_is_realized_over_its_units() {
-    for (backend, count) in [(SimBackend::h200(), 59), (SimBackend::mi300x(), 71)] {
+    for (backend, count) in [(SimBackend::preset("h200").unwrap(), 59), (SimBackend::preset("mi300x").unwrap(), 71)] {
         let r = Realized::create(&backend, 2).expect("sim partitions");
         assert_eq!(r.partitions().len(), count);
         for n in r.pool().nodes() {
@@ -26,7 +26,7 @@ fn every_node_is_realized_over_its_units() {
 
 #[test]
 fn lease_submit_complete_through_a_realized_node() {
-    let backend = SimBackend::h200();
+    let backend = SimBackend::preset("h200").unwrap();
     let mut r = Realized::create(&backend, 1).unwrap();
     let holder = HolderId(9);
     let (pool, parts) = r.split_mut();
@@ -64,7 +64,7 @@ fn lease_submit_complete_through_a_realized_node() {
 
 #[test]
 fn backend_failure_names_the_node() {
-    match Realized::create(&SimBackend::h200(), 0) {
+    match Realized::create(&SimBackend::preset("h200").unwrap(), 0) {
         Err(PoolError::Realize { node, source: HalError::InvalidPartition(_) }) => assert_eq!(node.0, 0),
         other => panic!("expected a realize error, got {other:?}"),
     }
@@ -91,7 +91,7 @@ impl Backend for FirstLeafOnly {
 
 #[test]
 fn partitions_over_wrong_units_are_refused() {
-    match Realized::create(&FirstLeafOnly(SimBackend::h200()), 1) {
+    match Realized::create(&FirstLeafOnly(SimBackend::preset("h200").unwrap()), 1) {
         Err(e @ PoolError::RealizedWrongUnits { .. }) => {
             assert_eq!(
                 e.to_string(),

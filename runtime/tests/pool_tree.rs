@@ -168,19 +168,13 @@ fn mi300x_tree() {
 
 #[test]
 fn single_and_two_leaf_devices() {
-    let one =
-        pool_support::topology(vitamin_hal::Vendor::Amd, vitamin_hal::UnitKind::Cu, 4, vec![UnitSet::range(0, 4)]);
+    let one = pool_support::topology("amd", "CU", 4, vec![UnitSet::range(0, 4)]);
     let p = Pool::build(&one);
     check_structure(&one, p.hierarchy());
     assert_eq!(p.nodes().len(), 1);
     assert_eq!(p.node(p.root()).kind, NodeKind::Leaf);
 
-    let two = pool_support::topology(
-        vitamin_hal::Vendor::Nvidia,
-        vitamin_hal::UnitKind::Sm,
-        12,
-        vec![UnitSet::range(0, 8), UnitSet::range(8, 12)],
-    );
+    let two = pool_support::topology("nvidia", "SM", 12, vec![UnitSet::range(0, 8), UnitSet::range(8, 12)]);
     let p = Pool::build(&two);
     check_structure(&two, p.hierarchy());
     assert_eq!(p.nodes().len(), 3);

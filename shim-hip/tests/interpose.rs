@@ -171,7 +171,11 @@ fn bind_mode_falls_back_to_observe_when_the_pool_cannot_be_built() {
     let Some(b) = built() else { return };
     let lib = b.lib.to_str().unwrap();
     let n = native(b, "fallback-native", &["2"], &[]);
-    let env = [("VITAMIN_MODE", "bind"), (LIB_ENV, lib), ("VITAMIN_HIP_MAX_STREAMS", "4")];
+    let env = [
+        ("VITAMIN_MODE", "bind"),
+        (LIB_ENV, lib),
+        ("VITAMIN_CONFIG", concat!(env!("CARGO_MANIFEST_DIR"), "/tests/max-streams-4.toml")),
+    ];
     let r = run(b, "fallback", true, &["2"], &env);
     assert_eq!(r.line, n.line);
     let bind = &r.census.as_ref().expect("census")["bind"];

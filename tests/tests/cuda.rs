@@ -117,7 +117,7 @@ fn topology_is_one_split_with_the_remainder_as_last_leaf() {
 #[test]
 fn reduction_bits_match_the_simulator() {
     let Some(d) = cuda_or_skip() else { return };
-    let sim = SimBackend::h200();
+    let sim = SimBackend::preset("h200").unwrap();
     let n = 1 << 16;
     let x = reduction_input(n);
     let (xg, xs) = (d.alloc_f32(&x), sim.alloc_f32(&x));

@@ -93,7 +93,7 @@ vitamin_tests::conformance_tests!(hip_on_the_double());
 #[test]
 fn reduction_bits_match_the_simulator() {
     let Some(d) = hip_on_the_double() else { return };
-    let sim = vitamin_hal::sim::SimBackend::mi300x();
+    let sim = vitamin_hal::sim::SimBackend::preset("mi300x").unwrap();
     let n = 1u32 << 16;
     let input = vitamin_tests::reduction_input(n as usize);
     let (x, xs) = (d.alloc_f32(&input), sim.alloc_f32(&input));

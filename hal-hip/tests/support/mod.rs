@@ -43,9 +43,17 @@ pub fn log() -> String {
     std::fs::read_to_string(log_path()).unwrap_or_default()
 }
 
+/// A configuration file holding `toml` (written under the target's temporary directory, named
+/// after `name`), for a child's `VITAMIN_CONFIG`: the backend's settings are file keys.
+pub fn config_file(name: &str, toml: &str) -> String {
+    let path = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("config-{name}.toml"));
+    std::fs::write(&path, toml).expect("write the test configuration");
+    path.to_string_lossy().into_owned()
+}
+
 /// Runs test `name`'s `body` in a child process of this test binary with the double as the HIP
-/// runtime (`VITAMIN_HIP_LIBRARY`), its log in a fresh file (`FAKE_HIP_LOG`) and `env` (which may
-/// override both). The parent fails if the child fails, does not finish within 60 s, or did not
+/// runtime (`VITAMIN_HIP_LIBRARY`), its log in a fresh file (`FAKE_HIP_LOG`), no configuration
+/// file (`VITAMIN_CONFIG=none`) and `env` (which may override all three). The parent fails if the child fails, does not finish within 60 s, or did not
 /// run the body.
 pub fn in_child(name: &str, env: &[(&str, &str)], body: impl FnOnce()) {
     in_child_case(name, "", env, body);
@@ -73,6 +81,7 @@ pub fn in_child_case(name: &str, case: &str, env: &[(&str, &str)], body: impl Fn
     cmd.args([name, "--exact", "--nocapture", "--test-threads=1"])
         .env(CHILD_ENV, format!("{name}#{case}"))
         .env(vitamin_hal_hip::driver::LIBRARY_ENV, &lib)
+        .env("VITAMIN_CONFIG", "none")
         .env("FAKE_HIP_LOG", &log);
     for (k, v) in env {
         cmd.env(k, v);

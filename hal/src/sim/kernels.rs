@@ -53,7 +53,7 @@ fn arg_u32(k: &KernelLaunch, i: usize) -> Result<u32, String> {
 /// `reduce_partial(const float* x, u32 n, float* partial)`: block `b` of `G` blocks with `T`
 /// threads; thread `t` sums `x[i]` for `i = b*T + t, +G*T, ...` in order, then the block combines
 /// its threads by the usual shared-memory tree (`s[t] += s[t+k]`, `k = T/2 .. 1`) and writes
-/// `partial[b]`. The same structure as the CUDA kernel in `kernels/cuda`, so the bits match too.
+/// `partial[b]`. The same structure as the device kernel of the test-kernel crates, so the bits match too.
 fn reduce_partial() -> SimKernel {
     SimKernel {
         name: "reduce_partial".into(),

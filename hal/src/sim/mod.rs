@@ -1,10 +1,11 @@
 //! A deterministic simulated GPU: the backend for CI, tests and `vitamin demo` without hardware.
 //!
 //! ## Model
-//! - **Topology presets**: [`SimConfig::h200`] (132 SMs split like the real H200: 15 leaves of 8 +
-//!   one of 12), [`SimConfig::mi300x`] (304 CUs in 8 XCDs; logical CU `i` sits on XCD `i mod 8`,
-//!   leaves are 16 consecutive logical CUs = 2 CUs on each XCD), and [`SimConfig::uniform`].
-//!   [`SimDevice`] names the presets (`VITAMIN_SIM_DEVICE`, `vitamin --sim-device`).
+//! - **Topology presets**: data, not code: `hal/src/sim/presets.toml` (compiled in) lists each
+//!   preset's name, display name, vendor and unit labels, units, leaf runs and hardware domains;
+//!   [`SimPreset::all`] / [`SimPreset::named`] / [`SimBackend::preset`] look them up by name
+//!   (`VITAMIN_SIM_DEVICE`, `vitamin --sim-device`; the first is the default, an unknown name is
+//!   an error listing the known ones). [`SimConfig::uniform`] builds any even split.
 //! - **Virtual time**: nothing happens until the caller advances the clock
 //!   ([`Backend::wait_for_progress`] jumps to the next completion, [`SimBackend::advance_until`]
 //!   to a given time). Identical call sequences give identical timelines.
@@ -40,12 +41,12 @@ pub use memory::SimMemory;
 
 use crate::backend::{check_union_of_leaves, Backend, Fence, LaneId, PhysicalPartition};
 use crate::op::{FunctionKind, FunctionRef, OpDesc};
-use crate::topology::{Capabilities, Topology, TopologySpec, UnitKind, Vendor};
+use crate::topology::{Capabilities, Topology, TopologySpec};
 use crate::unitset::UnitSet;
 use crate::{HalError, Incompatibility};
 use engine::Engine;
 
-/// Largest block the simulated device accepts (threads), like CUDA and HIP.
+/// Largest block the simulated device accepts (threads), as real devices do.
 pub const MAX_BLOCK_THREADS: u64 = 1024;
 /// Largest cluster (blocks), like Hopper's non-portable limit.
 pub const MAX_CLUSTER_BLOCKS: u64 = 16;
@@ -55,8 +56,10 @@ pub const MAX_CLUSTER_BLOCKS: u64 = 16;
 pub struct SimConfig {
     /// Device name shown to users (always marked simulated).
     pub name: String,
-    /// Vendor imitated.
-    pub vendor: Vendor,
+    /// The vendor label of the imitated device ([`Topology::vendor`]).
+    pub vendor: String,
+    /// The unit's short name ([`Topology::unit_name`]).
+    pub unit_name: String,
     /// Units.
     pub unit_count: usize,
     /// Leaves.
@@ -68,42 +71,17 @@ pub struct SimConfig {
 }
 
 impl SimConfig {
-    /// The H200 as the real split produces it: 15 leaves of 8 SMs and one of 12.
-    pub fn h200() -> Self {
-        let mut leaves: Vec<UnitSet> = (0..15).map(|i| UnitSet::range(8 * i, 8 * i + 8)).collect();
-        leaves.push(UnitSet::range(120, 132));
-        SimConfig {
-            name: "NVIDIA H200 (simulated)".into(),
-            vendor: Vendor::Nvidia,
-            unit_count: 132,
-            leaves,
-            domains: Vec::new(),
-            min_partition_size: 8,
-        }
-    }
-
-    /// The MI300X: 304 CUs, 8 XCDs of 38; logical CU `i` on XCD `i mod 8`; 19 leaves of 16
-    /// consecutive logical CUs (2 per XCD, so every leaf spreads evenly).
-    pub fn mi300x() -> Self {
-        SimConfig {
-            name: "AMD Instinct MI300X (simulated)".into(),
-            vendor: Vendor::Amd,
-            unit_count: 304,
-            leaves: (0..19).map(|i| UnitSet::range(16 * i, 16 * i + 16)).collect(),
-            domains: (0..8).map(|x| (0..304).filter(|i| i % 8 == x).collect()).collect(),
-            min_partition_size: 16,
-        }
-    }
-
     /// `unit_count` units in leaves of `leaf_size`; a shorter remainder becomes one more leaf.
-    pub fn uniform(vendor: Vendor, unit_count: usize, leaf_size: usize) -> Self {
+    /// Labelled vendor `generic`, unit `unit`.
+    pub fn uniform(unit_count: usize, leaf_size: usize) -> Self {
         let leaf_size = leaf_size.max(1);
         let leaves = (0..unit_count.div_ceil(leaf_size))
             .map(|i| UnitSet::range(i * leaf_size, ((i + 1) * leaf_size).min(unit_count)))
             .collect();
         SimConfig {
             name: format!("{unit_count}-unit device (simulated)"),
-            vendor,
+            vendor: "generic".into(),
+            unit_name: "unit".into(),
             unit_count,
             leaves,
             domains: Vec::new(),
@@ -112,54 +90,236 @@ impl SimConfig {
     }
 }
 
-/// Environment variable choosing the simulated device preset ([`SimDevice`]): `h200` (the
-/// default) or `mi300x`.
+/// Environment variable with which the command-line tool chooses the simulated device preset by
+/// name ([`SimPreset::named`]); unset: the first preset. This crate reads no environment.
 pub const SIM_DEVICE_ENV: &str = "VITAMIN_SIM_DEVICE";
 
-/// A named simulated device preset.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
-pub enum SimDevice {
-    /// [`SimConfig::h200`].
-    #[default]
-    H200,
-    /// [`SimConfig::mi300x`].
-    Mi300x,
+/// The preset table, compiled in (data, not code: `hal/src/sim/presets.toml` describes its fields).
+const PRESETS_TOML: &str = include_str!("presets.toml");
+
+/// `count` leaves of `units` consecutive units each.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LeafRun {
+    /// How many leaves.
+    pub count: usize,
+    /// Units per leaf.
+    pub units: usize,
 }
 
-impl SimDevice {
-    /// Every preset.
-    pub const ALL: [SimDevice; 2] = [SimDevice::H200, SimDevice::Mi300x];
+/// How a preset's units fall into hardware groupings.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum DomainLayout {
+    /// Unit `i` sits in domain `i mod count`.
+    Interleaved,
+    /// Domains are equal runs of consecutive units.
+    Contiguous,
+}
 
-    /// The preset's name (`h200`, `mi300x`).
-    pub fn name(self) -> &'static str {
-        match self {
-            SimDevice::H200 => "h200",
-            SimDevice::Mi300x => "mi300x",
+/// A preset's hardware groupings.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DomainSpec {
+    /// How many domains.
+    pub count: usize,
+    /// Which units each holds.
+    pub layout: DomainLayout,
+}
+
+/// A named simulated device: one entry of the preset table.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SimPreset {
+    /// What users type (`--sim-device NAME`), matched case-insensitively.
+    pub name: String,
+    /// The device name shown to users.
+    pub display_name: String,
+    /// The vendor label of the imitated device.
+    pub vendor: String,
+    /// The unit's short name.
+    pub unit_name: String,
+    /// Units.
+    pub units: usize,
+    /// Smallest allocation.
+    pub min_partition: usize,
+    /// The leaves, as runs of equal leaves in unit order.
+    pub leaves: Vec<LeafRun>,
+    /// Hardware groupings, if any.
+    #[serde(default)]
+    pub domains: Option<DomainSpec>,
+}
+
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PresetTable {
+    preset: Vec<SimPreset>,
+}
+
+/// Parses a preset table and checks that each preset builds a valid topology and that names are
+/// unique and non-empty.
+fn parse_presets(text: &str) -> Result<Vec<SimPreset>, HalError> {
+    let bad = |why: String| HalError::InvalidTopology(format!("simulated device presets: {why}"));
+    let table: PresetTable = toml::from_str(text).map_err(|e| bad(e.to_string()))?;
+    if table.preset.is_empty() {
+        return Err(bad("no preset".into()));
+    }
+    for (i, p) in table.preset.iter().enumerate() {
+        if p.name.trim().is_empty() || p.name.contains(',') {
+            return Err(bad(format!("preset {i} has an empty name or one with a comma ({:?})", p.name)));
         }
+        if table.preset[..i].iter().any(|q| q.name.eq_ignore_ascii_case(&p.name)) {
+            return Err(bad(format!("preset name {:?} appears twice", p.name)));
+        }
+        p.try_config().map_err(|e| bad(format!("preset {:?}: {e}", p.name)))?;
+    }
+    Ok(table.preset)
+}
+
+impl SimPreset {
+    /// Every preset, in table order (the first is the default).
+    pub fn all() -> &'static [SimPreset] {
+        static ALL: std::sync::OnceLock<Vec<SimPreset>> = std::sync::OnceLock::new();
+        // The table is compiled in and checked by this module's tests: a failure here is a
+        // build defect, not bad input.
+        ALL.get_or_init(|| parse_presets(PRESETS_TOML).expect("hal/src/sim/presets.toml is valid"))
+    }
+
+    /// The default preset: the first in the table.
+    pub fn default_preset() -> &'static SimPreset {
+        &Self::all()[0]
+    }
+
+    /// The preset called `name` (case-insensitive, surrounding blanks ignored); an unknown name
+    /// is an error listing the known ones.
+    pub fn named(name: &str) -> Result<&'static SimPreset, HalError> {
+        let name = name.trim();
+        Self::all().iter().find(|p| p.name.eq_ignore_ascii_case(name)).ok_or_else(|| {
+            HalError::InvalidTopology(format!(
+                "unknown simulated device {name:?}: use one of {}",
+                Self::all().iter().map(|p| p.name.as_str()).collect::<Vec<_>>().join(", ")
+            ))
+        })
+    }
+
+    fn try_config(&self) -> Result<SimConfig, HalError> {
+        let bad = |why: String| Err(HalError::InvalidTopology(why));
+        let mut leaves = Vec::new();
+        let mut next = 0usize;
+        for run in &self.leaves {
+            if run.units == 0 || run.count == 0 {
+                return bad(format!("a leaf run of {} x {} units", run.count, run.units));
+            }
+            for _ in 0..run.count {
+                let end = next.saturating_add(run.units);
+                if end > self.units {
+                    return bad(format!("the leaves need more than the device's {} units", self.units));
+                }
+                leaves.push(UnitSet::range(next, end));
+                next = end;
+            }
+        }
+        let domains = match self.domains {
+            None => Vec::new(),
+            Some(DomainSpec { count, .. }) if count == 0 || count > self.units => {
+                return bad(format!("{count} domains over {} units", self.units))
+            }
+            Some(DomainSpec { count, layout: DomainLayout::Interleaved }) => {
+                (0..count).map(|d| (0..self.units).filter(|i| i % count == d).collect()).collect()
+            }
+            Some(DomainSpec { count, layout: DomainLayout::Contiguous }) => {
+                if self.units / count * count != self.units {
+                    return bad(format!("{} units do not split into {count} equal domains", self.units));
+                }
+                let size = self.units / count;
+                (0..count).map(|d| UnitSet::range(d * size, (d + 1) * size)).collect()
+            }
+        };
+        let config = SimConfig {
+            name: self.display_name.clone(),
+            vendor: self.vendor.clone(),
+            unit_name: self.unit_name.clone(),
+            unit_count: self.units,
+            leaves,
+            domains,
+            min_partition_size: self.min_partition,
+        };
+        // Topology::new checks the rest (coverage, unit bound, labels).
+        topology_spec(config.clone()).and_then(Topology::new)?;
+        Ok(config)
+    }
+
+    /// The preset's configuration.
+    pub fn config(&self) -> SimConfig {
+        // Every preset of the table was checked when the table was parsed.
+        self.try_config().expect("presets are validated when parsed")
+    }
+
+    /// A fresh simulated device of this preset.
+    pub fn backend(&self) -> SimBackend {
+        SimBackend::new(self.config()).expect("presets are validated when parsed")
+    }
+}
+
+/// A preset chosen by name, as a small copyable handle (what `vitamin --sim-device` parses).
+/// The default is the table's first preset.
+#[derive(Debug, Clone, Copy)]
+pub struct SimDevice(&'static SimPreset);
+
+impl SimDevice {
+    /// The preset called `name` ([`SimPreset::named`]).
+    pub fn named(name: &str) -> Result<Self, HalError> {
+        SimPreset::named(name).map(SimDevice)
+    }
+
+    /// Every preset.
+    pub fn all() -> impl Iterator<Item = SimDevice> {
+        SimPreset::all().iter().map(SimDevice)
+    }
+
+    /// The preset's name.
+    pub fn name(self) -> &'static str {
+        &self.0.name
+    }
+
+    /// The preset itself.
+    pub fn preset(self) -> &'static SimPreset {
+        self.0
     }
 
     /// The preset's configuration.
     pub fn config(self) -> SimConfig {
-        match self {
-            SimDevice::H200 => SimConfig::h200(),
-            SimDevice::Mi300x => SimConfig::mi300x(),
-        }
+        self.0.config()
     }
 
     /// A fresh simulated device of this preset.
     pub fn backend(self) -> SimBackend {
-        match self {
-            SimDevice::H200 => SimBackend::h200(),
-            SimDevice::Mi300x => SimBackend::mi300x(),
-        }
+        self.0.backend()
     }
 
-    /// The preset named by [`SIM_DEVICE_ENV`], the default when unset.
-    pub fn from_env() -> Result<Self, HalError> {
-        match std::env::var(SIM_DEVICE_ENV) {
-            Ok(v) if !v.trim().is_empty() => v.parse(),
-            _ => Ok(SimDevice::default()),
-        }
+    /// Whether this is the default preset.
+    pub fn is_default(self) -> bool {
+        self == SimDevice::default()
+    }
+}
+
+impl Default for SimDevice {
+    fn default() -> Self {
+        SimDevice(SimPreset::default_preset())
+    }
+}
+
+impl PartialEq for SimDevice {
+    fn eq(&self, other: &Self) -> bool {
+        self.0.name == other.0.name
+    }
+}
+
+impl Eq for SimDevice {}
+
+impl std::hash::Hash for SimDevice {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.0.name.hash(state);
     }
 }
 
@@ -167,13 +327,7 @@ impl std::str::FromStr for SimDevice {
     type Err = HalError;
 
     fn from_str(s: &str) -> Result<Self, HalError> {
-        let s = s.trim();
-        SimDevice::ALL.into_iter().find(|d| d.name().eq_ignore_ascii_case(s)).ok_or_else(|| {
-            HalError::InvalidTopology(format!(
-                "unknown simulated device {s:?}: use one of {}",
-                SimDevice::ALL.map(SimDevice::name).join(", ")
-            ))
-        })
+        SimDevice::named(s)
     }
 }
 
@@ -181,6 +335,29 @@ impl std::fmt::Display for SimDevice {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.name())
     }
+}
+
+/// The topology description of a simulated device of shape `config`.
+fn topology_spec(config: SimConfig) -> Result<TopologySpec, HalError> {
+    Ok(TopologySpec {
+        vendor: config.vendor,
+        device_name: config.name,
+        unit_name: config.unit_name,
+        unit_count: config.unit_count,
+        leaves: config.leaves,
+        domains: config.domains,
+        min_partition_size: config.min_partition_size,
+        alignment: config.min_partition_size,
+        capabilities: Capabilities {
+            backend: "sim".into(),
+            simulated: true,
+            driver_version: None,
+            spatial_partitioning: true,
+            cooperative_launch: true,
+            clusters: true,
+            notes: vec!["virtual time; CPU reference kernels; see hal::sim for the cost model".into()],
+        },
+    })
 }
 
 /// The simulated device. Cheap to clone (shared state).
@@ -193,40 +370,18 @@ pub struct SimBackend {
 impl SimBackend {
     /// Builds a device from a configuration, with the built-in kernels registered.
     pub fn new(config: SimConfig) -> Result<Self, HalError> {
-        let unit_kind = match config.vendor {
-            Vendor::Nvidia => UnitKind::Sm,
-            Vendor::Amd => UnitKind::Cu,
-        };
-        let topology = Topology::new(TopologySpec {
-            vendor: config.vendor,
-            device_name: config.name,
-            unit_kind,
-            unit_count: config.unit_count,
-            leaves: config.leaves,
-            domains: config.domains,
-            min_partition_size: config.min_partition_size,
-            alignment: config.min_partition_size,
-            capabilities: Capabilities {
-                backend: "sim".into(),
-                simulated: true,
-                driver_version: None,
-                spatial_partitioning: true,
-                cooperative_launch: true,
-                clusters: true,
-                notes: vec!["virtual time; CPU reference kernels; see hal::sim for the cost model".into()],
-            },
-        })?;
+        let topology = Topology::new(topology_spec(config)?)?;
         Ok(SimBackend { topology: Arc::new(topology), engine: Arc::new(Mutex::new(Engine::new(kernels::builtin()))) })
     }
 
-    /// The simulated H200.
-    pub fn h200() -> Self {
-        Self::new(SimConfig::h200()).expect("the H200 preset is a valid topology")
+    /// A fresh device of the preset called `name` ([`SimPreset::named`]).
+    pub fn preset(name: &str) -> Result<Self, HalError> {
+        SimPreset::named(name).map(SimPreset::backend)
     }
 
-    /// The simulated MI300X.
-    pub fn mi300x() -> Self {
-        Self::new(SimConfig::mi300x()).expect("the MI300X preset is a valid topology")
+    /// A fresh device of the default preset ([`SimPreset::default_preset`]).
+    pub fn default_device() -> Self {
+        SimPreset::default_preset().backend()
     }
 
     /// Registers a kernel and returns its function reference.
@@ -429,7 +584,7 @@ impl PhysicalPartition for SimPartition {
 
     /// The simulated device has no native streams: the handle `issue` gets is a token under
     /// which its launch hands the descriptor over with [`issue_native`] (from the same thread,
-    /// during the call), as a CUDA caller would launch on the lane's stream.
+    /// during the call), as a native caller would launch on the lane's stream.
     fn submit_native(
         &self,
         lane: LaneId,
@@ -474,16 +629,138 @@ mod tests {
     use super::*;
 
     #[test]
-    fn presets_by_name() {
-        assert_eq!("mi300x".parse::<SimDevice>(), Ok(SimDevice::Mi300x));
-        assert_eq!(" H200 ".parse::<SimDevice>(), Ok(SimDevice::H200));
-        let err = "mi250".parse::<SimDevice>().unwrap_err().to_string();
-        assert!(err.contains("h200, mi300x"), "{err}");
-        let m = SimDevice::Mi300x.backend();
-        assert_eq!((m.topology().unit_count(), m.topology().leaves().len()), (304, 19));
-        assert_eq!(SimDevice::default().backend().topology().unit_count(), 132);
-        for d in SimDevice::ALL {
-            assert_eq!(d.config().unit_count, d.backend().topology().unit_count());
+    fn the_table_parses_and_every_preset_builds_its_topology() {
+        let all = SimPreset::all();
+        assert!(all.len() >= 2, "{all:?}");
+        for p in all {
+            let b = p.backend();
+            let t = b.topology();
+            assert_eq!(
+                (t.unit_count(), t.device_name(), t.vendor()),
+                (p.units, p.display_name.as_str(), p.vendor.as_str())
+            );
+            assert_eq!(t.unit_name(), p.unit_name);
+            assert_eq!(t.leaves().len(), p.leaves.iter().map(|r| r.count).sum::<usize>());
+            assert_eq!(t.domains().len(), p.domains.map_or(0, |d| d.count));
+            assert!(t.capabilities().simulated);
         }
+        assert_eq!(SimDevice::default().preset(), &all[0]);
+        assert!(SimDevice::default().is_default());
+    }
+
+    #[test]
+    fn presets_by_name_and_unknown_names_list_the_known_ones() {
+        for p in SimPreset::all() {
+            let upper = format!(" {} ", p.name.to_ascii_uppercase());
+            assert_eq!(upper.parse::<SimDevice>().map(SimDevice::name), Ok(p.name.as_str()));
+            assert_eq!(SimBackend::preset(&p.name).map(|b| b.topology().unit_count()), Ok(p.units));
+        }
+        let err = "no-such-device".parse::<SimDevice>().unwrap_err().to_string();
+        for p in SimPreset::all() {
+            assert!(err.contains(p.name.as_str()), "{err}");
+        }
+        assert!(err.contains("no-such-device"), "{err}");
+    }
+
+    #[test]
+    fn layouts_build_as_described() {
+        let text = r#"
+            [[preset]]
+            name = "a"
+            display_name = "A"
+            vendor = "v"
+            unit_name = "U"
+            units = 12
+            min_partition = 4
+            leaves = [{ count = 2, units = 4 }, { count = 2, units = 2 }]
+            domains = { count = 3, layout = "contiguous" }
+
+            [[preset]]
+            name = "b"
+            display_name = "B"
+            vendor = "v"
+            unit_name = "U"
+            units = 6
+            min_partition = 6
+            leaves = [{ count = 1, units = 6 }]
+            domains = { count = 2, layout = "interleaved" }
+        "#;
+        let p = parse_presets(text).expect("valid");
+        let a = p[0].config();
+        assert_eq!(
+            a.leaves,
+            vec![UnitSet::range(0, 4), UnitSet::range(4, 8), UnitSet::range(8, 10), UnitSet::range(10, 12)]
+        );
+        assert_eq!(a.domains, vec![UnitSet::range(0, 4), UnitSet::range(4, 8), UnitSet::range(8, 12)]);
+        let b = p[1].config();
+        assert_eq!(b.domains, vec![[0, 2, 4].into_iter().collect(), [1, 3, 5].into_iter().collect::<UnitSet>()]);
+    }
+
+    proptest::proptest! {
+        /// Any table of leaf runs and domains builds the layout a plain reference computes: leaves
+        /// of the runs' sizes, consecutive and in order; interleaved domains by `unit mod count`,
+        /// contiguous ones by `unit / (units / count)`.
+        #[test]
+        fn leaf_runs_and_domains_build_as_the_reference_says(
+            runs in proptest::collection::vec((1usize..4, 1usize..12), 1..6),
+            domains in 0usize..5,
+            interleaved in proptest::bool::ANY,
+        ) {
+            let units: usize = runs.iter().map(|&(c, u)| c * u).sum();
+            let leaves: Vec<String> = runs.iter().map(|(c, u)| format!("{{ count = {c}, units = {u} }}")).collect();
+            let layout = if interleaved { "interleaved" } else { "contiguous" };
+            let domain_line = if domains == 0 { String::new() } else { format!("domains = {{ count = {domains}, layout = \"{layout}\" }}\n") };
+            let text = format!(
+                "[[preset]]\nname = \"p\"\ndisplay_name = \"P\"\nvendor = \"v\"\nunit_name = \"U\"\nunits = {units}\nmin_partition = 1\nleaves = [{}]\n{domain_line}",
+                leaves.join(", ")
+            );
+            let fits = domains == 0 || (domains <= units && (interleaved || units / domains * domains == units));
+            let parsed = parse_presets(&text);
+            proptest::prop_assert_eq!(parsed.is_ok(), fits, "{}: {:?}", text, parsed);
+            let Ok(p) = parsed else { return Ok(()) };
+            let config = p[0].config();
+            let mut want = Vec::new();
+            let mut at = 0;
+            for &(c, u) in &runs {
+                for _ in 0..c {
+                    want.push((at..at + u).collect::<UnitSet>());
+                    at += u;
+                }
+            }
+            proptest::prop_assert_eq!(&config.leaves, &want);
+            for (d, set) in config.domains.iter().enumerate() {
+                for i in 0..units {
+                    let home = if interleaved { i % domains } else { i / (units / domains) };
+                    proptest::prop_assert_eq!(set.contains(i), home == d, "unit {} domain {}", i, d);
+                }
+            }
+            proptest::prop_assert_eq!(config.domains.len(), domains);
+        }
+    }
+
+    #[test]
+    fn bad_tables_are_errors_that_say_why() {
+        let one = |body: &str| {
+            format!("[[preset]]\nname = \"x\"\ndisplay_name = \"X\"\nvendor = \"v\"\nunit_name = \"U\"\n{body}")
+        };
+        let cases = [
+            (one("units = 8\nmin_partition = 4\nleaves = [{ count = 1, units = 4 }]"), "uncovered"),
+            (one("units = 8\nmin_partition = 4\nleaves = [{ count = 3, units = 4 }]"), "more than"),
+            (one("units = 8\nmin_partition = 4\nleaves = [{ count = 0, units = 8 }]"), "leaf run"),
+            (one("units = 8\nmin_partition = 8\nleaves = [{ count = 1, units = 8 }]\ndomains = { count = 3, layout = \"contiguous\" }"), "equal domains"),
+            (one("units = 8\nmin_partition = 8\nleaves = [{ count = 1, units = 8 }]\ncolour = 1"), "colour"),
+            ("preset = []".to_string(), "no preset"),
+            ("[[preset]]\nname = 3".to_string(), "name"),
+        ];
+        for (text, why) in cases {
+            let e = parse_presets(&text).expect_err(&text).to_string();
+            assert!(e.contains(why), "{text}: {e}");
+        }
+        let twice = format!(
+            "{}\n{}",
+            one("units = 8\nmin_partition = 8\nleaves = [{ count = 1, units = 8 }]"),
+            one("units = 8\nmin_partition = 8\nleaves = [{ count = 1, units = 8 }]")
+        );
+        assert!(parse_presets(&twice).unwrap_err().to_string().contains("twice"));
     }
 }

@@ -124,7 +124,7 @@ mod tests {
     /// plan, whatever order its blocks run in.
     #[test]
     fn fixed_launches_give_the_reference_bits_on_every_partition() {
-        let sim = SimBackend::h200();
+        let sim = SimBackend::preset("h200").unwrap();
         let leaves = sim.topology().leaves().to_vec();
         for k in SuiteKernel::ALL {
             let p = match k {

@@ -900,7 +900,7 @@ fn run<N: NativeApi>(
         // The thread's driver calls must be forwarded untouched, like this thread's.
         let t = settings.tuning;
         if let Err(e) = backend.start_submit_thread(t.submit_burst, t.submit_spin, N::enter_runtime_thread) {
-            // A backend without one by design (HIP: each runtime call is issued by the calling
+            // A backend without one by design (one whose runtime calls are issued by the calling
             // thread) is no warning; a failure to start one is.
             let level =
                 if matches!(e, vitamin_hal::HalError::Unsupported { .. }) { LogLevel::Debug } else { LogLevel::Warn };
@@ -911,7 +911,7 @@ fn run<N: NativeApi>(
         backend.set_busy_query(every);
     }
     let spin_yield = settings.tuning.spin_yield;
-    let kind = backend.topology().unit_kind();
+    let kind = backend.topology().unit_name().to_owned();
     let device = backend.topology().device_name().to_owned();
     let config = dispatch_config(&settings);
     let policy = settings.policy.build(settings.seed);
@@ -927,7 +927,7 @@ fn run<N: NativeApi>(
     if let Some(socket) = &settings.daemon {
         attach_daemon(&mut d, socket, ordinal, &settings);
     }
-    let nodes = d.pool().nodes().iter().map(|n| n.units.display(kind).to_string()).collect();
+    let nodes = d.pool().nodes().iter().map(|n| n.units.display(&kind).to_string()).collect();
     let realize_ms = t0.elapsed().as_secs_f64() * 1e3;
     let poll_interval = Duration::from_nanos(d.config().min_poll_interval_ns);
     let idle_spin = settings.tuning.idle_spin;

@@ -199,8 +199,8 @@ mod tests {
         assert!(f.enabled_for("vitamin_runtime::dispatch", &Level::DEBUG), "a target prefix matches");
         assert!(!f.enabled_for("vitamin_runtime::dispatch", &Level::TRACE));
         assert!(f.enabled_for("other", &Level::WARN) && !f.enabled_for("other", &Level::INFO), "the bare level");
-        let only = LogSubscriber::new("vitamin_hal_cuda=trace", w);
-        assert!(only.enabled_for("vitamin_hal_cuda::partition", &Level::TRACE));
+        let only = LogSubscriber::new("vitamin_hal=trace", w);
+        assert!(only.enabled_for("vitamin_hal::sim", &Level::TRACE));
         assert!(!only.enabled_for("vitamin", &Level::ERROR), "no default: other targets are off");
         let off = LogSubscriber::new("off", w);
         assert!(!off.enabled_for("vitamin", &Level::ERROR));

@@ -209,9 +209,9 @@ impl std::fmt::Debug for Decider {
 
 fn revalidate(t: &Topology) -> Result<Topology, String> {
     Topology::new(vitamin_hal::TopologySpec {
-        vendor: t.vendor(),
+        vendor: t.vendor().to_owned(),
         device_name: t.device_name().to_owned(),
-        unit_kind: t.unit_kind(),
+        unit_name: t.unit_name().to_owned(),
         unit_count: t.unit_count(),
         leaves: t.leaves().to_vec(),
         domains: t.domains().to_vec(),

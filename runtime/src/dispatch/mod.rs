@@ -371,11 +371,11 @@ impl<B: Backend, P: Policy> std::fmt::Debug for Dispatcher<B, P> {
 impl<B: Backend, P: Policy> Dispatcher<B, P> {
     /// Builds the pool for the backend's topology and realizes every node (start-up cost).
     pub fn new(backend: B, policy: P, profiles: Profiles, config: DispatchConfig) -> Result<Self, DispatchError> {
-        let kind = backend.topology().unit_kind();
+        let kind = backend.topology().unit_name().to_owned();
         let (pool, partitions) = Realized::create(&backend, config.lanes_per_node)?.into_parts();
         let all = backend.topology().all_units();
         let service = backend.create_partition(&all, config.service_lanes.max(1)).map_err(|source| {
-            DispatchError::Realize { node: pool.root(), units: all.display(kind).to_string(), source }
+            DispatchError::Realize { node: pool.root(), units: all.display(&kind).to_string(), source }
         })?;
         let n = partitions.len();
         let timeline = config.record_timeline.then(|| Timeline {
@@ -383,7 +383,7 @@ impl<B: Backend, P: Policy> Dispatcher<B, P> {
             node_labels: pool
                 .nodes()
                 .iter()
-                .map(|x| format!("node {}: {}", x.id, x.units.display(kind)))
+                .map(|x| format!("node {}: {}", x.id, x.units.display(&kind)))
                 .chain(std::iter::once("service (copies, host functions)".to_owned()))
                 .collect(),
         });

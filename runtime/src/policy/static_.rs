@@ -111,7 +111,7 @@ mod tests {
 
     #[test]
     fn default_cut_covers_the_device_with_disjoint_nodes() {
-        for backend in [SimBackend::h200(), SimBackend::mi300x()] {
+        for backend in vitamin_hal::sim::SimPreset::all().iter().map(|p| p.backend()) {
             let pool = Pool::build(backend.topology());
             for n in 1..=6 {
                 let cut = Static::default_cut(&pool, n);
@@ -124,7 +124,8 @@ mod tests {
                 assert_eq!(covered, backend.topology().all_units(), "the cut covers every unit (n={n})");
             }
         }
-        let pool = Pool::build(SimBackend::h200().topology());
+        // The default preset: 132 units in 15 leaves of 8 and one of 12.
+        let pool = Pool::build(SimBackend::default_device().topology());
         let sizes: Vec<usize> = Static::default_cut(&pool, 3).iter().map(|&c| pool.node(c).size()).collect();
         assert_eq!(sizes, vec![64, 36, 32]);
     }

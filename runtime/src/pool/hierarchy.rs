@@ -6,7 +6,7 @@ use std::fmt;
 
 use serde::Serialize;
 use smallvec::SmallVec;
-use vitamin_hal::{Topology, UnitKind, UnitSet};
+use vitamin_hal::{Topology, UnitSet};
 
 /// Identifier of a pool node: a dense index into [`Hierarchy::nodes`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
@@ -89,7 +89,7 @@ impl Node {
 /// same device (e.g. by a daemon and its clients).
 #[derive(Debug, Clone)]
 pub struct Hierarchy {
-    unit_kind: UnitKind,
+    unit_name: String,
     device: UnitSet,
     nodes: Vec<Node>,
     sizes: Vec<u16>,
@@ -105,7 +105,7 @@ impl Hierarchy {
         // A topology holds at most MAX_UNITS (512) non-empty leaves, so at most 4 * 512 nodes.
         debug_assert!(!leaves.is_empty() && leaves.len() <= vitamin_hal::MAX_UNITS);
         let mut h = Hierarchy {
-            unit_kind: top.unit_kind(),
+            unit_name: top.unit_name().to_owned(),
             device: top.all_units(),
             nodes: Vec::with_capacity(4 * leaves.len()),
             sizes: Vec::new(),
@@ -245,9 +245,9 @@ impl Hierarchy {
         self.device
     }
 
-    /// SM or CU, for display.
-    pub fn unit_kind(&self) -> UnitKind {
-        self.unit_kind
+    /// The unit's short name ([`Topology::unit_name`]), for display.
+    pub fn unit_name(&self) -> &str {
+        &self.unit_name
     }
 
     /// Number of nodes of a kind.

@@ -269,16 +269,16 @@ pub fn run_scenario(
     scale: ScenarioScale,
     config: &HarnessConfig,
 ) -> Result<HarnessRun, DispatchError> {
-    let sim = SimBackend::h200();
+    let sim = SimBackend::default_device();
     let tenants = tenants(kind, &sim, scale, seed, None);
     let profiles = profile_tenants(kind, scale)?;
     run(sim, policy.build(seed), profiles, tenants, config)
 }
 
 /// The profiling pass: measures every recurring launch configuration of a scenario's tenants at
-/// every pool size on a separate simulated H200 (so the scenario's clock is untouched).
+/// every pool size on a separate simulated device of the default preset (so the scenario's clock is untouched).
 pub fn profile_tenants(kind: ScenarioKind, scale: ScenarioScale) -> Result<Profiles, DispatchError> {
-    let sim = SimBackend::h200();
+    let sim = SimBackend::default_device();
     let launches: Vec<_> = tenants(kind, &sim, scale, 0, None)
         .iter()
         .flat_map(|t| t.kernel_shapes())
@@ -294,18 +294,19 @@ pub fn alone_baselines(
     scale: ScenarioScale,
     config: &HarnessConfig,
 ) -> Result<Vec<(String, u64)>, DispatchError> {
-    let sim = SimBackend::h200();
+    let sim = SimBackend::default_device();
     let all = tenants(kind, &sim, scale, 0, None);
     let mut out = Vec::new();
     for (i, t) in all.iter().enumerate() {
         if t.class() != crate::policy::ClientClass::BestEffort || t.name() == "prefill" {
             continue;
         }
-        let sim = SimBackend::h200();
+        let sim = SimBackend::default_device();
         let mut ts = tenants(kind, &sim, scale, 0, None);
         let t = ts.swap_remove(i);
         let name = t.name().to_owned();
-        let r = run(sim, PolicyKind::Exclusive.build(0), Profiles::new("simulated H200"), vec![t], config)?;
+        let profiles = Profiles::new(sim.topology().device_name());
+        let r = run(sim, PolicyKind::Exclusive.build(0), profiles, vec![t], config)?;
         out.push((name, r.tenants[0].completed));
     }
     Ok(out)
@@ -327,7 +328,7 @@ pub fn evaluate(
     for &p in policies {
         progress(&format!("{}: policy {p}", kind.name()));
         let r = run_scenario(kind, p, seed, scale, config)?;
-        let sim = SimBackend::h200();
+        let sim = SimBackend::default_device();
         let classes: Vec<_> = tenants(kind, &sim, scale, seed, None).iter().map(|t| t.class()).collect();
         let reports: Vec<TenantReport> = r
             .tenants
@@ -356,7 +357,7 @@ pub fn evaluate(
         ScenarioReport {
             scenario: kind.name().to_owned(),
             simulated: true,
-            device: SimBackend::h200().topology().device_name().to_owned(),
+            device: SimBackend::default_device().topology().device_name().to_owned(),
             runs,
         },
         raw,
@@ -373,9 +374,10 @@ pub fn determinism_check(
 ) -> Result<DeterminismReport, DispatchError> {
     let scale = ScenarioScale::default();
     let digests = |policy: PolicyKind, seed: u64| -> Result<Vec<u64>, DispatchError> {
-        let sim = SimBackend::h200();
+        let sim = SimBackend::default_device();
         let ts = tenants(ScenarioKind::ColocatedTraining, &sim, scale, seed, Some(iterations));
-        let r = run(sim, policy.build(seed), Profiles::new("simulated H200"), ts, config)?;
+        let profiles = Profiles::new(sim.topology().device_name());
+        let r = run(sim, policy.build(seed), profiles, ts, config)?;
         Ok(r.tenants.iter().map(|t| t.output_digest.unwrap_or(0)).collect())
     };
     let reference = digests(PolicyKind::Exclusive, 0)?;

@@ -387,7 +387,7 @@ impl VirtualContext {
         self.live.any(s) && !self.has_completed.load(Ordering::Acquire)
     }
 
-    /// A synchronous operation (e.g. `cuMemcpy`): records `desc` on `s` and blocks until it
+    /// A synchronous operation (e.g. a synchronous copy): records `desc` on `s` and blocks until it
     /// completed. Returns the stream's sticky error if it (or an earlier op of the stream) failed.
     pub fn record_synchronous_op(&self, s: StreamId, desc: Arc<OpDesc>) -> Result<OpId, VctxError> {
         let recorded = self.record_op(s, desc)?;

@@ -37,7 +37,7 @@ impl std::fmt::Display for Handle {
 pub enum VctxError {
     /// The stream or event does not exist in this virtual context: never created, already
     /// destroyed, or a default stream that cannot be destroyed. Check the handle's lifetime in the
-    /// application (it may be used after `cuStreamDestroy`/`cuEventDestroy`).
+    /// application (it may be used after the application destroyed it).
     #[error("invalid handle: {0} does not exist in this context (never created, or already destroyed)")]
     InvalidHandle(Handle),
     /// An op failed asynchronously on the device. Sticky: every later synchronization or query of

@@ -3,32 +3,28 @@
 #![allow(dead_code)] // each test file uses a different subset
 
 use proptest::prelude::*;
-use vitamin_hal::sim::SimConfig;
-use vitamin_hal::{Capabilities, Topology, TopologySpec, UnitKind, UnitSet, Vendor};
+use vitamin_hal::sim::{SimConfig, SimPreset};
+use vitamin_hal::{Capabilities, Topology, TopologySpec, UnitSet};
 
 /// A topology from a simulated-device preset.
 pub fn topology_of(config: SimConfig) -> Topology {
-    let unit_kind = match config.vendor {
-        Vendor::Nvidia => UnitKind::Sm,
-        Vendor::Amd => UnitKind::Cu,
-    };
-    topology(config.vendor, unit_kind, config.unit_count, config.leaves)
+    topology(&config.vendor, &config.unit_name, config.unit_count, config.leaves)
 }
 
 pub fn h200() -> Topology {
-    topology_of(SimConfig::h200())
+    topology_of(SimPreset::named("h200").unwrap().config())
 }
 
 pub fn mi300x() -> Topology {
-    topology_of(SimConfig::mi300x())
+    topology_of(SimPreset::named("mi300x").unwrap().config())
 }
 
-pub fn topology(vendor: Vendor, unit_kind: UnitKind, unit_count: usize, leaves: Vec<UnitSet>) -> Topology {
+pub fn topology(vendor: &str, unit_name: &str, unit_count: usize, leaves: Vec<UnitSet>) -> Topology {
     let min = leaves.iter().map(UnitSet::len).min().unwrap_or(1);
     Topology::new(TopologySpec {
-        vendor,
+        vendor: vendor.into(),
         device_name: "test device".into(),
-        unit_kind,
+        unit_name: unit_name.into(),
         unit_count,
         leaves,
         domains: Vec::new(),
@@ -76,7 +72,7 @@ pub fn arb_topology(max_leaves: usize) -> impl Strategy<Value = Topology> {
                 leaves.push(order[at..at + s].iter().copied().collect());
                 at += s;
             }
-            topology(Vendor::Nvidia, UnitKind::Sm, unit_count, leaves)
+            topology("test", "SM", unit_count, leaves)
         },
     )
 }

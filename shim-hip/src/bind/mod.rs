@@ -86,7 +86,7 @@ impl NativeApi for HipNative {
     type Guard = Option<vitamin_runtime::client::guard::Entered>;
 
     fn create_backend(&self, ordinal: i32) -> Result<HipBackend, String> {
-        let limits = StreamLimits::from_env().map_err(|e| e.to_string())?;
+        let limits = StreamLimits::from_config().map_err(|e| e.to_string())?;
         let library = crate::real::library_path();
         HipBackend::with_library(library.as_deref(), ordinal, limits)
             .map_err(|e| format!("the HIP backend is unavailable: {e}"))
