@@ -34,7 +34,7 @@ fn collectives_run_on_the_service_partition_in_stream_order_under_every_policy()
     let policies = [PolicyKind::Throughput, PolicyKind::Tpot, PolicyKind::Exclusive, PolicyKind::Static];
     let runs = policies.into_iter().map(|p| (p, 0)).chain((0..8).map(|s| (PolicyKind::Chaos, s)));
     for (policy, seed) in runs {
-        let sim = SimBackend::h200();
+        let sim = SimBackend::preset("h200").unwrap();
         let busy = sim.kernel("busy").expect("built-in kernel");
         let config = DispatchConfig { record_timeline: true, ..DispatchConfig::default() };
         let mut d = Dispatcher::new(sim, policy.build(seed), Profiles::new("sim"), config).expect("pool");
@@ -79,7 +79,7 @@ fn collectives_run_on_the_service_partition_in_stream_order_under_every_policy()
 fn a_collective_never_waits_for_another_client_s_lease() {
     // Exclusive: client a holds the whole device with a long kernel; client b's collective starts
     // while it runs (as under MPS), where b's ordinary kernel waits for a's lease.
-    let sim = SimBackend::h200();
+    let sim = SimBackend::preset("h200").unwrap();
     let busy = sim.kernel("busy").expect("built-in kernel");
     let config = DispatchConfig { record_timeline: true, ..DispatchConfig::default() };
     let mut d = Dispatcher::new(sim, PolicyKind::Exclusive.build(0), Profiles::new("sim"), config).expect("pool");
@@ -105,7 +105,7 @@ fn a_collective_never_waits_for_another_client_s_lease() {
 
 #[test]
 fn partitions_refuse_a_collective_grid_they_cannot_hold_at_once() {
-    let sim = SimBackend::h200();
+    let sim = SimBackend::preset("h200").unwrap();
     let busy = sim.kernel("busy").expect("built-in kernel");
     let leaf = sim.create_partition(&UnitSet::range(0, 8), 1).expect("8-unit partition");
     // 4 resident `busy` blocks per unit: 32 at once on 8 units.
