@@ -63,7 +63,10 @@ fn bindings_within(c: &mut DaemonClient, limit: Duration) -> Vec<Binding> {
 fn each_device_s_pool_is_arbitrated_on_its_own_and_reported() {
     // Exclusive: one client holds a device's whole pool at a time.
     let d = start("two", PolicyKind::Exclusive);
-    let (h200, mi300x) = (SimBackend::preset("h200").unwrap().topology().clone(), SimBackend::preset("mi300x").unwrap().topology().clone());
+    let (h200, mi300x) = (
+        SimBackend::preset("h200").unwrap().topology().clone(),
+        SimBackend::preset("mi300x").unwrap().topology().clone(),
+    );
     let mut a = connect(&d, "a-dev0", 0, h200.clone()).expect("a");
     let mut b = connect(&d, "b-dev1", 1, mi300x.clone()).expect("b");
     let mut c = connect(&d, "c-dev0", 0, h200.clone()).expect("c");
