@@ -45,7 +45,7 @@ fn extended_launches_keep_native_results_and_order_and_bind_where_they_can() {
         assert_eq!(r.line, native.line, "{tag}: the native results and codes");
         let ops = execs(&r.log);
         let axpys: Vec<&Exec> = ops.iter().filter(|e| e.kernel() == Some("axpy")).collect();
-        assert_eq!(axpys.len(), 8, "{tag}: the eight launches ran once each: {axpys:#?}");
+        assert_eq!(axpys.len(), 10, "{tag}: the ten launches ran once each: {axpys:#?}");
         for w in axpys.windows(2) {
             assert!(w[0].end < w[1].begin, "{tag}: one stream's launches in call order: {:?} then {:?}", w[0], w[1]);
         }
@@ -55,12 +55,18 @@ fn extended_launches_keep_native_results_and_order_and_bind_where_they_can() {
         for c in &copies {
             assert!(axpys[1].end < c.begin, "{tag}: {c:?} must follow launch 1 ({:?})", axpys[1]);
         }
-        // The timed launch: start, kernel, stop recorded on one stream, in that order.
+        // The timed launches (the first ext-launch; the last ext-launch or launch-stub, as bind
+        // mode launches the stub as the runtime function it stands for): start, kernel, stop
+        // recorded on one stream, in that order.
         let calls = calls(&r.log);
-        let k = calls.iter().position(|(_, w, _)| w == "ext-launch").expect("the timed launch's call");
-        let (before, launch, after) = (&calls[k - 1], &calls[k], &calls[k + 1]);
-        assert_eq!((before.1.as_str(), after.1.as_str()), ("event-record", "event-record"), "{tag}: {calls:#?}");
-        assert!(before.2 == launch.2 && launch.2 == after.2, "{tag}: events on the kernel's stream: {calls:#?}");
+        let ext = calls.iter().position(|(_, w, _)| w == "ext-launch").expect("the timed module launch");
+        let stub =
+            calls.iter().rposition(|(_, w, _)| w == "launch-stub" || w == "ext-launch").expect("the timed stub launch");
+        for k in [ext, stub] {
+            let (before, launch, after) = (&calls[k - 1], &calls[k], &calls[k + 1]);
+            assert_eq!((before.1.as_str(), after.1.as_str()), ("event-record", "event-record"), "{tag}: {calls:#?}");
+            assert!(before.2 == launch.2 && launch.2 == after.2, "{tag}: events on the kernel's stream: {calls:#?}");
+        }
 
         let lanes = masked_streams(&r.log);
         let on_lane: Vec<bool> = axpys.iter().map(|e| lanes.contains(&e.stream)).collect();
@@ -68,10 +74,13 @@ fn extended_launches_keep_native_results_and_order_and_bind_where_they_can() {
             assert!(lanes.is_empty(), "{tag}: observe mode builds no pool");
             continue;
         }
-        // Bound: the plain launches (0, 1 by launch-first with its events, 2-4 and 6); native on
-        // the application's stream: the cooperative launch (5) and the one with a priority (7).
-        assert_eq!(on_lane, [true, true, true, true, true, false, true, false], "{tag}: {axpys:#?}");
-        assert!(lanes.contains(&launch.2), "{tag}: the timed launch and its events on a lane: {calls:#?}");
+        // Bound: the plain launches (0, 1 and 9 by launch-first with their events, 2-4, 6 and
+        // 8); native on the application's stream: the cooperative launch (5) and the one with a
+        // priority (7).
+        assert_eq!(on_lane, [true, true, true, true, true, false, true, false, true, true], "{tag}: {axpys:#?}");
+        for k in [ext, stub] {
+            assert!(lanes.contains(&calls[k].2), "{tag}: the timed launch and its events on a lane: {calls:#?}");
+        }
         let coop = calls.iter().find(|(_, w, _)| w.starts_with("launch-ex-cooperative")).expect("cooperative call");
         assert!(!lanes.contains(&coop.2), "{tag}: the cooperative launch on the application's stream");
         let c = r.census.as_ref().expect("bind census");

@@ -15,6 +15,8 @@
  *   5. hipLaunchKernelExC, hipLaunchAttributeCooperative = 1 (grid 16 x 256: fits the device)
  *   6. hipDrvLaunchKernelEx, no attributes, an `extra` buffer
  *   7. hipDrvLaunchKernelEx, hipLaunchAttributePriority
+ *   8. hipLaunchKernel of launch 9's shape into y0, s1 synchronized before and after
+ *   9. hipExtLaunchKernel (host stub) with events t2 and t3 around it
  * and on s2 (non-blocking): waits t1, copies y1 to host (it must hold step 1's result).
  * Refused synchronously (codes printed): hipExtModuleLaunchKernel with global 4000 / local 256
  * (not whole work-groups of a uniform-work-group kernel: hipErrorInvalidValue), and
@@ -110,9 +112,11 @@ int main(void) {
     hipStream_t s1, s2;
     CHECK(hipStreamCreate(&s1));
     CHECK(hipStreamCreateWithFlags(&s2, hipStreamNonBlocking));
-    hipEvent_t t0, t1;
+    hipEvent_t t0, t1, t2, t3;
     CHECK(hipEventCreate(&t0));
     CHECK(hipEventCreate(&t1));
+    CHECK(hipEventCreate(&t2));
+    CHECK(hipEventCreate(&t3));
 
     float *h_x, *h_y, *h_y1, *d_x, *d_y, *d_y1;
     CHECK(hipHostMalloc((void **)&h_x, n * sizeof(float), 0));
@@ -182,6 +186,15 @@ int main(void) {
     d.attrs = &prio, d.numAttrs = 1;
     CHECK(hipDrvLaunchKernelEx(&d, axpy, p7, NULL));
 
+    /* 8. hipExtLaunchKernel (host stub) with events t2 and t3, after the same launch without
+     * events into y0 and s1 idle again (as for launch 1). */
+    CHECK(hipStreamSynchronize(s1));
+    float a8 = 0.125f;
+    void *p8[] = {&a8, &d_x, &d_y, (void *)&n}, *p8_warm[] = {&a8, &d_x, &d_y0, (void *)&n};
+    CHECK(hipLaunchKernel(&stub_axpy, (dim3){n / 256, 1, 1}, (dim3){256, 1, 1}, p8_warm, 0, s1));
+    CHECK(hipStreamSynchronize(s1));
+    CHECK(hipExtLaunchKernel(&stub_axpy, (dim3){n / 256, 1, 1}, (dim3){256, 1, 1}, p8, 0, s1, t2, t3, 0));
+
     /* Refused synchronously. */
     hipError_t nondiv = hipExtModuleLaunchKernel(axpy, 4000, 1, 1, 256, 1, 1, 0, s1, p7, NULL, NULL, NULL, 0);
     launch_attribute bad;
@@ -196,6 +209,8 @@ int main(void) {
     CHECK(hipEventSynchronize(t1));
     float ms = -1.0f;
     int elapsed_ok = hipEventElapsedTime(&ms, t0, t1) == hipSuccess && ms >= 0.0f;
+    CHECK(hipEventSynchronize(t3));
+    elapsed_ok = elapsed_ok && hipEventElapsedTime(&ms, t2, t3) == hipSuccess && ms >= 0.0f;
     int snap_ok = 1;
     for (unsigned i = 0; i < n; i++)
         if (h_y1[i] != 0.5f * h_x[i]) snap_ok = 0;
