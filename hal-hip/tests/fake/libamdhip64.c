@@ -1147,7 +1147,7 @@ hipError_t hipModuleLaunchKernel(hipFunction_t f, unsigned int gridDimX, unsigne
                   extra);
 }
 
-/* Not in HIP 5.2 (ROCm 6 added it); exported under the node the version script names for it. A
+/* Not in HIP 5.2 (ROCm 5.5 added it: hip_5.5); exported under the node the version script names. A
  * cooperative launch ignores the stream's CU mask, so the log says "cooperative". */
 hipError_t hipModuleLaunchCooperativeKernel(hipFunction_t f, unsigned int gridDimX, unsigned int gridDimY,
                                             unsigned int gridDimZ, unsigned int blockDimX, unsigned int blockDimY,
