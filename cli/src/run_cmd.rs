@@ -181,9 +181,9 @@ where
     Some(out)
 }
 
-/// The directories the dynamic loader searches after the objects' own paths: those of
-/// `/etc/ld.so.conf` (with its `include` globs of the form `DIR/*.conf`) and the defaults.
-fn system_dirs() -> Vec<PathBuf> {
+/// The directories a `ld.so.conf` file at `path` lists, following its `include` lines (a file,
+/// or a glob of the form `DIR/*SUFFIX`, files in name order) up to three levels deep.
+pub fn ld_so_conf_dirs(path: &Path) -> Vec<PathBuf> {
     fn conf(path: &Path, out: &mut Vec<PathBuf>, depth: usize) {
         let Ok(text) = std::fs::read_to_string(path) else { return };
         for line in text.lines().map(|l| l.split('#').next().unwrap_or("").trim()).filter(|l| !l.is_empty()) {
@@ -212,7 +212,14 @@ fn system_dirs() -> Vec<PathBuf> {
         }
     }
     let mut dirs = Vec::new();
-    conf(Path::new("/etc/ld.so.conf"), &mut dirs, 0);
+    conf(path, &mut dirs, 0);
+    dirs
+}
+
+/// The directories the dynamic loader searches after the objects' own paths: those of
+/// `/etc/ld.so.conf` and the defaults.
+fn system_dirs() -> Vec<PathBuf> {
+    let mut dirs = ld_so_conf_dirs(Path::new("/etc/ld.so.conf"));
     for d in ["/lib/x86_64-linux-gnu", "/usr/lib/x86_64-linux-gnu", "/lib64", "/usr/lib64", "/lib", "/usr/lib"] {
         dirs.push(PathBuf::from(d));
     }
@@ -778,6 +785,51 @@ mod tests {
         assert!(matches!(inspect(&root.join("empty"), None), Inspection::Unknown(_)));
         assert!(matches!(inspect(&root.join("missing"), None), Inspection::Unknown(_)));
         std::fs::remove_dir_all(&root).unwrap();
+    }
+
+    proptest::proptest! {
+        /// Hostile bytes behind an ELF magic (any class, any byte order) never panic the reader.
+        #[test]
+        fn hostile_elf_bytes_are_never_a_panic(
+            class in 0u8..4,
+            order in 0u8..3,
+            bytes in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..2048),
+        ) {
+            let mut data = b"\x7fELF".to_vec();
+            data.extend([class, order]);
+            data.extend(bytes);
+            let _ = dynamic_of(data.as_slice());
+        }
+    }
+
+    #[test]
+    fn ld_so_conf_includes_are_followed() {
+        let root = std::env::temp_dir().join(format!("vitamin-run-ldconf-{}", std::process::id()));
+        let d = root.join("ld.so.conf.d");
+        std::fs::create_dir_all(&d).unwrap();
+        let top = format!("# comment\n/opt/first\ninclude {}/*.conf\n/opt/last # trailing\n", d.display());
+        std::fs::write(root.join("ld.so.conf"), top).unwrap();
+        std::fs::write(d.join("b.conf"), "/opt/b\n").unwrap();
+        std::fs::write(d.join("a.conf"), "/opt/a1\n\n/opt/a2\n").unwrap();
+        std::fs::write(d.join("ignored.txt"), "/opt/not\n").unwrap();
+        let got = ld_so_conf_dirs(&root.join("ld.so.conf"));
+        let want: Vec<PathBuf> = ["/opt/first", "/opt/a1", "/opt/a2", "/opt/b", "/opt/last"].map(PathBuf::from).into();
+        assert_eq!(got, want);
+        assert!(ld_so_conf_dirs(&root.join("missing.conf")).is_empty());
+        // A file that includes itself stops at the depth bound.
+        std::fs::write(root.join("loop.conf"), format!("/opt/x\ninclude {}\n", root.join("loop.conf").display()))
+            .unwrap();
+        assert_eq!(ld_so_conf_dirs(&root.join("loop.conf")).len(), 4);
+        std::fs::remove_dir_all(&root).unwrap();
+    }
+
+    #[test]
+    fn the_dynamic_section_of_a_real_executable() {
+        let exe = std::env::current_exe().unwrap();
+        let cache = object::ReadCache::new(std::fs::File::open(&exe).unwrap());
+        let d = dynamic_of(&cache).expect("the test binary is an ELF object");
+        assert!(d.needed.iter().any(|n| n == "libc.so.6"), "{d:?}");
+        assert_eq!(dynamic_of(b"#!/bin/sh\n".as_slice()), None);
     }
 
     #[test]
