@@ -110,11 +110,25 @@ fn launch(id: HookId, real: &dyn Fn() -> HipError, c: LaunchCall) -> HipError {
             b.counters.kernels.bump();
             record(b, s, OpDesc::Kernel(k))
         }
-        Err(d) => {
-            match &d {
-                Decline::Invalid(_) => b.counters.invalid_launches.bump(),
-                Decline::Unmodelled(_) => b.counters.native_unmodelled.bump(),
+        Err(d @ Decline::Invalid(_)) => {
+            b.counters.invalid_launches.bump();
+            vlog!(LogLevel::Debug, "{}: {d}; the runtime answers it", id.symbol());
+            // The runtime's own answer, even when the stream's earlier work failed
+            // asynchronously: that failure is the next synchronization's to report (it stays
+            // recorded), as natively, not this call's. The drain still orders the call after
+            // that work, in case the runtime accepts the launch after all.
+            let _ = b.drain(s);
+            let r = real();
+            if r == HIP_SUCCESS {
+                let w = driver::native_stream_synchronize(c.stream as usize);
+                if w != HIP_SUCCESS {
+                    return w;
+                }
             }
+            r
+        }
+        Err(d) => {
+            b.counters.native_unmodelled.bump();
             vlog!(LogLevel::Debug, "{}: {d}; the runtime handles it", id.symbol());
             b.native(Some(s), c.stream, true, real)
         }
