@@ -24,8 +24,13 @@ pub const SUITE_SOURCE: &str = include_str!("../tests/fake/suite_kernels.c");
 pub const VERSION_SCRIPT: &str = include_str!("../tests/fake/libamdhip64.map");
 /// Symbols the double exports that HIP 5.2 does not (newer ROCm API); their version nodes are
 /// assumptions (see the version script).
-pub const NEWER_THAN_5_2: &[&str] =
-    &["hipGetFuncBySymbol", "hipKernelGetParamInfo", "hipModuleLaunchCooperativeKernel"];
+pub const NEWER_THAN_5_2: &[&str] = &[
+    "hipDrvLaunchKernelEx",
+    "hipGetFuncBySymbol",
+    "hipKernelGetParamInfo",
+    "hipLaunchKernelExC",
+    "hipModuleLaunchCooperativeKernel",
+];
 
 /// Where the HIP headers are: `HIP_INCLUDE_DIR`, else `/usr/include`.
 pub fn include_dir() -> PathBuf {

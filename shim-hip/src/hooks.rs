@@ -43,7 +43,11 @@ pub(crate) unsafe fn run(
     observe: impl FnOnce(HipError),
 ) -> HipError {
     let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        let Some(target) = slot.get(id.symbol()) else {
+        let found = match id.alternative() {
+            Some(other) => slot.get_any(&[id.symbol(), other]),
+            None => slot.get(id.symbol()),
+        };
+        let Some(target) = found else {
             state::STATS.missing_real.bump();
             state::vlog!(
                 vitamin_runtime::config::LogLevel::Error,
@@ -168,6 +172,15 @@ hip_hooks! {
         f: HipFunction, gx: c_uint, gy: c_uint, gz: c_uint, bx: c_uint, by: c_uint, bz: c_uint, smem: c_uint,
         stream: HipStream, params: *mut *mut c_void, extra: *mut *mut c_void,
     ) => observe_module_launch | calls::module_launch_kernel;
+    fn hipExtModuleLaunchKernel(
+        f: HipFunction, global_x: u32, global_y: u32, global_z: u32, local_x: u32, local_y: u32, local_z: u32,
+        smem: usize, stream: HipStream, params: *mut *mut c_void, extra: *mut *mut c_void, start: HipEvent,
+        stop: HipEvent, flags: u32,
+    ) => observe_ext_module_launch | calls::ext_module_launch_kernel;
+    fn hipLaunchKernelExC(config: *const LaunchConfig, f: *const c_void, args: *mut *mut c_void)
+        => observe_launch_ex_c | calls::launch_kernel_ex_c;
+    fn hipDrvLaunchKernelEx(config: *const DrvLaunchConfig, f: HipFunction, params: *mut *mut c_void, extra: *mut *mut c_void)
+        => observe_drv_launch_ex | calls::drv_launch_kernel_ex;
     fn hipLaunchCooperativeKernel(f: *const c_void, grid: Dim3, block: Dim3, args: *mut *mut c_void, smem: c_uint, stream: HipStream)
         ~ stream => observe_cooperative_launch;
     fn hipLaunchCooperativeKernel_spt(f: *const c_void, grid: Dim3, block: Dim3, args: *mut *mut c_void, smem: c_uint, stream: HipStream)
@@ -280,6 +293,49 @@ hip_hooks! {
     fn hipHostFree(ptr: *mut c_void) | calls::free_after_sync;
 }
 
+impl HookId {
+    /// Another name the real runtime may define this function under, tried when it lacks the
+    /// hook's own: HIP 5.2 exports `hipExtModuleLaunchKernel` only under its C++ name.
+    pub fn alternative(self) -> Option<&'static str> {
+        match self {
+            HookId::hipExtModuleLaunchKernel => Some(EXT_MODULE_LAUNCH_KERNEL_CXX),
+            _ => None,
+        }
+    }
+}
+
+/// `hipExtModuleLaunchKernel` under the C++ name HIP 5.2's `hip_ext.h` gives it
+/// ([`EXT_MODULE_LAUNCH_KERNEL_CXX`]): what an application compiled against those headers calls.
+/// The same function as the C hook (the two names share one C ABI: every parameter is a scalar
+/// or a pointer).
+///
+/// # Safety
+/// `hipExtModuleLaunchKernel`'s contract (`hip_ext.h`).
+#[export_name = "_Z24hipExtModuleLaunchKernelP18ihipModuleSymbol_tjjjjjjmP12ihipStream_tPPvS4_P11ihipEvent_tS6_j"]
+pub unsafe extern "C" fn hip_ext_module_launch_kernel_cxx(
+    f: HipFunction,
+    global_x: u32,
+    global_y: u32,
+    global_z: u32,
+    local_x: u32,
+    local_y: u32,
+    local_z: u32,
+    smem: usize,
+    stream: HipStream,
+    params: *mut *mut c_void,
+    extra: *mut *mut c_void,
+    start: HipEvent,
+    stop: HipEvent,
+    flags: u32,
+) -> HipError {
+    // SAFETY: the caller's arguments, unchanged, to the hook of the same function.
+    unsafe {
+        hipExtModuleLaunchKernel(
+            f, global_x, global_y, global_z, local_x, local_y, local_z, smem, stream, params, extra, start, stop, flags,
+        )
+    }
+}
+
 // ---- observers (after the call; the census only)
 
 fn observe_stub_launch(
@@ -345,6 +401,64 @@ fn observe_module_launch(
 ) {
     if result == HIP_SUCCESS {
         state::record_launch(f as usize, [gx, gy, gz], [bx, by, bz], crate::bind::is_capturing(stream));
+    }
+}
+
+fn observe_ext_module_launch(
+    _id: HookId,
+    result: HipError,
+    f: HipFunction,
+    global_x: u32,
+    global_y: u32,
+    global_z: u32,
+    local_x: u32,
+    local_y: u32,
+    local_z: u32,
+    _smem: usize,
+    stream: HipStream,
+    _params: *mut *mut c_void,
+    _extra: *mut *mut c_void,
+    _start: HipEvent,
+    _stop: HipEvent,
+    _flags: u32,
+) {
+    if result == HIP_SUCCESS {
+        let global = [global_x, global_y, global_z];
+        let local = [local_x, local_y, local_z];
+        // The census's grid counts work-groups, a partial last one included.
+        let grid: [u32; 3] = std::array::from_fn(|i| global[i].div_ceil(local[i].clamp(1, global[i].max(1))));
+        let block: [u32; 3] = std::array::from_fn(|i| local[i].min(global[i]));
+        state::record_launch(f as usize, grid, block, crate::bind::is_capturing(stream));
+    }
+}
+
+fn observe_launch_ex_c(
+    _id: HookId,
+    result: HipError,
+    config: *const LaunchConfig,
+    f: *const c_void,
+    _args: *mut *mut c_void,
+) {
+    if result == HIP_SUCCESS && !config.is_null() {
+        // SAFETY: the runtime accepted the call, so `config` is the application's readable config.
+        let c = unsafe { *config };
+        state::record_launch(f as usize, c.grid.array(), c.block.array(), crate::bind::is_capturing(c.stream));
+    }
+}
+
+fn observe_drv_launch_ex(
+    _id: HookId,
+    result: HipError,
+    config: *const DrvLaunchConfig,
+    f: HipFunction,
+    _params: *mut *mut c_void,
+    _extra: *mut *mut c_void,
+) {
+    if result == HIP_SUCCESS && !config.is_null() {
+        // SAFETY: the runtime accepted the call, so `config` is the application's readable config.
+        let c = unsafe { *config };
+        let (grid, block) = ([c.grid_x, c.grid_y, c.grid_z], [c.block_x, c.block_y, c.block_z]);
+        state::record_launch(f as usize, grid, block, crate::bind::is_capturing(c.stream));
     }
 }
 
@@ -454,10 +568,11 @@ pub unsafe extern "C" fn __hipRegisterFatBinary(data: *const c_void) -> *mut *mu
         let handle = unsafe { f(data) };
         if let Some(_entered) = vitamin_runtime::client::guard::enter() {
             if !data.is_null() {
-                // SAFETY: hipcc's wrapper starts with a 4-byte magic.
-                if unsafe { *(data as *const u32) } == crate::codeobj::FATBIN_MAGIC {
+                // SAFETY: the registered data starts with at least 4 readable bytes (hipcc's
+                // wrapper: a 4-byte magic); read unaligned, as other data may be registered too.
+                if unsafe { (data as *const u32).read_unaligned() } == crate::codeobj::FATBIN_MAGIC {
                     // SAFETY: a `HIPF` wrapper: magic, 4-byte version, then the bundle pointer.
-                    note_image(unsafe { *(data as *const *const c_void).add(1) });
+                    note_image(unsafe { (data as *const *const c_void).add(1).read_unaligned() });
                 }
             }
         }

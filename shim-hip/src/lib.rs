@@ -1,6 +1,7 @@
 //! # libvitamin_hip.so: the HIP interposer
 //!
-//! Loaded with `LD_PRELOAD` (by `vitamin run` when the HIP backend is selected), the library sits
+//! Loaded with `LD_PRELOAD` (by `vitamin run` when the program links `libamdhip64`, is a script,
+//! or links neither vendor's library, or with `--backend hip`), the library sits
 //! between an unmodified HIP application and `libamdhip64`. **Bind mode** (the default, [`bind`]):
 //! kernel launches, copies, fills, host callbacks and graph launches become ops of a virtual
 //! context, late-bound by the client runtime's in-process coordinator to the pool of CU-masked
@@ -23,7 +24,10 @@
 //! host stubs' kernel names, `__hipRegisterFatBinary` and the module loads to read kernel argument
 //! layouts from code objects ([`codeobj`]) in bind mode. `hipGetProcAddress` (ROCm 6.2) answers a
 //! hooked name with the hook when the runtime's answer is the function the hook forwards to
-//! ([`hooks::proc_address_substitute`]). **Not intercepted yet:** symbols an application looks up
+//! ([`hooks::proc_address_substitute`]). `hipExtModuleLaunchKernel` is exported under its C name
+//! and under the C++ name HIP 5.2's `hip_ext.h` gives it (the only one Debian's 5.2.3 exports);
+//! ROCm 6's `hipLaunchKernelExC` / `hipDrvLaunchKernelEx` are hooked with their types declared in
+//! [`ffi`]. **Not intercepted yet:** symbols an application looks up
 //! itself with `dlsym` on a `dlopen`ed `libamdhip64` (Triton's AMD backend, hip-python):
 //! such calls reach the runtime directly (`docs/amd.md` says why `dlsym` is not interposed here).
 //!

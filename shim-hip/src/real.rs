@@ -56,9 +56,17 @@ impl Slot {
     /// The real function, resolving `symbol` on first use.
     #[inline]
     pub fn get(&self, symbol: &str) -> Option<usize> {
+        self.get_any(&[symbol])
+    }
+
+    /// The real function of the first of `symbols` the runtime defines, resolved on first use (a
+    /// function some runtimes export under another name: `hipExtModuleLaunchKernel`, C++-named in
+    /// HIP 5.2).
+    #[inline]
+    pub fn get_any(&self, symbols: &[&str]) -> Option<usize> {
         match self.0.load(Ordering::Acquire) {
             0 => {
-                let p = lookup(symbol).unwrap_or(MISSING);
+                let p = symbols.iter().find_map(|s| lookup(s)).unwrap_or(MISSING);
                 self.0.store(p, Ordering::Release);
                 (p != MISSING).then_some(p)
             }
@@ -91,4 +99,21 @@ pub fn library_path() -> Option<PathBuf> {
     // SAFETY: dladdr returns a NUL-terminated file name the loader owns.
     let name = unsafe { CStr::from_ptr(info.dli_fname) };
     Some(PathBuf::from(std::ffi::OsStr::from_bytes(name.to_bytes())))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_slot_takes_the_first_name_the_loader_knows_and_keeps_its_answer() {
+        // No runtime here: RTLD_NEXT finds the C library's symbols.
+        let s = Slot::new();
+        let malloc = lookup("malloc").expect("the C library defines malloc");
+        assert_eq!(s.get_any(&["vitaminNoSuchSymbol", "malloc", "free"]), Some(malloc));
+        assert_eq!(s.get("free"), Some(malloc), "resolved once: the first answer stays");
+        let missing = Slot::new();
+        assert_eq!(missing.get_any(&["vitaminNoSuchSymbol", "vitaminNorThis"]), None);
+        assert_eq!(missing.get("malloc"), None, "a missing function stays missing");
+    }
 }

@@ -14,8 +14,9 @@ use std::collections::BTreeSet;
 pub const LIST: &str = include_str!("../symbol-versions.txt");
 
 /// Exports that are not in the hook table ([`crate::hooks::HOOKS`]): hipcc's start-up entry
-/// points and `hipGetProcAddress`.
-pub const EXTRA_EXPORTS: &[&str] = &["__hipRegisterFatBinary", "__hipRegisterFunction", "hipGetProcAddress"];
+/// points, `hipGetProcAddress` and HIP 5.2's C++ name of `hipExtModuleLaunchKernel`.
+pub const EXTRA_EXPORTS: &[&str] =
+    &["__hipRegisterFatBinary", "__hipRegisterFunction", "hipGetProcAddress", crate::ffi::EXT_MODULE_LAUNCH_KERNEL_CXX];
 
 /// Every symbol the library exports: the hooks, then [`EXTRA_EXPORTS`].
 pub fn exports() -> Vec<&'static str> {

@@ -37,6 +37,11 @@ int main(void) {
     printf("attr_hostptr %zu\n", offsetof(hipPointerAttribute_t, hostPointer));
     printf("attr_managed %zu\n", offsetof(hipPointerAttribute_t, isManaged));
     printf("attr_flags %zu\n", offsetof(hipPointerAttribute_t, allocationFlags));
+    printf("not_supported %d\n", (int)hipErrorNotSupported);
+    printf("param_buffer_pointer %zu\n", (size_t)HIP_LAUNCH_PARAM_BUFFER_POINTER);
+    printf("param_buffer_size %zu\n", (size_t)HIP_LAUNCH_PARAM_BUFFER_SIZE);
+    printf("param_end %zu\n", (size_t)HIP_LAUNCH_PARAM_END);
+    printf("any_order %d\n", (int)hipExtAnyOrderLaunch);
     return 0;
 }
 "#;
@@ -95,4 +100,29 @@ fn constants_and_layouts_match_the_headers() {
     assert_eq!(value("attr_hostptr"), offset_of!(HipPointerAttribute, host_pointer) as i64);
     assert_eq!(value("attr_managed"), offset_of!(HipPointerAttribute, is_managed) as i64);
     assert_eq!(value("attr_flags"), offset_of!(HipPointerAttribute, allocation_flags) as i64);
+    assert_eq!(value("not_supported"), i64::from(HIP_ERROR_NOT_SUPPORTED));
+    assert_eq!(value("param_buffer_pointer"), HIP_LAUNCH_PARAM_BUFFER_POINTER as i64);
+    assert_eq!(value("param_buffer_size"), HIP_LAUNCH_PARAM_BUFFER_SIZE as i64);
+    assert_eq!(value("param_end"), HIP_LAUNCH_PARAM_END as i64);
+    assert_eq!(value("any_order"), i64::from(HIP_EXT_ANY_ORDER_LAUNCH));
+}
+
+/// ROCm 6's launch configuration types, absent from HIP 5.2's headers: the sizes and offsets of
+/// ROCm 6's `hip_runtime_api.h` (`hipLaunchAttribute` 72 bytes with its value at 8,
+/// `hipLaunchConfig_t` and `HIP_LAUNCH_CONFIG` 56 bytes with the stream at 32, the attributes at
+/// 40 and their count at 48), which the test double's C declarations also assert.
+#[test]
+fn rocm6_launch_configurations_have_the_rocm6_layout() {
+    assert_eq!((size_of::<LaunchAttribute>(), offset_of!(LaunchAttribute, val)), (72, 8));
+    assert_eq!(size_of::<LaunchConfig>(), 56);
+    assert_eq!(offset_of!(LaunchConfig, block), 12);
+    assert_eq!(offset_of!(LaunchConfig, dynamic_smem_bytes), 24);
+    assert_eq!(offset_of!(LaunchConfig, stream), 32);
+    assert_eq!(offset_of!(LaunchConfig, attrs), 40);
+    assert_eq!(offset_of!(LaunchConfig, num_attrs), 48);
+    assert_eq!(size_of::<DrvLaunchConfig>(), 56);
+    assert_eq!(offset_of!(DrvLaunchConfig, shared_mem_bytes), 24);
+    assert_eq!(offset_of!(DrvLaunchConfig, stream), 32);
+    assert_eq!(offset_of!(DrvLaunchConfig, attrs), 40);
+    assert_eq!(offset_of!(DrvLaunchConfig, num_attrs), 48);
 }

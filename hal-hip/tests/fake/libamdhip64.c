@@ -28,12 +28,24 @@
  * - Stream capture: hipStreamBeginCapture .. hipStreamEndCapture records a stream's operations
  *   into a graph instead of running them; hipGraphInstantiate / hipGraphLaunch run them in order
  *   on the launching stream (logged as "graph", with the captured operations inside).
+ * - Launch arguments: kernel parameters, or an `extra` array of the one form HIP takes
+ *   ({HIP_LAUNCH_PARAM_BUFFER_POINTER, buffer, HIP_LAUNCH_PARAM_BUFFER_SIZE, &size,
+ *   HIP_LAUNCH_PARAM_END}; any other: hipErrorInvalidValue), the buffer laid out at the
+ *   parameters' natural alignment.
+ * - hipExtModuleLaunchKernel, exported as HIP 5.2 does, under its C++ name only: global work
+ *   sizes in threads; a local size above the global one is cut to it; every kernel here has a
+ *   uniform work-group size, so a global size that is not a multiple of the local one is
+ *   hipErrorInvalidValue; the start and stop events are recorded around the kernel on its stream.
+ * - hipLaunchKernelExC and hipDrvLaunchKernelEx (ROCm 6; their types declared here, from ROCm 6's
+ *   hip_runtime_api.h): the attribute hipLaunchAttributeCooperative (non-zero) makes the launch
+ *   cooperative ("launch-cooperative-ex" in the log); the other ids ROCm 6 defines (1, 3, 8, 9,
+ *   10) are accepted and logged ("attrs=<id>,.."); any other id is hipErrorInvalidValue.
  * - Host-side kernel stubs: __hipRegisterFatBinary / __hipRegisterFunction (what hipcc's start-up
  *   code calls) bind a host address to a kernel by name; hipLaunchKernel, hipExtLaunchKernel and
  *   hipLaunchCooperativeKernel launch through it. hipGetFuncBySymbol (ROCm 6) and
  *   hipKernelGetParamInfo (ROCm 7) answer for registered and module functions.
- * - Log (FAKE_HIP_LOG, one global order): "call ..." lines for stream creation/destruction and
- *   launches, "exec begin/end ..." lines as the workers run operations, with the stream and its
+ * - Log (FAKE_HIP_LOG, one global order): "call ..." lines for stream creation/destruction,
+ *   launches and event records, "exec begin/end ..." lines as the workers run operations, with the stream and its
  *   CU mask, so a test sees which kernel ran on which stream with which mask, and in what order.
  * - Failure injection:
  *     FAKE_HIP_FAIL_KERNEL=<name>   kernels of that name fail asynchronously: hipErrorLaunchFailure
@@ -54,6 +66,7 @@
 
 #include <pthread.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -681,6 +694,8 @@ hipError_t hipEventRecord(hipEvent_t event, hipStream_t stream) {
     pthread_mutex_lock(&STATE_LOCK);
     uint64_t gen = ++event->recorded;
     pthread_mutex_unlock(&STATE_LOCK);
+    struct ihipStream_t *rs = stream_of(stream);
+    logf_("call event-record s%d", rs ? rs->id : -1);
     op_t *o = new_op(OP_EVENT);
     o->event = event;
     o->generation = gen;
@@ -1068,13 +1083,34 @@ hipError_t hipModuleOccupancyMaxActiveBlocksPerMultiprocessor(int *numBlocks, hi
     return hipSuccess;
 }
 
+/* The packed argument buffer of an `extra` array, in the one form HIP takes (it checks entries
+ * 0, 2 and 4 in that order): NULL with *err set when malformed. */
+static const char *extra_buffer(void **extra, size_t *size, hipError_t *err) {
+    *err = hipSuccess;
+    if (extra[0] != HIP_LAUNCH_PARAM_BUFFER_POINTER || extra[2] != HIP_LAUNCH_PARAM_BUFFER_SIZE ||
+        extra[4] != HIP_LAUNCH_PARAM_END || !extra[3]) {
+        *err = hipErrorInvalidValue;
+        return NULL;
+    }
+    *size = *(size_t *)extra[3];
+    return (const char *)extra[1];
+}
+
 static hipError_t launch(const char *how, hipFunction_t f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
                          unsigned by, unsigned bz, hipStream_t stream, void **params, void **extra) {
     if (!f) return ret(hipErrorInvalidResourceHandle);
     uint64_t threads = (uint64_t)bx * by * bz;
     if (gx == 0 || gy == 0 || gz == 0 || threads == 0 || threads > 1024) return ret(hipErrorInvalidValue);
-    if (extra) return ret(hipErrorNotSupported);
-    if (f->sig->nparams > 0 && !params) return ret(hipErrorInvalidValue);
+    const char *buffer = NULL;
+    size_t buffer_size = 0;
+    if (extra) {
+        hipError_t e;
+        if (params) return ret(hipErrorInvalidValue);
+        buffer = extra_buffer(extra, &buffer_size, &e);
+        if (e != hipSuccess) return ret(e);
+    } else if (f->sig->nparams > 0 && !params) {
+        return ret(hipErrorInvalidValue);
+    }
     struct ihipStream_t *s = stream_of(stream);
     if (!s) return ret(hipErrorNoDevice);
     op_t *o = new_op(OP_KERNEL);
@@ -1085,11 +1121,20 @@ static hipError_t launch(const char *how, hipFunction_t f, unsigned gx, unsigned
     for (int i = 0; i < f->sig->nparams; i++) {
         int size = f->sig->sizes[i];
         off = (off + size - 1) / size * size;
-        memcpy(l->args + off, params[i], (size_t)size);
+        if (extra) {
+            if (!buffer || (size_t)(off + size) > buffer_size) {
+                free(o);
+                return ret(hipErrorInvalidValue);
+            }
+            memcpy(l->args + off, buffer + off, (size_t)size);
+        } else {
+            memcpy(l->args + off, params[i], (size_t)size);
+        }
         l->offsets[i] = off;
         off += size;
     }
-    logf_("call %s s%d %s grid=%ux%ux%u block=%ux%ux%u", how, s->id, f->sig->name, gx, gy, gz, bx, by, bz);
+    logf_("call %s s%d %s grid=%ux%ux%u block=%ux%ux%u%s", how, s->id, f->sig->name, gx, gy, gz, bx, by, bz,
+          extra ? " extra" : "");
     return enqueue(stream, o);
 }
 
@@ -1102,7 +1147,7 @@ hipError_t hipModuleLaunchKernel(hipFunction_t f, unsigned int gridDimX, unsigne
                   extra);
 }
 
-/* Not in HIP 5.2 (ROCm 6 added it); exported under the node the version script names for it. A
+/* Not in HIP 5.2 (ROCm 5.5 added it: hip_5.5); exported under the node the version script names. A
  * cooperative launch ignores the stream's CU mask, so the log says "cooperative". */
 hipError_t hipModuleLaunchCooperativeKernel(hipFunction_t f, unsigned int gridDimX, unsigned int gridDimY,
                                             unsigned int gridDimZ, unsigned int blockDimX, unsigned int blockDimY,
@@ -1175,6 +1220,126 @@ static hipFunction_t stub_function(const void *host) {
         if (STUBS[i].host == host) f = STUBS[i].function;
     pthread_mutex_unlock(&STATE_LOCK);
     return f;
+}
+
+/* hipExtModuleLaunchKernel under the C++ name HIP 5.2's hip_ext.h gives it (declared there without
+ * extern "C": Debian's libamdhip64.so.5 exports only this name). */
+hipError_t fake_ext_module_launch_kernel(hipFunction_t f, uint32_t globalWorkSizeX, uint32_t globalWorkSizeY,
+                                         uint32_t globalWorkSizeZ, uint32_t localWorkSizeX, uint32_t localWorkSizeY,
+                                         uint32_t localWorkSizeZ, size_t sharedMemBytes, hipStream_t hStream,
+                                         void **kernelParams, void **extra, hipEvent_t startEvent,
+                                         hipEvent_t stopEvent, uint32_t flags)
+    __asm__("_Z24hipExtModuleLaunchKernelP18ihipModuleSymbol_tjjjjjjmP12ihipStream_tPPvS4_P11ihipEvent_tS6_j");
+hipError_t fake_ext_module_launch_kernel(hipFunction_t f, uint32_t globalWorkSizeX, uint32_t globalWorkSizeY,
+                                         uint32_t globalWorkSizeZ, uint32_t localWorkSizeX, uint32_t localWorkSizeY,
+                                         uint32_t localWorkSizeZ, size_t sharedMemBytes, hipStream_t hStream,
+                                         void **kernelParams, void **extra, hipEvent_t startEvent,
+                                         hipEvent_t stopEvent, uint32_t flags) {
+    (void)sharedMemBytes, (void)flags;
+    if (!f) return ret(hipErrorInvalidResourceHandle);
+    uint32_t global[3] = {globalWorkSizeX, globalWorkSizeY, globalWorkSizeZ};
+    uint32_t local[3] = {localWorkSizeX, localWorkSizeY, localWorkSizeZ};
+    unsigned grid[3];
+    for (int i = 0; i < 3; i++) {
+        if (global[i] == 0 || local[i] == 0) return ret(hipErrorInvalidValue);
+        if (local[i] > global[i]) local[i] = global[i];
+        if (global[i] % local[i] != 0) return ret(hipErrorInvalidValue); /* uniform work-group size */
+        grid[i] = global[i] / local[i];
+    }
+    if (startEvent) {
+        hipError_t e = hipEventRecord(startEvent, hStream);
+        if (e != hipSuccess) return e;
+    }
+    hipError_t e = launch("ext-launch", f, grid[0], grid[1], grid[2], local[0], local[1], local[2], hStream,
+                          kernelParams, extra);
+    if (e == hipSuccess && stopEvent) e = hipEventRecord(stopEvent, hStream);
+    return e;
+}
+
+/* ---- ROCm 6's extensible launches: types from ROCm 6's hip_runtime_api.h (absent from 5.2) */
+typedef struct {
+    int id; /* hipLaunchAttributeID */
+    char pad[4];
+    union {
+        char bytes[64];
+        int cooperative;
+        int priority;
+    } val;
+} fake_launch_attribute_t;
+
+typedef struct {
+    dim3 gridDim;
+    dim3 blockDim;
+    size_t dynamicSmemBytes;
+    hipStream_t stream;
+    fake_launch_attribute_t *attrs;
+    unsigned int numAttrs;
+} fake_launch_config_t;
+
+typedef struct {
+    unsigned int gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ, sharedMemBytes;
+    hipStream_t hStream;
+    fake_launch_attribute_t *attrs;
+    unsigned int numAttrs;
+} fake_drv_launch_config_t;
+
+_Static_assert(sizeof(fake_launch_attribute_t) == 72, "hipLaunchAttribute");
+_Static_assert(sizeof(fake_launch_config_t) == 56 && offsetof(fake_launch_config_t, attrs) == 40, "hipLaunchConfig_t");
+_Static_assert(sizeof(fake_drv_launch_config_t) == 56 && offsetof(fake_drv_launch_config_t, hStream) == 32,
+               "HIP_LAUNCH_CONFIG");
+
+/* Reads a launch's attributes: 1 if cooperative, 0 if not, -1 for an id ROCm 6 does not define.
+ * `ids` gets the ids, comma-separated, for the log. */
+static int launch_attributes(const fake_launch_attribute_t *attrs, unsigned n, char *ids, size_t cap) {
+    int cooperative = 0;
+    size_t used = 0;
+    ids[0] = 0;
+    if (n && !attrs) return -1;
+    for (unsigned i = 0; i < n; i++) {
+        int id = attrs[i].id;
+        if (used + 12 < cap) used += (size_t)snprintf(ids + used, cap - used, "%s%d", i ? "," : "", id);
+        if (id == 2) cooperative = attrs[i].val.cooperative != 0;
+        else if (id != 1 && id != 3 && id != 8 && id != 9 && id != 10) return -1;
+    }
+    return cooperative;
+}
+
+static hipError_t launch_ex(const char *how, hipFunction_t f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
+                            unsigned by, unsigned bz, hipStream_t stream, const fake_launch_attribute_t *attrs,
+                            unsigned n, void **params, void **extra) {
+    char ids[128], what[160];
+    int cooperative = launch_attributes(attrs, n, ids, sizeof ids);
+    if (cooperative < 0) return ret(hipErrorInvalidValue);
+    snprintf(what, sizeof what, "%s%s%s%s", how, cooperative ? "-cooperative" : "", n ? " attrs=" : "", ids);
+    if (cooperative) {
+        const device_t *d = device();
+        if (!d) return ret(hipErrorNoDevice);
+        uint64_t blocks = (uint64_t)gx * gy * gz, threads = (uint64_t)bx * by * bz;
+        int per_cu = threads == 0 || threads > 1024 ? 0 : (int)(2048 / threads);
+        if (per_cu > 8) per_cu = 8;
+        if (blocks > (uint64_t)per_cu * (uint64_t)d->cus) return ret(hipErrorCooperativeLaunchTooLarge);
+    }
+    return launch(what, f, gx, gy, gz, bx, by, bz, stream, params, extra);
+}
+
+hipError_t hipLaunchKernelExC(const fake_launch_config_t *config, const void *fPtr, void **args);
+hipError_t hipLaunchKernelExC(const fake_launch_config_t *config, const void *fPtr, void **args) {
+    if (!config) return ret(hipErrorInvalidValue);
+    hipFunction_t f = stub_function(fPtr);
+    if (!f) return ret(hipErrorInvalidDeviceFunction);
+    const fake_launch_config_t *c = config;
+    return launch_ex("launch-ex", f, c->gridDim.x, c->gridDim.y, c->gridDim.z, c->blockDim.x, c->blockDim.y,
+                     c->blockDim.z, c->stream, c->attrs, c->numAttrs, args, NULL);
+}
+
+hipError_t hipDrvLaunchKernelEx(const fake_drv_launch_config_t *config, hipFunction_t f, void **params,
+                                void **extra);
+hipError_t hipDrvLaunchKernelEx(const fake_drv_launch_config_t *config, hipFunction_t f, void **params,
+                                void **extra) {
+    if (!config) return ret(hipErrorInvalidValue);
+    const fake_drv_launch_config_t *c = config;
+    return launch_ex("drv-launch-ex", f, c->gridDimX, c->gridDimY, c->gridDimZ, c->blockDimX, c->blockDimY,
+                     c->blockDimZ, c->hStream, c->attrs, c->numAttrs, params, extra);
 }
 
 hipError_t hipLaunchKernel(const void *function_address, dim3 numBlocks, dim3 dimBlocks, void **args,

@@ -30,6 +30,10 @@ const SHAPE: ShapeLimits = ShapeLimits { max_block: [1024, 1024, 1024], max_grid
 /// CDNA and RDNA CU (a larger request takes the native path).
 const MAX_DYNAMIC_SHARED: u32 = 64 * 1024;
 
+/// The largest `extra` argument buffer vitamin copies (kernel arguments are at most a few KiB; a
+/// larger claimed size takes the native path, where the runtime reads what it needs).
+const MAX_ARG_BYTES: usize = 64 * 1024;
+
 fn record(b: &Bind, s: StreamId, desc: OpDesc) -> HipError {
     match b.record(s, desc) {
         Ok(_) => HIP_SUCCESS,
@@ -67,10 +71,24 @@ struct LaunchCall {
     stream: HipStream,
     params: *mut *mut c_void,
     extra: *mut *mut c_void,
+    /// Events the runtime records around the kernel (`hipExtLaunchKernel`,
+    /// `hipExtModuleLaunchKernel`), if any.
+    timed: Option<Timed>,
+}
+
+/// The start and stop events of an extended launch (either may be null).
+#[derive(Debug, Clone, Copy)]
+struct Timed {
+    start: HipEvent,
+    stop: HipEvent,
 }
 
 /// One launch, top to bottom: its stream, its validation (once), launch-first when it applies,
-/// else the descriptor copied and recorded; what vitamin declines takes the native path.
+/// else the descriptor copied and recorded; what vitamin declines takes the native path. A
+/// launch with events is bound only by launch-first (the runtime records the events around the
+/// kernel on the lane it runs on); otherwise it takes the native path, on the application's
+/// stream. Either way the events are the runtime's from then on (their queries, waits and
+/// timings are answered by it).
 fn launch(id: HookId, real: &dyn Fn() -> HipError, c: LaunchCall) -> HipError {
     let Some(b) = get() else { return real() };
     let s = match stream_target(b, id, c.stream, real) {
@@ -81,31 +99,71 @@ fn launch(id: HookId, real: &dyn Fn() -> HipError, c: LaunchCall) -> HipError {
         if let Some(result) = launch_first(b, s, &c, f, &info) {
             return Ok(Err(result));
         }
+        if c.timed.is_some() {
+            return Err(Decline::Unmodelled("events around the kernel, and launch-first did not apply".into()));
+        }
         copy_launch(&c, f, &info).map(Ok)
     });
-    match captured {
+    let result = match captured {
         Ok(Err(launched_first)) => launched_first,
         Ok(Ok(k)) => {
             b.counters.kernels.bump();
             record(b, s, OpDesc::Kernel(k))
         }
-        Err(d) => {
-            match &d {
-                Decline::Invalid(_) => b.counters.invalid_launches.bump(),
-                Decline::Unmodelled(_) => b.counters.native_unmodelled.bump(),
+        Err(d @ Decline::Invalid(_)) => {
+            b.counters.invalid_launches.bump();
+            vlog!(LogLevel::Debug, "{}: {d}; the runtime answers it", id.symbol());
+            // The runtime's own answer, even when the stream's earlier work failed
+            // asynchronously: that failure is the next synchronization's to report (it stays
+            // recorded), as natively, not this call's. The drain still orders the call after
+            // that work, in case the runtime accepts the launch after all.
+            let _ = b.drain(s);
+            let r = real();
+            if r == HIP_SUCCESS {
+                let w = driver::native_stream_synchronize(c.stream as usize);
+                if w != HIP_SUCCESS {
+                    return w;
+                }
             }
+            r
+        }
+        Err(d) => {
+            b.counters.native_unmodelled.bump();
             vlog!(LogLevel::Debug, "{}: {d}; the runtime handles it", id.symbol());
             b.native(Some(s), c.stream, true, real)
+        }
+    };
+    if let (Some(t), HIP_SUCCESS) = (c.timed, result) {
+        note_native_events(b, s, t);
+    }
+    result
+}
+
+/// The events of a launch the runtime recorded them around: recorded natively, after the
+/// kernel's op on logical stream `s`.
+fn note_native_events(b: &Bind, s: StreamId, t: Timed) {
+    for e in [t.start, t.stop].into_iter().filter(|e| !e.is_null()) {
+        // The registry's lock is released before the record is noted (which takes it again).
+        let found = b.registry().event_id(e as usize);
+        if let Some((mapped, entry)) = found {
+            b.note_native_record(mapped, entry, Some(s));
         }
     }
 }
 
 /// Validates a launch the way the runtime does before accepting it: a function vitamin knows the
-/// layout of, a shape within the device's and the function's limits. Returns the handle to
-/// launch (a runtime function, or the host stub itself) and its info.
+/// layout of, a shape within the device's and the function's limits, a well-formed `extra`
+/// array. Returns the handle to launch (a runtime function, or the host stub itself) and its
+/// info.
 fn check_launch(b: &Bind, c: &LaunchCall) -> Result<(usize, Arc<FunctionInfo>), Decline> {
     if c.handle == 0 {
         return Err(Decline::Invalid("null function".into()));
+    }
+    if !c.extra.is_null() {
+        if !c.params.is_null() {
+            return Err(Decline::Unmodelled("both kernel parameters and an `extra` array".into()));
+        }
+        extra_buffer(c.extra)?;
     }
     let (f, info) = b.functions.launchable(c.handle, c.stub, b.max_threads);
     if info.layout.is_none() {
@@ -120,15 +178,58 @@ fn check_launch(b: &Bind, c: &LaunchCall) -> Result<(usize, Arc<FunctionInfo>), 
     Ok((f, info))
 }
 
-/// Launch-first eager binding: a plain launch (no `extra` buffer, no dynamic shared memory) whose
-/// arguments are all given is handed to the client runtime, which launches it on a lane with
-/// the application's argument pointers before the descriptor is copied. `None`: not applicable.
+/// Where an `extra` array's entries say the packed argument buffer is: `[BUFFER_POINTER, buffer,
+/// BUFFER_SIZE, &size, END]`, the only form the runtime takes (ROCm/clr
+/// `hipamd/src/hip_module.cpp`, `ihipLaunchKernelCommand`: it checks entries 0, 2 and 4 in that
+/// order and answers `hipErrorInvalidValue` otherwise). `entry(i)` reads entry `i`; entries
+/// after the first mismatch are not read (a shorter array is the application's error, which the
+/// runtime reports without reading past it either). Returns `(buffer, &size)`.
+pub fn parse_extra(entry: impl Fn(usize) -> usize) -> Result<(usize, usize), Decline> {
+    let bad = || Decline::Invalid("an `extra` array not of the form {BUFFER_POINTER, p, BUFFER_SIZE, &n, END}".into());
+    for (i, want) in
+        [(0, HIP_LAUNCH_PARAM_BUFFER_POINTER), (2, HIP_LAUNCH_PARAM_BUFFER_SIZE), (4, HIP_LAUNCH_PARAM_END)]
+    {
+        if entry(i) != want {
+            return Err(bad());
+        }
+    }
+    let (buffer, size) = (entry(1), entry(3));
+    if size == 0 {
+        return Err(Decline::Invalid("a null buffer size in an `extra` array".into()));
+    }
+    Ok((buffer, size))
+}
+
+/// The packed argument buffer of a launch's `extra` array.
+fn extra_buffer<'a>(extra: *mut *mut c_void) -> Result<&'a [u8], Decline> {
+    // SAFETY: `extra` is the application's array, read entry by entry up to the first mismatch
+    // with the form the runtime requires (which reads the same entries).
+    let (buffer, size) = parse_extra(|i| unsafe { *extra.add(i) } as usize)?;
+    // SAFETY: entry 3 points at the buffer's size (the form just checked).
+    let len = unsafe { *(size as *const usize) };
+    if len == 0 {
+        return Ok(&[]);
+    }
+    if buffer == 0 {
+        return Err(Decline::Invalid(format!("a null argument buffer of {len} bytes")));
+    }
+    if len > MAX_ARG_BYTES {
+        return Err(Decline::Unmodelled(format!("an argument buffer of {len} bytes")));
+    }
+    // SAFETY: the application's buffer of `len` bytes (runtime contract).
+    Ok(unsafe { std::slice::from_raw_parts(buffer as *const u8, len) })
+}
+
+/// Launch-first eager binding: a launch without dynamic shared memory whose arguments are all
+/// given is handed to the client runtime, which launches it on a lane with the application's
+/// argument pointers (kernel parameters or `extra` array) and events before the descriptor is
+/// copied. `None`: not applicable.
 fn launch_first(b: &Bind, s: StreamId, c: &LaunchCall, f: usize, info: &FunctionInfo) -> Option<HipError> {
-    if !c.extra.is_null() || c.geometry.shared_mem_bytes != 0 {
+    if c.geometry.shared_mem_bytes != 0 {
         return None;
     }
     let layout = info.layout.as_ref()?;
-    if !layout.is_empty() {
+    if !layout.is_empty() && c.extra.is_null() {
         if c.params.is_null() {
             return None;
         }
@@ -138,19 +239,39 @@ fn launch_first(b: &Bind, s: StreamId, c: &LaunchCall, f: usize, info: &Function
         }
     }
     let g = &c.geometry;
-    let params = if layout.is_empty() { std::ptr::null_mut() } else { c.params };
+    let params = if layout.is_empty() && c.extra.is_null() { std::ptr::null_mut() } else { c.params };
+    let extra = c.extra;
     let stub = info.kind == FunctionKind::Kernel;
+    let timed = c.timed;
+    // The work sizes of a grid of whole work-groups, for `hipExtModuleLaunchKernel`.
+    let global = [(g.grid.x, g.block.x), (g.grid.y, g.block.y), (g.grid.z, g.block.z)].map(|(n, b)| n.checked_mul(b));
+    let global = match global {
+        [Some(x), Some(y), Some(z)] => [x, y, z],
+        _ if !stub && timed.is_some() => return None,
+        _ => [0; 3],
+    };
     let launch = |stream: u64| {
         let dim = |d: vitamin_hal::Dim3| Dim3 { x: d.x, y: d.y, z: d.z };
+        let lane = stream as HipStream;
         // SAFETY: `f` is the application's function (or host stub), `stream` the lane's stream
-        // handed over by the backend, and `params` the application's one pointer per parameter
-        // (checked above), valid for this call: the launch the application asked for, on another
-        // stream.
+        // handed over by the backend, `params` / `extra` the application's arguments (checked
+        // above) and its events, valid for this call: the launch the application asked for, on
+        // another stream.
         let r = unsafe {
-            if stub {
-                driver::launch_kernel(f as *const c_void, dim(g.grid), dim(g.block), params, 0, stream as HipStream)
-            } else {
-                driver::module_launch_kernel(
+            match (stub, timed) {
+                (true, None) => driver::launch_kernel(f as *const c_void, dim(g.grid), dim(g.block), params, 0, lane),
+                (true, Some(t)) => driver::ext_launch_kernel(
+                    f as *const c_void,
+                    dim(g.grid),
+                    dim(g.block),
+                    params,
+                    0,
+                    lane,
+                    t.start,
+                    t.stop,
+                    0,
+                ),
+                (false, None) => driver::module_launch_kernel(
                     f as HipFunction,
                     g.grid.x,
                     g.grid.y,
@@ -159,13 +280,30 @@ fn launch_first(b: &Bind, s: StreamId, c: &LaunchCall, f: usize, info: &Function
                     g.block.y,
                     g.block.z,
                     0,
-                    stream as HipStream,
+                    lane,
                     params,
-                    std::ptr::null_mut(),
-                )
+                    extra,
+                ),
+                (false, Some(t)) => driver::ext_module_launch_kernel(
+                    f as HipFunction,
+                    global,
+                    [g.block.x, g.block.y, g.block.z],
+                    0,
+                    lane,
+                    params,
+                    extra,
+                    t.start,
+                    t.stop,
+                    0,
+                ),
             }
         };
-        let call = if stub { "hipLaunchKernel" } else { "hipModuleLaunchKernel" };
+        let call = match (stub, timed.is_some()) {
+            (true, false) => "hipLaunchKernel",
+            (true, true) => "hipExtLaunchKernel",
+            (false, false) => "hipModuleLaunchKernel",
+            (false, true) => "hipExtModuleLaunchKernel",
+        };
         match r.unwrap_or(HIP_ERROR_SHARED_OBJECT_SYMBOL_NOT_FOUND) {
             HIP_SUCCESS => Ok(()),
             code => Err(vitamin_hal::HalError::Driver { call, code, name: format!("hipError {code}") }),
@@ -184,15 +322,14 @@ fn launch_first(b: &Bind, s: StreamId, c: &LaunchCall, f: usize, info: &Function
 }
 
 /// Builds the immutable descriptor of a launch [`check_launch`] accepted, copying the argument
-/// values the application passed by pointer.
+/// values the application passed by pointer (or its `extra` buffer, whole).
 fn copy_launch(c: &LaunchCall, f: usize, info: &FunctionInfo) -> Result<KernelLaunch, Decline> {
     let Some(layout) = info.layout.clone() else {
         return Err(Decline::Unmodelled(format!("no parameter layout for {}", info.name)));
     };
-    if !c.extra.is_null() {
-        return Err(Decline::Unmodelled("arguments in an `extra` buffer".into()));
-    }
-    let args = if layout.is_empty() {
+    let args = if !c.extra.is_null() {
+        capture::args_from_buffer(&layout, extra_buffer(c.extra)?)?
+    } else if layout.is_empty() {
         KernelArgs::empty()
     } else {
         if c.params.is_null() {
@@ -238,11 +375,20 @@ fn stub_launch(
     args: *mut *mut c_void,
     smem: usize,
     stream: HipStream,
+    timed: Option<Timed>,
 ) -> HipError {
     let Ok(geometry) = geometry(grid.array(), block.array(), smem) else {
         return native_on(id, real, stream); // the runtime answers
     };
-    let c = LaunchCall { handle: f as usize, stub: true, geometry, stream, params: args, extra: std::ptr::null_mut() };
+    let c = LaunchCall {
+        handle: f as usize,
+        stub: true,
+        geometry,
+        stream,
+        params: args,
+        extra: std::ptr::null_mut(),
+        timed,
+    };
     launch(id, real, c)
 }
 
@@ -256,11 +402,17 @@ pub(crate) fn launch_kernel(
     smem: usize,
     stream: HipStream,
 ) -> HipError {
-    stub_launch(id, real, f, grid, block, args, smem, stream)
+    stub_launch(id, real, f, grid, block, args, smem, stream, None)
 }
 
-/// `hipExtLaunchKernel`: without events and flags it is `hipLaunchKernel`; with them the
-/// runtime records the events around the kernel (timestamps), so it takes the native path.
+/// The events of an extended launch, `None` when it has neither.
+fn timed(start: HipEvent, stop: HipEvent) -> Option<Timed> {
+    (!start.is_null() || !stop.is_null()).then_some(Timed { start, stop })
+}
+
+/// `hipExtLaunchKernel`: `hipLaunchKernel` with events the runtime records around the kernel
+/// (bound by launch-first, else the native path); flags (`hipExtAnyOrderLaunch`) take the
+/// native path.
 pub(crate) fn ext_launch_kernel(
     id: HookId,
     real: &dyn Fn() -> HipError,
@@ -274,10 +426,10 @@ pub(crate) fn ext_launch_kernel(
     stop: HipEvent,
     flags: c_int,
 ) -> HipError {
-    if !start.is_null() || !stop.is_null() || flags != 0 {
-        return native_on(id, real, stream);
+    if flags != 0 {
+        return native_on_noting(id, real, stream, timed(start, stop));
     }
-    stub_launch(id, real, f, grid, block, args, smem, stream)
+    stub_launch(id, real, f, grid, block, args, smem, stream, timed(start, stop))
 }
 
 pub(crate) fn module_launch_kernel(
@@ -298,8 +450,188 @@ pub(crate) fn module_launch_kernel(
     let Ok(geometry) = geometry([gx, gy, gz], [bx, by, bz], smem as usize) else {
         return native_on(id, real, stream);
     };
-    let c = LaunchCall { handle: f as usize, stub: false, geometry, stream, params, extra };
+    let c = LaunchCall { handle: f as usize, stub: false, geometry, stream, params, extra, timed: None };
     launch(id, real, c)
+}
+
+/// The grid and block of a `hipExtModuleLaunchKernel` launch (global work sizes in threads, local
+/// ones per work-group) when it is a grid of whole work-groups, i.e. exactly the
+/// `hipModuleLaunchKernel` launch of that grid and block. As the runtime does (ROCm/clr
+/// `ihipModuleLaunchKernel`), a local size above the global one is first cut to it. `None`: a
+/// zero size (the runtime's error) or a partial last work-group (which the runtime either runs,
+/// for a kernel without uniform work-group size, or refuses): not a plain launch, so the native
+/// path.
+pub fn ext_work_groups(global: [u32; 3], local: [u32; 3]) -> Option<([u32; 3], [u32; 3])> {
+    let mut grid = [0; 3];
+    let mut block = [0; 3];
+    for i in 0..3 {
+        if global[i] == 0 || local[i] == 0 {
+            return None;
+        }
+        block[i] = local[i].min(global[i]);
+        if !global[i].is_multiple_of(block[i]) {
+            return None;
+        }
+        grid[i] = global[i] / block[i];
+    }
+    Some((grid, block))
+}
+
+/// `hipExtModuleLaunchKernel`: a grid of whole work-groups without flags is
+/// `hipModuleLaunchKernel` of that grid, with the events (if any) recorded around it by the
+/// runtime on the stream it runs on; anything else takes the native path.
+pub(crate) fn ext_module_launch_kernel(
+    id: HookId,
+    real: &dyn Fn() -> HipError,
+    f: HipFunction,
+    global_x: u32,
+    global_y: u32,
+    global_z: u32,
+    local_x: u32,
+    local_y: u32,
+    local_z: u32,
+    smem: usize,
+    stream: HipStream,
+    params: *mut *mut c_void,
+    extra: *mut *mut c_void,
+    start: HipEvent,
+    stop: HipEvent,
+    flags: u32,
+) -> HipError {
+    let t = timed(start, stop);
+    let shape = ext_work_groups([global_x, global_y, global_z], [local_x, local_y, local_z]);
+    let Some((grid, block)) = shape.filter(|_| flags == 0) else {
+        return native_on_noting(id, real, stream, t);
+    };
+    let Ok(geometry) = geometry(grid, block, smem) else {
+        return native_on_noting(id, real, stream, t);
+    };
+    let c = LaunchCall { handle: f as usize, stub: false, geometry, stream, params, extra, timed: t };
+    launch(id, real, c)
+}
+
+/// The native path for a launch that may record events: they are the runtime's afterwards.
+fn native_on_noting(id: HookId, real: &dyn Fn() -> HipError, stream: HipStream, t: Option<Timed>) -> HipError {
+    let r = native_on(id, real, stream);
+    if let (Some(t), HIP_SUCCESS, Some(b)) = (t, r, get()) {
+        if let Ok(Target::Record(s)) = b.target(stream, id.per_thread()) {
+            note_native_events(b, s, t);
+        }
+    }
+    r
+}
+
+/// What a launch's attributes (`hipLaunchKernelExC`, `hipDrvLaunchKernelEx`) make of it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AttributePlan {
+    /// None that changes the launch (no attributes, or `cooperative = 0`): a plain launch.
+    Plain,
+    /// `hipLaunchAttributeCooperative` non-zero: a cooperative launch, on the whole device (CU
+    /// masks do not confine one), as `hipLaunchCooperativeKernel`.
+    Cooperative,
+    /// An attribute vitamin does not model (this id): the launch takes the native path, unbound,
+    /// in the application's stream order.
+    Unmodelled(u32),
+}
+
+/// The plan for a launch with `attrs`. Every attribute but `cooperative` makes the launch
+/// unmodelled (never dropped): priority, access-policy windows, synchronization policy, memory
+/// sync domains and any id this build does not know.
+pub fn attribute_plan(attrs: &[LaunchAttribute]) -> AttributePlan {
+    let mut plan = AttributePlan::Plain;
+    for a in attrs {
+        match a.id {
+            HIP_LAUNCH_ATTRIBUTE_COOPERATIVE if a.int_value() == 0 => {}
+            HIP_LAUNCH_ATTRIBUTE_COOPERATIVE => plan = AttributePlan::Cooperative,
+            other => return AttributePlan::Unmodelled(other),
+        }
+    }
+    plan
+}
+
+/// The most attributes vitamin reads from a launch configuration (more: the native path).
+const MAX_ATTRIBUTES: u32 = 64;
+
+/// The attributes of a launch configuration, or `None` when they cannot be read (a null array
+/// with a non-zero count, or too many): the native path, where the runtime answers.
+fn attributes<'a>(attrs: *const LaunchAttribute, n: u32) -> Option<&'a [LaunchAttribute]> {
+    match (n, attrs.is_null()) {
+        (0, _) => Some(&[]),
+        (_, true) => None,
+        (n, false) if n > MAX_ATTRIBUTES => None,
+        // SAFETY: the configuration's array of `n` attributes (runtime contract).
+        (n, false) => Some(unsafe { std::slice::from_raw_parts(attrs, n as usize) }),
+    }
+}
+
+/// The path of an extensible launch on `stream` whose attributes are not plain.
+fn attributed_native(
+    id: HookId,
+    real: &dyn Fn() -> HipError,
+    stream: HipStream,
+    plan: Option<AttributePlan>,
+) -> HipError {
+    vlog!(LogLevel::Debug, "{}: attributes {plan:?}; the runtime launches it on the application's stream", id.symbol());
+    native_on(id, real, stream)
+}
+
+/// `hipLaunchKernelExC` (ROCm 6): without attributes that change it, `hipLaunchKernel` of the
+/// configuration's grid, block, shared memory and stream; a cooperative one, or one with an
+/// attribute vitamin does not model, takes the native path.
+pub(crate) fn launch_kernel_ex_c(
+    id: HookId,
+    real: &dyn Fn() -> HipError,
+    config: *const LaunchConfig,
+    f: *const c_void,
+    args: *mut *mut c_void,
+) -> HipError {
+    if config.is_null() {
+        return real(); // the runtime reports the invalid value; nothing is enqueued
+    }
+    // SAFETY: the application's configuration (runtime contract).
+    let c = unsafe { *config };
+    match attributes(c.attrs, c.num_attrs).map(attribute_plan) {
+        Some(AttributePlan::Plain) => {
+            stub_launch(id, real, f, c.grid, c.block, args, c.dynamic_smem_bytes, c.stream, None)
+        }
+        plan => attributed_native(id, real, c.stream, plan),
+    }
+}
+
+/// `hipDrvLaunchKernelEx` (ROCm 6): without attributes that change it, `hipModuleLaunchKernel`
+/// of the configuration; a cooperative one, or one with an attribute vitamin does not model,
+/// takes the native path.
+pub(crate) fn drv_launch_kernel_ex(
+    id: HookId,
+    real: &dyn Fn() -> HipError,
+    config: *const DrvLaunchConfig,
+    f: HipFunction,
+    params: *mut *mut c_void,
+    extra: *mut *mut c_void,
+) -> HipError {
+    if config.is_null() {
+        return real();
+    }
+    // SAFETY: the application's configuration (runtime contract).
+    let c = unsafe { *config };
+    match attributes(c.attrs, c.num_attrs).map(attribute_plan) {
+        Some(AttributePlan::Plain) => module_launch_kernel(
+            id,
+            real,
+            f,
+            c.grid_x,
+            c.grid_y,
+            c.grid_z,
+            c.block_x,
+            c.block_y,
+            c.block_z,
+            c.shared_mem_bytes,
+            c.stream,
+            params,
+            extra,
+        ),
+        plan => attributed_native(id, real, c.stream, plan),
+    }
 }
 
 // ---- host functions ------------------------------------------------------------------------
@@ -831,5 +1163,81 @@ pub(crate) fn device_synchronize(_id: HookId, real: &dyn Fn() -> HipError) -> Hi
     match logical {
         Err(e) => code(&e),
         Ok(()) => r,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn attribute(id: u32, value: i32) -> LaunchAttribute {
+        let mut val = [0u8; 64];
+        val[..4].copy_from_slice(&value.to_ne_bytes());
+        LaunchAttribute { id, pad: [0; 4], val }
+    }
+
+    #[test]
+    fn attributes_other_than_a_plain_cooperative_flag_are_never_dropped() {
+        assert_eq!(attribute_plan(&[]), AttributePlan::Plain);
+        assert_eq!(attribute_plan(&[attribute(HIP_LAUNCH_ATTRIBUTE_COOPERATIVE, 0)]), AttributePlan::Plain);
+        assert_eq!(attribute_plan(&[attribute(HIP_LAUNCH_ATTRIBUTE_COOPERATIVE, 1)]), AttributePlan::Cooperative);
+        let prio = attribute(HIP_LAUNCH_ATTRIBUTE_PRIORITY, 1);
+        assert_eq!(attribute_plan(&[prio]), AttributePlan::Unmodelled(HIP_LAUNCH_ATTRIBUTE_PRIORITY));
+        // Whatever comes first, an unmodelled attribute wins over cooperative.
+        let coop = attribute(HIP_LAUNCH_ATTRIBUTE_COOPERATIVE, 1);
+        assert_eq!(attribute_plan(&[coop, prio]), AttributePlan::Unmodelled(HIP_LAUNCH_ATTRIBUTE_PRIORITY));
+        assert_eq!(attribute_plan(&[prio, coop]), AttributePlan::Unmodelled(HIP_LAUNCH_ATTRIBUTE_PRIORITY));
+        assert_eq!(attribute_plan(&[attribute(99, 0)]), AttributePlan::Unmodelled(99));
+        for id in [HIP_LAUNCH_ATTRIBUTE_ACCESS_POLICY_WINDOW, HIP_LAUNCH_ATTRIBUTE_SYNCHRONIZATION_POLICY] {
+            assert_eq!(attribute_plan(&[attribute(id, 0)]), AttributePlan::Unmodelled(id));
+        }
+    }
+
+    #[test]
+    fn extra_arrays_of_the_one_form_the_runtime_takes() {
+        let (buf, size) = (0x1000, 0x2000);
+        let good = [HIP_LAUNCH_PARAM_BUFFER_POINTER, buf, HIP_LAUNCH_PARAM_BUFFER_SIZE, size, HIP_LAUNCH_PARAM_END];
+        assert_eq!(parse_extra(|i| good[i]).ok(), Some((buf, size)));
+        // The form without its size (three entries): entry 4 is never read.
+        let short = [HIP_LAUNCH_PARAM_BUFFER_POINTER, buf, HIP_LAUNCH_PARAM_END];
+        assert!(matches!(parse_extra(|i| short[i]), Err(Decline::Invalid(_))));
+        let swapped = [HIP_LAUNCH_PARAM_BUFFER_SIZE, size, HIP_LAUNCH_PARAM_BUFFER_POINTER, buf, HIP_LAUNCH_PARAM_END];
+        assert!(matches!(parse_extra(|i| swapped[i]), Err(Decline::Invalid(_))));
+        let no_size = [HIP_LAUNCH_PARAM_BUFFER_POINTER, buf, HIP_LAUNCH_PARAM_BUFFER_SIZE, 0, HIP_LAUNCH_PARAM_END];
+        assert!(matches!(parse_extra(|i| no_size[i]), Err(Decline::Invalid(_))));
+    }
+
+    #[test]
+    fn ext_work_groups_examples() {
+        assert_eq!(ext_work_groups([4096, 1, 1], [256, 1, 1]), Some(([16, 1, 1], [256, 1, 1])));
+        assert_eq!(ext_work_groups([100, 6, 1], [256, 4, 1]), None, "6 rows in blocks of 4: a partial work-group");
+        assert_eq!(ext_work_groups([100, 8, 1], [256, 4, 1]), Some(([1, 2, 1], [100, 4, 1])), "local cut to global");
+        assert_eq!(ext_work_groups([4000, 1, 1], [256, 1, 1]), None);
+        assert_eq!(ext_work_groups([0, 1, 1], [1, 1, 1]), None);
+        assert_eq!(ext_work_groups([1, 1, 1], [1, 0, 1]), None);
+    }
+
+    proptest! {
+        /// Against the runtime's definition (ROCm/clr `ihipModuleLaunchKernel`: the local size
+        /// cut to the global one, then the global size in whole work-groups): an answer is
+        /// exactly that launch; `None` exactly when some axis is zero or not whole.
+        #[test]
+        fn ext_work_groups_is_the_runtime_launch(
+            global in proptest::array::uniform3(0u32..5000),
+            local in proptest::array::uniform3(0u32..1100),
+        ) {
+            let whole = (0..3).all(|i| global[i] > 0 && local[i] > 0 && global[i].is_multiple_of(local[i].min(global[i])));
+            match ext_work_groups(global, local) {
+                Some((grid, block)) => {
+                    prop_assert!(whole);
+                    for i in 0..3 {
+                        prop_assert_eq!(block[i], local[i].min(global[i]));
+                        prop_assert_eq!(u64::from(grid[i]) * u64::from(block[i]), u64::from(global[i]));
+                    }
+                }
+                None => prop_assert!(!whole),
+            }
+        }
     }
 }

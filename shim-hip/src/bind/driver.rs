@@ -53,11 +53,57 @@ real_fns! {
     fn launch_kernel = "hipLaunchKernel" (
         f: *const c_void, grid: Dim3, block: Dim3, params: *mut *mut c_void, smem: usize, s: HipStream
     );
+    /// `hipExtLaunchKernel`.
+    fn ext_launch_kernel = "hipExtLaunchKernel" (
+        f: *const c_void, grid: Dim3, block: Dim3, params: *mut *mut c_void, smem: usize, s: HipStream,
+        start: HipEvent, stop: HipEvent, flags: c_int
+    );
     /// `hipModuleLaunchKernel`.
     fn module_launch_kernel = "hipModuleLaunchKernel" (
         f: HipFunction, gx: c_uint, gy: c_uint, gz: c_uint, bx: c_uint, by: c_uint, bz: c_uint, smem: c_uint,
         s: HipStream, params: *mut *mut c_void, extra: *mut *mut c_void
     );
+}
+
+/// `hipExtModuleLaunchKernel` (the C name, else HIP 5.2's C++ name: [`EXT_MODULE_LAUNCH_KERNEL_CXX`]).
+///
+/// # Safety
+/// The HIP function's contract (`hip_ext.h`).
+pub unsafe fn ext_module_launch_kernel(
+    f: HipFunction,
+    global: [u32; 3],
+    local: [u32; 3],
+    smem: usize,
+    s: HipStream,
+    params: *mut *mut c_void,
+    extra: *mut *mut c_void,
+    start: HipEvent,
+    stop: HipEvent,
+    flags: u32,
+) -> Option<HipError> {
+    static SLOT: Slot = Slot::new();
+    let p = SLOT.get_any(&["hipExtModuleLaunchKernel", EXT_MODULE_LAUNCH_KERNEL_CXX])?;
+    type Real = unsafe extern "C" fn(
+        HipFunction,
+        u32,
+        u32,
+        u32,
+        u32,
+        u32,
+        u32,
+        usize,
+        HipStream,
+        *mut *mut c_void,
+        *mut *mut c_void,
+        HipEvent,
+        HipEvent,
+        u32,
+    ) -> HipError;
+    // SAFETY: the real runtime's `hipExtModuleLaunchKernel`, whose C signature is `Real`.
+    let f_real = unsafe { std::mem::transmute::<usize, Real>(p) };
+    let ([gx, gy, gz], [lx, ly, lz]) = (global, local);
+    // SAFETY: forwarded contract.
+    Some(unsafe { f_real(f, gx, gy, gz, lx, ly, lz, smem, s, params, extra, start, stop, flags) })
 }
 
 /// The calling thread's current device.

@@ -8,11 +8,16 @@
 //! [`HipNative`], the client's view of the runtime.
 //!
 //! ## What becomes an op
-//! - `hipModuleLaunchKernel` (kernel parameters, no `extra` buffer), `hipLaunchKernel` (+`_spt`)
-//!   and `hipExtLaunchKernel` without events: kernel ops, captured at the call (parameter bytes
-//!   copied by the layout [`function`] finds: the runtime's, or the code objects' metadata). A
-//!   host stub is launched as the runtime function it stands for (`hipGetFuncBySymbol`), else as
-//!   itself (`hipLaunchKernel`): the same kernel, grid, block, shared memory and arguments.
+//! - `hipModuleLaunchKernel` (kernel parameters, or an `extra` buffer copied whole),
+//!   `hipLaunchKernel` (+`_spt`), `hipExtLaunchKernel`, `hipExtModuleLaunchKernel` (a grid of
+//!   whole work-groups: `hipModuleLaunchKernel` of grid = global / local), and
+//!   `hipLaunchKernelExC` / `hipDrvLaunchKernelEx` without attributes that change the launch:
+//!   kernel ops, captured at the call (parameter bytes copied by the layout [`function`] finds:
+//!   the runtime's, or the code objects' metadata). A host stub is launched as the runtime
+//!   function it stands for (`hipGetFuncBySymbol`), else as itself (`hipLaunchKernel`): the same
+//!   kernel, grid, block, shared memory and arguments. A launch with start/stop events is bound
+//!   only by launch-first (the runtime records the events around it on the lane), else takes the
+//!   native path; its events are the runtime's from then on.
 //! - `hipMemcpyAsync` (+ HtoD/DtoH/DtoD), `hipMemsetAsync`, `hipMemsetD8/16/32Async`: copy and
 //!   fill ops (a pageable source is staged at the call; a pageable destination takes the native
 //!   path).
@@ -31,8 +36,9 @@
 //!
 //! ## The native path
 //! Everything else that names a stream, and every launch vitamin declines (invalid ones, so the
-//! runtime's error returns synchronously; no parameter layout; `extra` buffers; cooperative
-//! launches, which CU masks do not confine), drains the logical stream, calls the runtime
+//! runtime's error returns synchronously; no parameter layout; extended launches with flags or a
+//! partial work-group; cooperative launches, which CU masks do not confine, and launches with
+//! attributes vitamin does not model), drains the logical stream, calls the runtime
 //! unchanged on the application's stream, and waits for that native stream, so later logical ops
 //! follow it. Synchronous copies and memsets drain the legacy stream first (its implicit
 //! ordering). `hipFree`/`hipHostFree` synchronize the device logically first.

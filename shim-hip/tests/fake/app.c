@@ -18,7 +18,7 @@
  *
  * Each iteration also launches, on s2 after the copies, a graph captured from s2 before the loop
  * (y += x; the next iteration's axpy and copy see it).
- * Also two module launches the runtime refuses (an `extra` buffer: the double does not take one; a
+ * Also two module launches the runtime refuses (a malformed `extra` array: hipErrorInvalidValue; a
  * null function).
  *
  * With APP_FATBIN=<file> the host stubs are registered from that offload bundle (behind a HIPF
@@ -240,7 +240,7 @@ int main(int argc, char **argv) {
         CHECK(hipStreamSynchronize(hipStreamPerThread));
     }
     hipError_t invalid = hipLaunchKernel(&stub_empty, (dim3){1, 1, 1}, (dim3){2048, 1, 1}, NULL, 0, s1);
-    /* Launch forms the double refuses synchronously: arguments in an `extra` buffer, a null function. */
+    /* Launch forms the runtime refuses synchronously: an `extra` array without its size, a null function. */
     unsigned m = 1;
     void *fargs2[] = {&d_partial, &m, &d_sum};
     void *extra[] = {HIP_LAUNCH_PARAM_BUFFER_POINTER, fargs2, HIP_LAUNCH_PARAM_END};

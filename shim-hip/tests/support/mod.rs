@@ -91,11 +91,42 @@ pub struct Run {
 /// `<tag>.log` and the census in `<tag>.census.json`). Fails the test if the run fails or does
 /// not finish within [`WATCHDOG`].
 pub fn run(b: &Built, tag: &str, preload: bool, args: &[&str], env: &[(&str, &str)]) -> Run {
+    run_program(b, &b.app, tag, preload, args, env)
+}
+
+/// Another C application of `tests/fake` (`name`.c), built once into the double's folder and
+/// linked against it as the main one is; `None` after printing `SKIPPED: <why>`.
+pub fn built_program(b: &Built, name: &str) -> Option<PathBuf> {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("tests/fake/{name}.c"));
+    let exe = b.dir.join(name);
+    let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
+    let out = Command::new(&cc)
+        .args(["-O1", "-Wall", "-Werror", "-pthread", "-o"])
+        .arg(&exe)
+        .arg(&src)
+        .arg(format!("-I{}", vitamin_hal_hip::test_double::include_dir().display()))
+        .arg(format!("-L{}", b.dir.display()))
+        .arg("-l:libamdhip64.so.5")
+        .arg(format!("-Wl,-rpath,{}", b.dir.display()))
+        .arg("-ldl")
+        .output();
+    match out {
+        Ok(o) if o.status.success() => Some(exe),
+        Ok(o) => panic!("{cc} failed on {}:\n{}", src.display(), String::from_utf8_lossy(&o.stderr)),
+        Err(e) => {
+            eprintln!("SKIPPED: cannot run {cc}: {e}");
+            None
+        }
+    }
+}
+
+/// [`run`] of another program of the same folder.
+pub fn run_program(b: &Built, exe: &Path, tag: &str, preload: bool, args: &[&str], env: &[(&str, &str)]) -> Run {
     let log = b.dir.join(format!("{tag}.log"));
     let census = b.dir.join(format!("{tag}.census.json"));
     let _ = std::fs::remove_file(&log);
     let _ = std::fs::remove_file(&census);
-    let mut cmd = Command::new(&b.app);
+    let mut cmd = Command::new(exe);
     for (k, _) in std::env::vars() {
         if k.starts_with("VITAMIN_") || k.starts_with("FAKE_HIP") || k == "LD_PRELOAD" {
             cmd.env_remove(k);
