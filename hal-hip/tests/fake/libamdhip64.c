@@ -11,6 +11,8 @@
  *   "wgp" (AMD Radeon RX 7900 XTX, gfx1100, 96 CUs, WGP mode: a CU mask must hold whole CU pairs,
  *   2k and 2k+1, or stream creation fails), or "none" (hipGetDeviceCount: hipErrorNoDevice).
  * - "Device" memory is host memory. FAKE_HIP_MEM_BYTES caps hipMalloc (hipErrorOutOfMemory).
+ * - Devices: FAKE_HIP_DEVICES (1..8, default 1) devices of one kind; a stream belongs to the device
+ *   current at its creation (hipSetDevice; "dev=N" on its creation line for N > 0).
  * - Streams: hipExtStreamCreateWithCUMask remembers its mask (hipExtStreamGetCUMask reads it
  *   back); plain streams get the full mask. Each stream is a FIFO executed by its own worker
  *   thread (started at its first operation), so streams run concurrently and each in order.
@@ -286,6 +288,7 @@ struct hipGraphExec {
 
 struct ihipStream_t {
     int id;
+    int dev; /* the device current at creation */
     uint32_t mask[MAX_MASK_WORDS];
     int mask_words;
     int cus;
@@ -494,6 +497,17 @@ static int popcount_mask(const uint32_t *m, int words, int cus) {
     return n;
 }
 
+/* The calling thread's current device (hipSetDevice). */
+static __thread int CURRENT;
+
+/* Devices: FAKE_HIP_DEVICES (1..8, default 1) of the same kind; a stream belongs to the device
+ * current when it was created (logged as dev=N on its creation line when N > 0). */
+static int device_count(void) {
+    if (!device()) return 0;
+    long n = env_long("FAKE_HIP_DEVICES", 1);
+    return n < 1 ? 1 : n > 8 ? 8 : (int)n;
+}
+
 static hipError_t create_stream(hipStream_t *out, uint32_t words, const uint32_t *mask) {
     const device_t *d = device();
     if (!d) return ret(hipErrorNoDevice);
@@ -518,6 +532,7 @@ static hipError_t create_stream(hipStream_t *out, uint32_t words, const uint32_t
     }
     struct ihipStream_t *s = calloc(1, sizeof *s);
     s->id = id;
+    s->dev = CURRENT;
     pthread_mutex_init(&s->lock, NULL);
     pthread_cond_init(&s->cond, NULL);
     s->mask_words = (d->cus + 31) / 32;
@@ -531,7 +546,9 @@ static hipError_t create_stream(hipStream_t *out, uint32_t words, const uint32_t
     *out = s;
     char hex[MAX_MASK_WORDS * 8 + 1];
     mask_hex(s, hex, sizeof hex);
-    logf_("call stream-create s%d cus=%d mask=%s%s", id, s->cus, hex, mask ? "" : " (unmasked)");
+    char dev[16] = "";
+    if (s->dev) snprintf(dev, sizeof dev, " dev=%d", s->dev);
+    logf_("call stream-create s%d cus=%d mask=%s%s%s", id, s->cus, hex, mask ? "" : " (unmasked)", dev);
     return hipSuccess;
 }
 
@@ -746,15 +763,13 @@ hipError_t hipInit(unsigned int flags) {
 
 hipError_t hipGetDeviceCount(int *count) {
     if (!count) return ret(hipErrorInvalidValue);
-    *count = device() ? 1 : 0;
+    *count = device_count();
     return device() ? hipSuccess : ret(hipErrorNoDevice);
 }
 
-static __thread int CURRENT;
-
 hipError_t hipSetDevice(int id) {
     if (!device()) return ret(hipErrorNoDevice);
-    if (id != 0) return ret(hipErrorInvalidDevice);
+    if (id < 0 || id >= device_count()) return ret(hipErrorInvalidDevice);
     CURRENT = id;
     return hipSuccess;
 }
@@ -777,7 +792,7 @@ hipError_t hipDeviceGetAttribute(int *pi, hipDeviceAttribute_t attr, int dev) {
     const device_t *d = device();
     if (!d) return ret(hipErrorNoDevice);
     if (!pi) return ret(hipErrorInvalidValue);
-    if (dev != 0) return ret(hipErrorInvalidDevice);
+    if (dev < 0 || dev >= device_count()) return ret(hipErrorInvalidDevice);
     switch (attr) {
     case hipDeviceAttributeMultiprocessorCount: *pi = d->cus; break;
     case hipDeviceAttributeCooperativeLaunch: *pi = 1; break;
@@ -794,7 +809,7 @@ hipError_t hipGetDeviceProperties(hipDeviceProp_t *p, int dev) {
     const device_t *d = device();
     if (!d) return ret(hipErrorNoDevice);
     if (!p) return ret(hipErrorInvalidValue);
-    if (dev != 0) return ret(hipErrorInvalidDevice);
+    if (dev < 0 || dev >= device_count()) return ret(hipErrorInvalidDevice);
     memset(p, 0, sizeof *p);
     snprintf(p->name, sizeof p->name, "%s", d->name);
     snprintf(p->gcnArchName, sizeof p->gcnArchName, "%s", d->arch);
@@ -813,14 +828,14 @@ hipError_t hipDeviceGetName(char *name, int len, hipDevice_t dev) {
     const device_t *d = device();
     if (!d) return ret(hipErrorNoDevice);
     if (!name || len <= 0) return ret(hipErrorInvalidValue);
-    if (dev != 0) return ret(hipErrorInvalidDevice);
+    if (dev < 0 || dev >= device_count()) return ret(hipErrorInvalidDevice);
     snprintf(name, (size_t)len, "%s", d->name);
     return hipSuccess;
 }
 
 hipError_t hipDeviceTotalMem(size_t *bytes, hipDevice_t dev) {
     if (!device()) return ret(hipErrorNoDevice);
-    if (!bytes || dev != 0) return ret(hipErrorInvalidValue);
+    if (!bytes || dev < 0 || dev >= device_count()) return ret(hipErrorInvalidValue);
     *bytes = TOTAL_MEM;
     return hipSuccess;
 }

@@ -18,7 +18,9 @@ use vitamin_runtime::config::LogLevel;
 use vitamin_runtime::StreamId;
 
 use super::function::FunctionInfo;
-use super::{classify_stream, code, driver, get, is_capturing, stream_kind, Bind, Target};
+use super::{
+    classify_stream, code, driver, get, get_for_event, get_for_stream, is_capturing, stream_kind, Bind, Target,
+};
 use crate::ffi::*;
 use crate::hooks::HookId;
 use crate::state::vlog;
@@ -54,7 +56,7 @@ fn stream_target(b: &Bind, id: HookId, stream: HipStream, real: &dyn Fn() -> Hip
 
 /// The native path for a stream-ordered call vitamin does not model (drain, call, wait).
 pub(crate) fn native_on(id: HookId, real: &dyn Fn() -> HipError, stream: HipStream) -> HipError {
-    let Some(b) = get() else { return real() };
+    let Some(b) = get_for_stream(stream, id.per_thread()) else { return real() };
     b.counters.native_unmodelled.bump();
     b.native_on_stream(stream, id.per_thread(), true, real)
 }
@@ -90,7 +92,7 @@ struct Timed {
 /// stream. Either way the events are the runtime's from then on (their queries, waits and
 /// timings are answered by it).
 fn launch(id: HookId, real: &dyn Fn() -> HipError, c: LaunchCall) -> HipError {
-    let Some(b) = get() else { return real() };
+    let Some(b) = get_for_stream(c.stream, id.per_thread()) else { return real() };
     let s = match stream_target(b, id, c.stream, real) {
         Ok(s) => s,
         Err(answer) => return answer,
@@ -639,7 +641,7 @@ pub(crate) fn drv_launch_kernel_ex(
 /// A host-function op calling `call` (an application callback) when the work before it on its
 /// logical stream completed.
 fn host_function(id: HookId, real: &dyn Fn() -> HipError, stream: HipStream, call: HostFunction) -> HipError {
-    let Some(b) = get() else { return real() };
+    let Some(b) = get_for_stream(stream, id.per_thread()) else { return real() };
     let s = match stream_target(b, id, stream, real) {
         Ok(s) => s,
         Err(answer) => return answer,
@@ -688,7 +690,7 @@ pub(crate) fn launch_host_func(
 
 /// `hipGraphLaunch`: one op, ordered behind the previous launch of the same executable graph.
 pub(crate) fn graph_launch(id: HookId, real: &dyn Fn() -> HipError, exec: *mut c_void, stream: HipStream) -> HipError {
-    let Some(b) = get() else { return real() };
+    let Some(b) = get_for_stream(stream, id.per_thread()) else { return real() };
     let s = match stream_target(b, id, stream, real) {
         Ok(s) => s,
         Err(answer) => return answer,
@@ -703,13 +705,22 @@ pub(crate) fn graph_launch(id: HookId, real: &dyn Fn() -> HipError, exec: *mut c
 }
 
 pub(crate) fn graph_exec_destroy(_id: HookId, real: &dyn Fn() -> HipError, exec: *mut c_void) -> HipError {
-    let Some(b) = get() else { return real() };
-    if let Err(e) = b.wait_graph_launches_submitted(exec as usize) {
+    if get().is_none() {
+        return real();
+    }
+    // Launched on any device's streams: each started device waits for its deferred launches.
+    let mut waited = Ok(());
+    super::for_each_started(|b| {
+        if let Err(e) = b.wait_graph_launches_submitted(exec as usize) {
+            waited = Err(e);
+        }
+    });
+    if let Err(e) = waited {
         return code(&e);
     }
     let r = real();
     if r == HIP_SUCCESS {
-        b.destroy_graph_exec(exec as usize);
+        super::for_each_started(|b| b.destroy_graph_exec(exec as usize));
     }
     r
 }
@@ -735,7 +746,7 @@ fn copy(
     bytes: usize,
     stream: HipStream,
 ) -> HipError {
-    let Some(b) = get() else { return real() };
+    let Some(b) = get_for_stream(stream, id.per_thread()) else { return real() };
     let s = match stream_target(b, id, stream, real) {
         Ok(s) => s,
         Err(answer) => return answer,
@@ -823,7 +834,7 @@ fn fill(
     count: usize,
     stream: HipStream,
 ) -> HipError {
-    let Some(b) = get() else { return real() };
+    let Some(b) = get_for_stream(stream, id.per_thread()) else { return real() };
     let s = match stream_target(b, id, stream, real) {
         Ok(s) => s,
         Err(answer) => return answer,
@@ -916,8 +927,11 @@ pub(crate) fn legacy_sync_call4(
 
 /// `hipFree`/`hipHostFree`: the runtime's implicit device synchronization, then the free.
 pub(crate) fn free_after_sync(_id: HookId, real: &dyn Fn() -> HipError, _ptr: *mut c_void) -> HipError {
-    let Some(b) = get() else { return real() };
-    b.synchronize_before_free();
+    // The memory may be any device's: every started device synchronizes logically.
+    if get().is_none() {
+        return real();
+    }
+    super::for_each_started(|b| b.synchronize_before_free());
     real()
 }
 
@@ -971,7 +985,7 @@ pub(crate) fn stream_create_with_cu_mask(
 }
 
 pub(crate) fn stream_destroy(_id: HookId, real: &dyn Fn() -> HipError, stream: HipStream) -> HipError {
-    let Some(b) = get() else { return real() };
+    let Some(b) = get_for_stream(stream, false) else { return real() };
     // Work already recorded on it still completes (and still counts for device sync). The
     // mapping is looked up before the runtime frees the handle, so a stream another thread gets
     // with the same value meanwhile keeps its own mapping.
@@ -983,13 +997,13 @@ pub(crate) fn stream_destroy(_id: HookId, real: &dyn Fn() -> HipError, stream: H
 /// unchanged into the application's graph. No native wait after it: a capturing stream may not
 /// be synchronized.
 pub(crate) fn begin_capture(id: HookId, real: &dyn Fn() -> HipError, stream: HipStream, _mode: c_int) -> HipError {
-    let Some(b) = get() else { return real() };
+    let Some(b) = get_for_stream(stream, id.per_thread()) else { return real() };
     b.counters.native_unmodelled.bump();
     b.native_on_stream(stream, id.per_thread(), false, real)
 }
 
 fn stream_wait(id: HookId, real: &dyn Fn() -> HipError, stream: HipStream, block: bool) -> HipError {
-    let Some(b) = get() else { return real() };
+    let Some(b) = get_for_stream(stream, id.per_thread()) else { return real() };
     if is_capturing(stream) {
         b.counters.capturing.bump();
         return real();
@@ -1026,12 +1040,24 @@ pub(crate) fn stream_wait_event(
     event: HipEvent,
     _flags: c_uint,
 ) -> HipError {
-    let Some(b) = get() else { return real() };
+    let Some(b) = get_for_stream(stream, id.per_thread()) else { return real() };
     let s = match stream_target(b, id, stream, real) {
         Ok(s) => s,
         Err(answer) => return answer,
     };
     let entry = b.registry().event(event as usize);
+    if entry.is_none() {
+        // A cross-device wait: the event was recorded logically on another device. Its record
+        // completes first (a bounded host wait), so what `s` does after this call follows it;
+        // the runtime then checks the handles as it would natively.
+        if let Some((owner, e)) = super::logical_event_elsewhere(b, event as usize) {
+            b.counters.cross_device_waits.bump();
+            if let Err(err) = owner.synchronize_event(e) {
+                return code(&err);
+            }
+            return real();
+        }
+    }
     match entry {
         Some(EventEntry { id: e, recorder: Recorder::Logical | Recorder::Never, .. }) => match b.wait_event(s, e) {
             Ok(()) => HIP_SUCCESS,
@@ -1084,7 +1110,7 @@ pub(crate) fn event_create_with_flags(
 }
 
 pub(crate) fn event_record(id: HookId, real: &dyn Fn() -> HipError, event: HipEvent, stream: HipStream) -> HipError {
-    let Some(b) = get() else { return real() };
+    let Some(b) = get_for_event(event as usize) else { return real() };
     let Some((mapped, entry)) = b.registry().event_id(event as usize) else {
         return b.native_on_stream(stream, id.per_thread(), false, real); // an event vitamin never saw
     };
@@ -1122,7 +1148,7 @@ pub(crate) fn event_record(id: HookId, real: &dyn Fn() -> HipError, event: HipEv
 }
 
 fn event_wait(real: &dyn Fn() -> HipError, event: HipEvent, block: bool) -> HipError {
-    let Some(b) = get() else { return real() };
+    let Some(b) = get_for_event(event as usize) else { return real() };
     let entry = b.registry().event(event as usize);
     let Some(EventEntry { id, recorder: Recorder::Logical, .. }) = entry else {
         return real(); // never recorded, recorded natively, or unknown: the runtime knows
@@ -1150,7 +1176,7 @@ pub(crate) fn event_synchronize(_id: HookId, real: &dyn Fn() -> HipError, event:
 }
 
 pub(crate) fn event_destroy(_id: HookId, real: &dyn Fn() -> HipError, event: HipEvent) -> HipError {
-    let Some(b) = get() else { return real() };
+    let Some(b) = get_for_event(event as usize) else { return real() };
     b.destroy_event(event as usize, real, |&r| r == HIP_SUCCESS)
 }
 

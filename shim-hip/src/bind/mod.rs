@@ -66,8 +66,9 @@ use std::sync::Mutex;
 use serde_json::{json, Value};
 use vitamin_hal_hip::{HipBackend, StreamLimits};
 use vitamin_runtime::client::coordinator::Settings;
+use vitamin_runtime::client::devices::{DeviceState, Devices};
 use vitamin_runtime::client::handles::StreamRef;
-use vitamin_runtime::client::lifecycle::{Lifecycle, StartError};
+use vitamin_runtime::client::lifecycle::StartError;
 use vitamin_runtime::client::native::{HostWait, NativeApi};
 use vitamin_runtime::client::Client;
 use vitamin_runtime::config::{LogLevel, Mode};
@@ -76,8 +77,9 @@ use vitamin_runtime::{StreamId, StreamKind, VctxError};
 use crate::ffi::*;
 use crate::state::{self, vlog};
 
-/// The bind state of the process.
-static BIND: Lifecycle<Bind> = Lifecycle::new();
+/// The bind state of each device of the process (pool, virtual context, coordinator), started by
+/// the first call made with that device current.
+static BINDS: Devices<Bind> = Devices::new();
 
 /// The client runtime's view of the HIP runtime, through the interposer's table of real
 /// functions and its re-entry guard.
@@ -131,26 +133,77 @@ impl std::ops::Deref for Bind {
     }
 }
 
-/// Whether bind mode handles calls now (mode `bind`, not disabled).
+/// Whether bind mode handles calls now (mode `bind`, not in a forked child). A device whose bind
+/// state is unavailable passes its calls through ([`get`] answers `None` there).
 #[inline]
 pub fn active() -> bool {
-    state::config().mode == Mode::Bind && BIND.enabled()
+    state::config().mode == Mode::Bind && BINDS.enabled()
 }
 
-/// The started bind state, starting it on first use; `None`: take the observe path.
+/// The bind state of the calling thread's current device, starting it on first use; `None`: take
+/// the observe path.
 pub(crate) fn get() -> Option<&'static Bind> {
-    BIND.get(Bind::start, |b| {
-        vlog!(
-            LogLevel::Info,
-            "bind mode: policy {}, {} pool nodes on {} realized in {:.1} ms",
-            b.settings.policy,
-            b.coordinator.started.nodes.len(),
-            b.coordinator.started.device,
-            b.coordinator.started.realize_ms,
-        );
-        // SAFETY: a plain extern "C" handler without arguments that never unwinds.
-        unsafe { libc::atexit(at_exit) };
+    let device = usize::try_from(driver::current_device().ok()?).ok()?;
+    BINDS.current(
+        device + 1,
+        || Some(device),
+        Bind::start,
+        |device, b| {
+            vlog!(
+                LogLevel::Info,
+                "bind mode on device {device}: policy {}, {} pool nodes on {} realized in {:.1} ms",
+                b.settings.policy,
+                b.coordinator.started.nodes.len(),
+                b.coordinator.started.device,
+                b.coordinator.started.realize_ms,
+            );
+            static AT_EXIT: std::sync::Once = std::sync::Once::new();
+            // SAFETY: a plain extern "C" handler without arguments that never unwinds.
+            AT_EXIT.call_once(|| unsafe {
+                libc::atexit(at_exit);
+            });
+        },
+    )
+}
+
+/// The bind state that owns application stream `stream`: the current device's unless another
+/// device's registry holds the handle (a stream's work belongs to the device it was created on).
+pub(crate) fn get_for_stream(stream: HipStream, per_thread: bool) -> Option<&'static Bind> {
+    let b = get()?;
+    if !matches!(classify_stream(stream as usize, per_thread), StreamRef::Handle(_)) {
+        return Some(b);
+    }
+    Some(BINDS.owner(b, |o| o.registry().stream(stream as usize).is_some()))
+}
+
+/// The bind state whose registry holds application event `event`, the current device's if none
+/// other does.
+pub(crate) fn get_for_event(event: usize) -> Option<&'static Bind> {
+    let b = get()?;
+    Some(BINDS.owner(b, |o| o.registry().event(event).is_some()))
+}
+
+/// Another device's bind state that recorded application event `event` logically, with the
+/// event's id: a wait on it from `b`'s device is a cross-device wait.
+pub(crate) fn logical_event_elsewhere(b: &Bind, event: usize) -> Option<(&'static Bind, vitamin_runtime::EventId)> {
+    if !BINDS.several() {
+        return None;
+    }
+    BINDS.started().filter(|o| !std::ptr::eq(*o, b)).find_map(|o| {
+        let entry = o.registry().event(event)?;
+        (entry.recorder == vitamin_runtime::client::handles::Recorder::Logical).then_some((o, entry.id))
     })
+}
+
+/// Runs `f` on every started bind state (calls whose effect spans devices: frees, graph changes).
+pub(crate) fn for_each_started(f: impl FnMut(&'static Bind)) {
+    BINDS.started().for_each(f);
+}
+
+impl DeviceState for Bind {
+    fn pool_context(&self) -> usize {
+        self.device as usize + 1
+    }
 }
 
 impl Bind {
@@ -312,21 +365,15 @@ pub fn note_capture(stream: HipStream, began: bool) {
     CAPTURES.store(c.len(), Ordering::Release);
 }
 
-/// The census section of bind mode (`None` outside bind mode).
+/// The census section of bind mode (`None` outside bind mode): the first started device's state
+/// (or why none started), with every started device's under `devices` when there are several.
 pub fn census() -> Option<Value> {
     if state::config().mode != Mode::Bind {
         return None;
     }
     let c = state::config();
     let common = json!({"policy": c.policy.name(), "seed": c.seed, "lane_continuation": c.lane_continuation});
-    let mut v = BIND.census_reason().unwrap_or_else(|| match BIND.started() {
-        Some(b) => {
-            let mut v = b.census_json();
-            v["active"] = BIND.enabled().into();
-            v
-        }
-        None => json!({"active": false, "reason": "no HIP call started bind mode"}),
-    });
+    let mut v = BINDS.census(|b| b.census_json());
     if let (Some(o), Some(common)) = (v.as_object_mut(), common.as_object()) {
         for (k, x) in common {
             o.insert(k.clone(), x.clone());
@@ -336,17 +383,15 @@ pub fn census() -> Option<Value> {
 }
 
 /// In a forked child: no dispatcher thread exists there, so the child runs in observe mode.
-/// Async-signal-safe (one atomic store).
+/// Async-signal-safe (atomic stores).
 pub(crate) fn after_fork_in_child() {
-    BIND.disable();
+    BINDS.disable_after_fork();
 }
 
 extern "C" fn at_exit() {
     let _ = std::panic::catch_unwind(|| {
         let _entered = vitamin_runtime::client::guard::enter();
-        if let Some(b) = BIND.started().filter(|_| BIND.enabled()) {
-            b.shutdown();
-        }
+        for_each_started(|b| b.shutdown());
     });
 }
 
