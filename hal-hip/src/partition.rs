@@ -259,7 +259,9 @@ impl HipPartition {
                 "cooperative launch of a module function needs hipModuleLaunchCooperativeKernel (ROCm 6+)".into(),
             ));
         }
-        if a.needs_coresidency() {
+        // A kernel that spins on peers runs anywhere the whole device is (as the application
+        // launched it); on a CU-masked part of it, only where the masked CUs hold its grid.
+        if a.needs_coresidency() && !(a.coresident() && !a.cooperative() && self.whole_device) {
             // Cooperative, or a kernel that spins on peers (launched plainly: CU masks apply to
             // it): every block resident at once on this partition's CUs.
             let per_cu = self

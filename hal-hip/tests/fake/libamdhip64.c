@@ -176,6 +176,8 @@ static const kernel_sig_t KERNELS[] = {
     {"busy", 1, {4}},
     {"axpy", 4, {4, 8, 8, 4}},
     {"empty_kernel", 0, {0}},
+    /* An RCCL collective's name with axpy's parameters and arithmetic (shim-hip/tests/collectives.rs). */
+    {"ncclDevKernel_AllReduce_Sum_f32_RING_LL", 4, {4, 8, 8, 4}},
 };
 #define NKERNELS (int)(sizeof(KERNELS) / sizeof(KERNELS[0]))
 
@@ -239,7 +241,7 @@ static void run_kernel(const kernel_sig_t *k, const launch_t *l) {
         float sum = 0.0f;
         for (uint32_t i = 0; i < m; i++) sum += p[i];
         *out = sum;
-    } else if (strcmp(k->name, "axpy") == 0) {
+    } else if (strcmp(k->name, "axpy") == 0 || strncmp(k->name, "ncclDevKernel_", 14) == 0) {
         float a = arg_f32(l, 0);
         const float *x = (const float *)(uintptr_t)arg_u64(l, 1);
         float *y = (float *)(uintptr_t)arg_u64(l, 2);

@@ -227,8 +227,8 @@ fn extra_buffer<'a>(extra: *mut *mut c_void) -> Result<&'a [u8], Decline> {
 /// argument pointers (kernel parameters or `extra` array) and events before the descriptor is
 /// copied. `None`: not applicable.
 fn launch_first(b: &Bind, s: StreamId, c: &LaunchCall, f: usize, info: &FunctionInfo) -> Option<HipError> {
-    if c.geometry.shared_mem_bytes != 0 {
-        return None;
+    if c.geometry.shared_mem_bytes != 0 || info.spins_on_peers {
+        return None; // a collective is placed by the dispatcher (the whole device, no lease)
     }
     let layout = info.layout.as_ref()?;
     if !layout.is_empty() && c.extra.is_null() {
@@ -356,7 +356,7 @@ fn copy_launch(c: &LaunchCall, f: usize, info: &FunctionInfo) -> Result<KernelLa
         g.block,
         g.shared_mem_bytes,
         args,
-        vitamin_hal::LaunchAttributes::default(),
+        vitamin_hal::LaunchAttributes::default().with_coresident(info.spins_on_peers),
     ))
 }
 
