@@ -64,11 +64,12 @@ fn each_device_binds_its_own_launches_in_cross_device_order() {
         }
         assert_eq!(device_of(&r.exec, &r.calls, "k95"), Some(1));
         assert_eq!(device_of(&r.exec, &r.calls, "k96"), Some(1));
+        assert_eq!(device_of(&r.exec, &r.calls, "k97"), Some(1));
         let census = r.census.as_ref().expect("census");
         let devices = census["bind"]["devices"].as_array().unwrap_or_else(|| panic!("{name}: {census}"));
         assert_eq!(devices.len(), 2, "{name}: {census}");
         let ops = |d: usize| &devices[d]["ops"];
-        assert_eq!((ops(0)["kernels"].as_u64(), ops(1)["kernels"].as_u64()), (Some(4), Some(6)), "{name}");
+        assert_eq!((ops(0)["kernels"].as_u64(), ops(1)["kernels"].as_u64()), (Some(4), Some(7)), "{name}");
         assert_eq!(ops(0)["cross_device_waits"], 3, "{name}: device 0 waited on device 1's event 3 times");
         assert_eq!(ops(1)["cross_device_waits"], 4, "{name}: device 1 waited on device 0's event 4 times");
         assert_eq!(devices[1]["ordinal"], 1);

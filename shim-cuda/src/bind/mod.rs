@@ -205,10 +205,17 @@ pub fn active() -> bool {
 }
 
 /// The bind state of the thread's current context's device, starting it on first use; `None`
-/// means "take the observe path" (no current context, a device past the 16th, a device whose bind
-/// state is unavailable, or one whose primary context was never current).
+/// means "take the observe path" (no current context and no device started, a device past the
+/// 16th, a device whose bind state is unavailable, or one whose primary context was never
+/// current).
 pub(crate) fn get() -> Option<&'static Bind> {
-    let ctx = driver::current_context().ok().filter(|&c| c != 0)?;
+    let ctx = driver::current_context().unwrap_or(0);
+    if ctx == 0 {
+        // A thread without a current context (a synchronize or query on a handle, which the
+        // driver accepts): the first started device's state, whose handle routing finds the
+        // owner ([`get_for_stream`], [`get_for_event`]); none started: the observe path.
+        return BINDS.started().next();
+    }
     let device = || driver::current_device().ok().and_then(|d| usize::try_from(d).ok());
     BINDS.current(ctx, device, Bind::start, |device, b| {
         vlog!(

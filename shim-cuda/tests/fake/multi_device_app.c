@@ -3,8 +3,8 @@
  * cuCtxSetCurrent between the devices' primary contexts: a chain of kernels alternating between
  * a stream of device 0 and a stream of device 1, each waiting on the other device's event (both
  * directions); then, with device 0 current, an event synchronize on device 1's event and a stream
- * synchronize on device 1's stream, each after a long kernel on device 1, followed at once by a
- * host read of what that kernel wrote (fake device memory is host memory: a wait that returned
+ * synchronize on device 1's stream, each after a long kernel on device 1, and a stream synchronize
+ * with no context current, each followed at once by a host read of what that kernel wrote (fake device memory is host memory: a wait that returned
  * early shows as a wrong checksum).
  *
  * Prints checksums and `done`.
@@ -113,6 +113,12 @@ int main(void) {
     CHECK(cuCtxSetCurrent(c0));
     CHECK(cuStreamSynchronize(b));                     /* device 1's stream, device 0 current */
     printf("after stream sync y=%08x\n", checksum(y));
+    CHECK(cuCtxSetCurrent(c1));
+    step(b, y, x, 97, 0.25f, 1.0f);                    /* k97: long, on device 1 */
+    CHECK(cuCtxSetCurrent(NULL));
+    CHECK(cuStreamSynchronize(b));                     /* device 1's stream, no context current */
+    printf("after sync without a context y=%08x\n", checksum(y));
+    CHECK(cuCtxSetCurrent(c0));
     CHECK(cuCtxSynchronize());
     CHECK(cuCtxSetCurrent(c1));
     CHECK(cuCtxSynchronize());
