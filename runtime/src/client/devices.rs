@@ -6,10 +6,13 @@
 //! ([`Devices::owner`]): work of a stream belongs to the device the stream was created on.
 
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::MutexGuard;
 
 use serde_json::Value;
 
+use super::handles::{Recorder, Registry};
 use super::lifecycle::{Lifecycle, StartError};
+use crate::vctx::EventId;
 
 /// Most devices of one process that bind mode handles (ordinals `0..MAX_DEVICES`); calls made on
 /// a higher ordinal pass through.
@@ -19,6 +22,8 @@ pub const MAX_DEVICES: usize = 16;
 pub trait DeviceState {
     /// The context (as the driver's handle value) whose calls this state binds.
     fn pool_context(&self) -> usize;
+    /// The state's handle registry.
+    fn handles(&self) -> MutexGuard<'_, Registry>;
 }
 
 /// The bind states of a process's devices (usable as a `static`).
@@ -95,6 +100,28 @@ impl<T: DeviceState> Devices<T> {
         self.started().find(|o| holds(o)).unwrap_or(current)
     }
 
+    /// The state holding application stream `handle` (`current` if no other does).
+    pub fn stream_owner<'a>(&'a self, current: &'a T, handle: usize) -> &'a T {
+        self.owner(current, |o| o.handles().stream(handle).is_some())
+    }
+
+    /// The state holding application event `handle` (`current` if no other does).
+    pub fn event_owner<'a>(&'a self, current: &'a T, handle: usize) -> &'a T {
+        self.owner(current, |o| o.handles().event(handle).is_some())
+    }
+
+    /// A state other than `current` that recorded application event `handle` logically, with the
+    /// event's id: a wait on it from `current`'s device is a cross-device wait.
+    pub fn logical_event_elsewhere(&self, current: &T, handle: usize) -> Option<(&T, EventId)> {
+        if !self.several() {
+            return None;
+        }
+        self.started().filter(|o| !std::ptr::eq(*o, current)).find_map(|o| {
+            let entry = o.handles().event(handle)?;
+            (entry.recorder == Recorder::Logical).then_some((o, entry.id))
+        })
+    }
+
     /// In a forked child: no state handles calls from now on. Async-signal-safe (atomic stores).
     pub fn disable_after_fork(&self) {
         self.forked.store(true, Ordering::Relaxed);
@@ -146,21 +173,26 @@ impl<T: DeviceState> Default for Devices<T> {
 mod tests {
     use super::*;
     use serde_json::json;
+    use std::sync::Mutex;
 
-    #[derive(Debug, PartialEq)]
+    #[derive(Debug)]
     struct State {
         ctx: usize,
         handles: Vec<usize>,
+        registry: Mutex<Registry>,
     }
 
     impl DeviceState for State {
         fn pool_context(&self) -> usize {
             self.ctx
         }
+        fn handles(&self) -> MutexGuard<'_, Registry> {
+            self.registry.lock().unwrap()
+        }
     }
 
     fn state(ctx: usize, handles: &[usize]) -> Result<State, StartError> {
-        Ok(State { ctx, handles: handles.to_vec() })
+        Ok(State { ctx, handles: handles.to_vec(), registry: Mutex::new(Registry::default()) })
     }
 
     #[test]
@@ -191,6 +223,26 @@ mod tests {
         assert_eq!(census["devices"][1]["active"], true);
         d.disable_after_fork();
         assert!(!d.enabled() && d.started().next().is_none(), "nothing handles calls in a forked child");
+    }
+
+    #[test]
+    fn registries_route_streams_and_events_to_their_device() {
+        use super::super::handles::EventEntry;
+        use crate::vctx::StreamId;
+        let d: Devices<State> = Devices::new();
+        let a = d.current(0x10, || Some(0), || state(0x10, &[]), |_, _| {}).unwrap();
+        assert!(d.logical_event_elsewhere(a, 0x77).is_none(), "one device: never a cross-device wait");
+        let b = d.current(0x20, || Some(1), || state(0x20, &[]), |_, _| {}).unwrap();
+        b.handles().add_stream(0x55, StreamId(3));
+        let id = b.handles().add_event(0x77, EventEntry::new(EventId(9), false, false));
+        assert_eq!(d.stream_owner(a, 0x55).ctx, 0x20);
+        assert_eq!(d.stream_owner(a, 0x56).ctx, 0x10, "unknown: the current device");
+        assert_eq!(d.event_owner(a, 0x77).ctx, 0x20);
+        assert!(d.logical_event_elsewhere(a, 0x77).is_none(), "never recorded: nothing to wait for");
+        b.handles().set_recorder(id, Recorder::Logical);
+        let (owner, e) = d.logical_event_elsewhere(a, 0x77).expect("recorded logically on device 1");
+        assert_eq!((owner.ctx, e), (0x20, EventId(9)));
+        assert!(d.logical_event_elsewhere(b, 0x77).is_none(), "its own device: not cross-device");
     }
 
     #[test]

@@ -244,26 +244,20 @@ pub(crate) fn get_for_stream(stream: CUstream, per_thread: bool) -> Option<&'sta
     if !matches!(classify_stream(stream as usize, per_thread), StreamRef::Handle(_)) {
         return Some(b);
     }
-    Some(BINDS.owner(b, |o| o.registry().stream(stream as usize).is_some()))
+    Some(BINDS.stream_owner(b, stream as usize))
 }
 
 /// The bind state whose registry holds application event `event`, the current device's if none
 /// other does.
 pub(crate) fn get_for_event(event: usize) -> Option<&'static Bind> {
     let b = get()?;
-    Some(BINDS.owner(b, |o| o.registry().event(event).is_some()))
+    Some(BINDS.event_owner(b, event))
 }
 
 /// Another device's bind state that recorded application event `event` logically, with that
 /// event's id: a wait on it from `b`'s device is a cross-device wait.
 pub(crate) fn logical_event_elsewhere(b: &Bind, event: usize) -> Option<(&'static Bind, vitamin_runtime::EventId)> {
-    if !BINDS.several() {
-        return None;
-    }
-    BINDS.started().filter(|o| !std::ptr::eq(*o, b)).find_map(|o| {
-        let entry = o.registry().event(event)?;
-        (entry.recorder == handles::Recorder::Logical).then_some((o, entry.id))
-    })
+    BINDS.logical_event_elsewhere(b, event)
 }
 
 /// Runs `f` on every started bind state (calls whose effect spans devices: unloads, frees,
@@ -273,6 +267,9 @@ pub(crate) fn for_each_started(f: impl FnMut(&'static Bind)) {
 }
 
 impl DeviceState for Bind {
+    fn handles(&self) -> std::sync::MutexGuard<'_, vitamin_runtime::client::handles::Registry> {
+        self.registry()
+    }
     fn pool_context(&self) -> usize {
         self.context
     }
