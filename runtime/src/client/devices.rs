@@ -12,6 +12,7 @@ use serde_json::Value;
 
 use super::handles::{Recorder, Registry};
 use super::lifecycle::{Lifecycle, StartError};
+use crate::config::{Config, Mode};
 use crate::vctx::EventId;
 
 /// Most devices of one process that bind mode handles (ordinals `0..MAX_DEVICES`); calls made on
@@ -128,6 +129,21 @@ impl<T: DeviceState> Devices<T> {
         for life in &self.lives {
             life.disable();
         }
+    }
+
+    /// The interposer's bind-mode census section (`None` outside bind mode): [`Devices::census`]
+    /// with the process's policy, seed and lane-continuation settings.
+    pub fn bind_census(&self, config: &Config, render: impl Fn(&T) -> Value) -> Option<Value> {
+        if config.mode != Mode::Bind {
+            return None;
+        }
+        let mut v = self.census(render);
+        if let Some(o) = v.as_object_mut() {
+            o.insert("policy".into(), config.policy.name().into());
+            o.insert("seed".into(), config.seed.into());
+            o.insert("lane_continuation".into(), config.lane_continuation.into());
+        }
+        Some(v)
     }
 
     /// The census section: the first started device's (rendered by `render`, with `active` and

@@ -112,7 +112,7 @@ use std::collections::HashMap;
 use std::ffi::c_int;
 use std::sync::{Mutex, Once};
 
-use serde_json::{json, Value};
+use serde_json::Value;
 use vitamin_hal::Dim3;
 use vitamin_hal_cuda::CudaBackend;
 use vitamin_runtime::client::coordinator::Settings;
@@ -467,18 +467,7 @@ impl Bind {
 /// The census section of bind mode (`None` outside bind mode): the first started device's state
 /// (or why none started), with every started device's under `devices` when there are several.
 pub fn census() -> Option<Value> {
-    if state::config().mode != Mode::Bind {
-        return None;
-    }
-    let c = state::config();
-    let common = json!({"policy": c.policy.name(), "seed": c.seed, "lane_continuation": c.lane_continuation});
-    let mut v = BINDS.census(|b| b.census_json());
-    if let (Some(o), Some(common)) = (v.as_object_mut(), common.as_object()) {
-        for (k, x) in common {
-            o.insert(k.clone(), x.clone());
-        }
-    }
-    Some(v)
+    BINDS.bind_census(state::config(), |b| b.census_json())
 }
 
 /// In a forked child: no dispatcher thread exists there, so the child runs in observe mode.
