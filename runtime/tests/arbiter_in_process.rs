@@ -164,3 +164,91 @@ proptest! {
         }
     }
 }
+
+/// One client keeps a lease busy for ever (a new op of it is ready before its last completes,
+/// as lane continuation does under a daemon; each runs two rounds); another's op needs the whole
+/// device. Throughput, Static and TPOT-First reclaim a node large enough for the wide op within a
+/// bounded number of rounds, and the busy client is bound again afterwards. (Before, the wide op
+/// stayed ready for as long as the other client's work went on: a ResNet-50 job next to a GPT job
+/// under the daemon made 2 steps in 8 s, docs/results/daemon-pair.md.)
+#[test]
+fn a_wide_op_is_bound_while_another_client_keeps_its_lease_busy() {
+    let backend = SimBackend::preset("h200").unwrap();
+    let top = backend.topology();
+    let whole = top.unit_count() as u32;
+    for policy in [PolicyKind::Throughput, PolicyKind::Static, PolicyKind::Tpot] {
+        let mut arbiter = InProcess::new(top, policy.build(7), Profiles::new("test"), 4);
+        arbiter.intern("gemm");
+        let (busy, wide) = (arbiter.register(Class::default()), arbiter.register(Class::default()));
+        let rec = |op: u64, client: ClientId, min_units: u32| ReadyRecord {
+            client,
+            op,
+            key: LaunchKey { name_hash: name_hash("gemm"), grid: [64, 1, 1], block: [256, 1, 1], shared_mem_bytes: 0 },
+            flags: OpFlags { cooperative: min_units > 0, cluster: false, graph: false },
+            min_units,
+            ready_since_ns: 0,
+            class: Class::default(),
+            lookahead_units: 0,
+        };
+        let (mut now, mut next_busy, mut busy_ready) = (0u64, 0u64, 0usize);
+        let mut flight: Vec<(Binding, usize)> = Vec::new();
+        let (mut wide_ready_at, mut wide_bound_at, mut busy_bound_after_wide) = (None, None, 0);
+        for round in 0..400 {
+            now += 1000;
+            if busy_ready + flight.iter().filter(|(b, _)| b.client == busy).count() < 2 {
+                arbiter.ready(&[rec(next_busy, busy, 0)]);
+                next_busy += 1;
+                busy_ready += 1;
+            }
+            // The wide op becomes ready once the busy client holds a lease.
+            if round == 3 {
+                assert!(arbiter.pool().leases().any(|l| l.holder == HolderId(busy.0)), "{policy:?}: no lease yet");
+                arbiter.ready(&[rec(1_000_000, wide, whole)]);
+                wide_ready_at = Some(round);
+            }
+            let mut out = Vec::new();
+            arbiter.bindings(now, &mut out);
+            for b in out {
+                assert!(
+                    matches!(arbiter.pool().state(b.node), NodeState::Leased { holder, .. } if *holder == HolderId(b.client.0)),
+                    "{policy:?}: op {} bound to a node its client does not hold",
+                    b.op
+                );
+                if b.client == wide {
+                    assert!(
+                        arbiter.pool().node(b.node).size() >= whole as usize,
+                        "{policy:?}: wide op on a small node"
+                    );
+                    wide_bound_at = Some(round);
+                } else {
+                    busy_ready -= 1;
+                    if wide_bound_at.is_some() {
+                        busy_bound_after_wide += 1;
+                    }
+                }
+                flight.push((b, round));
+            }
+            // Every op runs two rounds.
+            let done: Vec<Completion> = flight
+                .iter()
+                .filter(|(_, at)| round >= at + 2)
+                .map(|(b, _)| Completion {
+                    client: b.client,
+                    op: b.op,
+                    node: b.node,
+                    submitted_ns: now - 500,
+                    completed_ns: now,
+                })
+                .collect();
+            flight.retain(|(_, at)| round < at + 2);
+            arbiter.completed(&done);
+            if busy_bound_after_wide >= 3 {
+                break;
+            }
+        }
+        let at = wide_bound_at.unwrap_or_else(|| panic!("{policy:?}: the wide op stayed ready for 400 rounds"));
+        let waited = at - wide_ready_at.expect("made ready");
+        assert!(waited < 50, "{policy:?}: the wide op waited {waited} rounds");
+        assert!(busy_bound_after_wide >= 3, "{policy:?}: the busy client was not bound again after the wide op");
+    }
+}

@@ -178,6 +178,7 @@ fn views<'a>(ready: &'a [Ready], tried: &[bool]) -> Vec<(usize, ReadyOpView<'a>)
                 ready_since_ns: e.record.ready_since_ns,
                 seq: e.seq,
                 deadline_ns: deadline,
+                min_units: e.record.min_units as usize,
             };
             (i, view)
         })

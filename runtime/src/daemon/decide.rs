@@ -925,6 +925,7 @@ fn kernel_views<'a>(ready: &'a [ReadyEntry], tried: &[bool]) -> Vec<(usize, Read
                     ready_since_ns: e.ready_since_ns,
                     seq: e.seq,
                     deadline_ns: e.deadline_ns,
+                    min_units: e.min_units,
                 },
             )
         })

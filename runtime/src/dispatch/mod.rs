@@ -755,6 +755,7 @@ impl<B: Backend, P: Policy> Dispatcher<B, P> {
             ready_since_ns: self.now,
             seq: self.seq,
             deadline_ns: self.clients[client].info.deadline_ns,
+            min_units: 0,
         };
         let state = sched_state!(self, self.now);
         self.policy.solo_node(&view, &state)
@@ -1119,6 +1120,7 @@ impl<B: Backend, P: Policy> Dispatcher<B, P> {
                                 ready_since_ns: state.now_ns,
                                 seq: self.seq,
                                 deadline_ns: self.clients[ci].info.deadline_ns,
+                                min_units: 0,
                             };
                             self.policy.continue_on_lane(&view, node, &state)
                         }
@@ -1559,6 +1561,7 @@ fn views<'a>(ready: &'a [ReadyEntry], clients: &[Client], tried: &[bool]) -> Vec
                     ready_since_ns: e.ready_since,
                     seq: e.seq,
                     deadline_ns: c.deadline_ns,
+                    min_units: 0,
                 },
             ))
         })

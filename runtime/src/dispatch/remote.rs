@@ -330,12 +330,24 @@ impl<B: Backend, P: Policy> Dispatcher<B, P> {
             && (lane as usize) < self.config.lanes_per_node
             && self.partitions[node.0 as usize].can_execute(&desc).is_ok();
         if !runs {
-            // Returned as completed; sent again with this node's size + 1 as its floor.
+            // Returned as completed; sent again with a higher floor: the smallest size above this
+            // node's among the nodes that run it (node shape, not size alone, decides for cluster
+            // launches, so a larger node may refuse what a smaller one runs).
             let size = self.pool.nodes().get(node.0 as usize).map_or(0, |n| n.size() as u16);
+            let root = self.pool.node(self.pool.root()).size() as u16;
+            let next = self
+                .pool
+                .nodes()
+                .iter()
+                .map(|n| (n.size() as u16, n.id))
+                .filter(|&(s, id)| s > size && self.partitions[id.0 as usize].can_execute(&desc).is_ok())
+                .map(|(s, _)| s)
+                .min()
+                .unwrap_or(root);
             if let Some(r) = self.remote.as_mut() {
                 r.refused += 1;
                 r.sent.remove(&b.op);
-                r.floors.insert(b.op, size.saturating_add(1));
+                r.floors.insert(b.op, next);
                 let _ = r.client.complete(b.op, crate::daemon::now_ns());
             }
             self.stats.rejected += 1;

@@ -106,6 +106,10 @@ pub struct ReadyOpView<'a> {
     pub seq: u64,
     /// Deadline of the step it belongs to, if any.
     pub deadline_ns: Option<u64>,
+    /// Smallest node size (units) the launch runs on unchanged; 0: any node. Set where the caller
+    /// knows it (a daemon's ready record: cooperative and cluster launches, raised after a node
+    /// refused the launch); the `eligible` list handed to [`Policy::select`] already honours it.
+    pub min_units: usize,
 }
 
 /// One ready graph launch, as [`Policy::select_graph`] sees it.

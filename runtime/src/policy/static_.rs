@@ -4,23 +4,33 @@
 //! repeatedly split the widest node into its two children) and the `k`-th registered client gets
 //! the `k`-th of them (widest first); an explicit assignment overrides it. A launch that cannot run
 //! unchanged on its client's node (a cooperative or cluster launch larger than it) runs on the
-//! smallest node that can, rather than never.
+//! smallest node that can, rather than never: when other clients' leases cover that node,
+//! [`Policy::maintain`] reclaims the smallest node holding the client's share and the launch's
+//! size floor for it (their gates close, their work drains, the launch runs, the lease is
+//! released when idle). Without the reclaim such a launch waited for as long as the other
+//! clients kept their shares busy (docs/results/daemon-pair.md).
 
 use std::collections::HashMap;
 
-use super::{Policy, ReadyGraphView, ReadyOpView, SchedState};
-use crate::pool::{HolderId, NodeId, NodeState};
+use super::{Policy, Preparation, ReadyGraphView, ReadyOpView, SchedState};
+use crate::pool::{HolderId, NodeId, NodeState, Reservation};
+
+/// Reservation tag of a node reclaimed for a launch wider than its client's share.
+pub const TAG_OVERSIZE: u64 = 3;
 
 /// The Static baseline policy.
 #[derive(Debug, Default, Clone)]
 pub struct Static {
     assignment: HashMap<HolderId, NodeId>,
+    /// Clients whose launch found no node holding both their share and its floor in the last
+    /// round, with the largest such floor.
+    oversize: HashMap<HolderId, usize>,
 }
 
 impl Static {
     /// A Static policy with an explicit client -> node assignment.
     pub fn with_assignment(assignment: HashMap<HolderId, NodeId>) -> Self {
-        Static { assignment }
+        Static { assignment, oversize: HashMap::new() }
     }
 
     /// The node of a client under the default rule.
@@ -72,10 +82,60 @@ impl Policy for Static {
     fn pick(&mut self, queue: &[ReadyOpView<'_>], _state: &SchedState<'_>) -> Option<usize> {
         super::oldest(queue)
     }
+    fn maintain(&mut self, state: &SchedState<'_>, plan: &mut Vec<Preparation>) {
+        let pool = state.pool;
+        let oversize = std::mem::take(&mut self.oversize);
+        for &n in pool.active_nodes() {
+            if let NodeState::Reserved { purpose } = pool.state(n) {
+                if purpose.tag == TAG_OVERSIZE && !oversize.contains_key(&purpose.holder) {
+                    plan.push(Preparation::Unreserve(n));
+                }
+            }
+        }
+        for (&h, &floor) in &oversize {
+            let Some(&share) = self.assignment.get(&h) else { continue };
+            let reserved_for_h =
+                |n: NodeId| matches!(pool.state(n), NodeState::Reserved { purpose } if purpose.holder == h);
+            if pool.active_nodes().iter().any(|&n| reserved_for_h(n))
+                || pool.pending().iter().any(|(_, r)| r.holder == h)
+            {
+                continue;
+            }
+            let cut = pool.node(share).units;
+            let target = pool.nodes_by_size().iter().copied().find(|&n| {
+                let u = pool.node(n).units;
+                pool.node(n).size() >= floor
+                    && cut.is_subset(&u)
+                    && pool.pending().iter().all(|(t, _)| pool.node(*t).units.is_disjoint(&u))
+                    && !pool.active_nodes().iter().any(|&a| {
+                        matches!(pool.state(a), NodeState::Reserved { .. }) && pool.node(a).units.intersects(&u)
+                    })
+            });
+            if let Some(t) = target {
+                plan.push(Preparation::Reclaim(t, Reservation { holder: h, tag: TAG_OVERSIZE }));
+            }
+        }
+    }
     fn select(&mut self, op: &ReadyOpView<'_>, eligible: &[NodeId], state: &SchedState<'_>) -> Option<NodeId> {
         let node = self.node_of(op.client, state)?;
         if eligible.contains(&node) {
             return Some(node);
+        }
+        if op.min_units > state.pool.node(node).size() {
+            // Wider than the share: the smallest eligible node holding the share, else wait for
+            // `maintain` to reclaim one.
+            let pool = state.pool;
+            let cut = pool.node(node).units;
+            let wide = eligible
+                .iter()
+                .copied()
+                .filter(|&n| cut.is_subset(&pool.node(n).units))
+                .min_by_key(|&n| pool.node(n).size());
+            if wide.is_none() {
+                let f = self.oversize.entry(op.client).or_insert(0);
+                *f = (*f).max(op.min_units);
+            }
+            return wide;
         }
         // Not offered although nobody else holds it: the launch cannot run unchanged there (a
         // cooperative or cluster launch larger than the partition). Run it on the smallest node that

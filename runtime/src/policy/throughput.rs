@@ -12,6 +12,13 @@
 //! *waiting*. While a client waits, other clients' ops are not lane-continued (so their leases can
 //! drain), and [`Policy::maintain`] reclaims the smallest blocked leaf for the waiting client,
 //! closing the gates of the leases that overlap it. Stale reservations are dropped.
+//!
+//! An op with a size floor ([`ReadyOpView::min_units`]: a cooperative or cluster launch that only
+//! some nodes hold) is planned only on nodes at least that large, and its client waits for such a
+//! node: the reclaimed node is then at least the floor, even beyond a fair share and over the
+//! client's own smaller leases. Without this, a floor above every free node left the op ready for
+//! as long as other clients kept their leases busy (a ResNet-50 job next to a GPT job under the
+//! daemon made 2 steps in 8 s: docs/results/daemon-pair.md).
 
 use rustc_hash::FxHashMap as HashMap;
 
@@ -40,6 +47,8 @@ pub struct ThroughputOriented {
     cursor: usize,
     curves: Curves,
     waiting: Vec<HolderId>,
+    /// Per waiting client, the largest size floor among its ops that found no node (0: none).
+    waiting_floor: HashMap<HolderId, usize>,
     deferred: HashMap<(HolderId, OpId), u64>,
     // Reused buffers of `plan_round` (it runs every dispatcher round).
     scratch_rr: Vec<usize>,
@@ -146,17 +155,28 @@ impl ThroughputOriented {
         &self.waiting
     }
 
+    /// Marks `h` as waiting for a node of at least `floor` units (0: any).
+    fn note_waiting(&mut self, h: HolderId, floor: usize) {
+        if !self.waiting.contains(&h) {
+            self.waiting.push(h);
+        }
+        let f = self.waiting_floor.entry(h).or_insert(0);
+        *f = (*f).max(floor);
+    }
+
     /// Computes the round's plan (MinBind + widening) for `queue`.
     pub fn plan_round(&mut self, queue: &[ReadyOpView<'_>], state: &SchedState<'_>) {
         self.plan.clear();
         self.order.clear();
         self.cursor = 0;
         self.waiting.clear();
+        self.waiting_floor.clear();
         if queue.is_empty() {
             return;
         }
         let pool = state.pool;
-        let solo = (queue.len() == 1 && pool.is_quiescent()).then(|| shape_key(queue[0].kernel));
+        let solo =
+            (queue.len() == 1 && queue[0].min_units == 0 && pool.is_quiescent()).then(|| shape_key(queue[0].kernel));
         if let Some(n) = solo.and_then(|k| self.solo_memo.get(&k).copied()) {
             let key = (queue[0].client, queue[0].op);
             self.plan.insert(key, n);
@@ -196,24 +216,24 @@ impl ThroughputOriented {
         let mut reused = std::mem::take(&mut self.scratch_reused);
         reused.clear();
         for &i in &rr {
-            let h = queue[i].client;
+            let (h, floor) = (queue[i].client, queue[i].min_units);
+            let big_enough = |n: NodeId| pool.node(n).size() >= floor;
             let free = pool
                 .nodes_by_size()
                 .iter()
                 .copied()
-                .find(|&n| is_fresh(state, n, h) && pool.node(n).units.is_disjoint(&planned));
+                .find(|&n| big_enough(n) && is_fresh(state, n, h) && pool.node(n).units.is_disjoint(&planned));
             if let Some(n) = free {
                 planned |= pool.node(n).units;
                 fresh.push((i, n));
-            } else if let Some(n) = pool
-                .nodes_by_size()
-                .iter()
-                .copied()
-                .find(|&n| matches!(pool.state(n), NodeState::Leased { holder, .. } if *holder == h))
+            } else if let Some(n) =
+                pool.nodes_by_size().iter().copied().find(|&n| {
+                    big_enough(n) && matches!(pool.state(n), NodeState::Leased { holder, .. } if *holder == h)
+                })
             {
                 reused.push((i, n));
-            } else if !self.waiting.contains(&h) {
-                self.waiting.push(h);
+            } else {
+                self.note_waiting(h, floor);
             }
         }
         // Greedy widening, on each op's curve (looked up once).
@@ -302,11 +322,15 @@ impl Policy for ThroughputOriented {
                 }
             }
         }
-        // Reclaim a leaf for each waiting client that has nothing reserved yet.
+        // Reclaim a leaf for each waiting client that has nothing reserved yet (nothing at least
+        // its floor, for a client waiting with one).
+        let root_size = pool.node(pool.root()).size();
         for &h in &self.waiting {
+            let floor = self.waiting_floor.get(&h).copied().unwrap_or(0).min(root_size);
             let has = pool.active_nodes().iter().any(|&n| {
-                matches!(pool.state(n), NodeState::Reserved { purpose } if purpose.holder == h)
-                    || matches!(pool.state(n), NodeState::Leased { holder, .. } if *holder == h)
+                let mine = matches!(pool.state(n), NodeState::Reserved { purpose } if purpose.holder == h)
+                    || matches!(pool.state(n), NodeState::Leased { holder, .. } if *holder == h);
+                mine && pool.node(n).size() >= floor
             });
             if has {
                 continue;
@@ -324,13 +348,16 @@ impl Policy for ThroughputOriented {
                 })
                 .count()
                 .max(1);
-            let share = pool.node(pool.root()).size() / busy_clients;
+            let share = root_size / busy_clients;
+            // A floor above the fair share is reclaimed as it is, own smaller leases included
+            // (they drain like the others'): the op runs nowhere smaller.
+            let own_ok = floor > share;
             let mut overlapping = Vec::new();
             let target = pool
                 .nodes_by_size()
                 .iter()
                 .copied()
-                .filter(|&n| pool.node(n).size() >= share.min(pool.node(pool.root()).size()))
+                .filter(|&n| pool.node(n).size() >= share.max(floor).min(root_size))
                 .filter(|&n| pool.pending().iter().all(|(t, _)| pool.node(*t).units.is_disjoint(&pool.node(n).units)))
                 .filter(|&n| {
                     !pool.active_nodes().iter().any(|&a| {
@@ -340,9 +367,10 @@ impl Policy for ThroughputOriented {
                 })
                 .filter_map(|n| {
                     pool.overlapping_leased(n, &mut overlapping);
-                    let foreign_only = overlapping
-                        .iter()
-                        .all(|&o| !matches!(pool.state(o), NodeState::Leased { holder, .. } if *holder == h));
+                    let foreign_only = own_ok
+                        || overlapping
+                            .iter()
+                            .all(|&o| !matches!(pool.state(o), NodeState::Leased { holder, .. } if *holder == h));
                     (foreign_only && !overlapping.is_empty()).then_some((pool.node(n).size(), overlapping.len(), n))
                 })
                 .min()
@@ -371,7 +399,17 @@ impl Policy for ThroughputOriented {
         let chosen = match self.plan.get(&(op.client, op.op)) {
             Some(n) if eligible.contains(n) => Some(*n),
             _ => super::smallest(eligible, state.pool),
-        }?;
+        };
+        let Some(chosen) = chosen else {
+            // Nothing at least its floor is free: it waits, and `maintain` reclaims such a node for
+            // it. (An op without a floor that finds nothing eligible was planned on a node a
+            // preparation took meanwhile, e.g. a latency client's reservation: it is planned
+            // again next round, without reclaiming.)
+            if op.min_units > 0 {
+                self.note_waiting(op.client, op.min_units);
+            }
+            return None;
+        };
         // Waiting to rebind wider (beyond the paper): if a wider node is predicted to free up
         // soon enough that waiting for it finishes clearly earlier than running narrow now,
         // defer -- but only until that predicted time has passed (no starvation).
