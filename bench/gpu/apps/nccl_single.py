@@ -67,6 +67,9 @@ assert nccl.ncclCommInitRank(ctypes.byref(comm), 1, uid, 0) == 0
 s = torch.cuda.Stream()
 src = torch.linspace(-1, 1, 1 << 18, device=dev)
 dst = torch.empty_like(src)
+# src and dst were made on the current stream; s (non-blocking) must wait for them. Without this
+# wait the program races (its output differed once in 5 bind runs: docs/results/apps-suite.md, run 4).
+s.wait_stream(torch.cuda.current_stream())
 with torch.cuda.stream(s):
     src.mul_(3.0)  # on the stream the collective then uses
     for _ in range(4):
