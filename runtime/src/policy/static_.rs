@@ -8,29 +8,32 @@
 //! [`Policy::maintain`] reclaims the smallest node holding the client's share and the launch's
 //! size floor for it (their gates close, their work drains, the launch runs, the lease is
 //! released when idle). Without the reclaim such a launch waited for as long as the other
-//! clients kept their shares busy (docs/results/daemon-pair.md).
+//! clients kept their shares busy (docs/results/daemon-pair.md). Likewise a client whose share is
+//! covered by another client's lease (such a wider node, kept busy by lane continuation under a
+//! daemon) gets its share back by a reclaim.
 
 use std::collections::HashMap;
 
 use super::{Policy, Preparation, ReadyGraphView, ReadyOpView, SchedState};
 use crate::pool::{HolderId, NodeId, NodeState, Reservation};
 
-/// Reservation tag of a node reclaimed for a launch wider than its client's share.
-pub const TAG_OVERSIZE: u64 = 3;
+/// Reservation tag of a node reclaimed for a client: its share back, or a node holding its share
+/// and a launch wider than it.
+pub const TAG_STATIC_RECLAIM: u64 = 3;
 
 /// The Static baseline policy.
 #[derive(Debug, Default, Clone)]
 pub struct Static {
     assignment: HashMap<HolderId, NodeId>,
-    /// Clients whose launch found no node holding both their share and its floor in the last
-    /// round, with the largest such floor.
-    oversize: HashMap<HolderId, usize>,
+    /// Clients that waited in the last round for a node another client's lease covers, with the
+    /// size they need (0: their share; more: a launch wider than the share).
+    wants: HashMap<HolderId, usize>,
 }
 
 impl Static {
     /// A Static policy with an explicit client -> node assignment.
     pub fn with_assignment(assignment: HashMap<HolderId, NodeId>) -> Self {
-        Static { assignment, oversize: HashMap::new() }
+        Static { assignment, wants: HashMap::new() }
     }
 
     /// The node of a client under the default rule.
@@ -84,15 +87,15 @@ impl Policy for Static {
     }
     fn maintain(&mut self, state: &SchedState<'_>, plan: &mut Vec<Preparation>) {
         let pool = state.pool;
-        let oversize = std::mem::take(&mut self.oversize);
+        let wants = std::mem::take(&mut self.wants);
         for &n in pool.active_nodes() {
             if let NodeState::Reserved { purpose } = pool.state(n) {
-                if purpose.tag == TAG_OVERSIZE && !oversize.contains_key(&purpose.holder) {
+                if purpose.tag == TAG_STATIC_RECLAIM && !wants.contains_key(&purpose.holder) {
                     plan.push(Preparation::Unreserve(n));
                 }
             }
         }
-        for (&h, &floor) in &oversize {
+        for (&h, &floor) in &wants {
             let Some(&share) = self.assignment.get(&h) else { continue };
             let reserved_for_h =
                 |n: NodeId| matches!(pool.state(n), NodeState::Reserved { purpose } if purpose.holder == h);
@@ -112,7 +115,7 @@ impl Policy for Static {
                     })
             });
             if let Some(t) = target {
-                plan.push(Preparation::Reclaim(t, Reservation { holder: h, tag: TAG_OVERSIZE }));
+                plan.push(Preparation::Reclaim(t, Reservation { holder: h, tag: TAG_STATIC_RECLAIM }));
             }
         }
     }
@@ -132,7 +135,7 @@ impl Policy for Static {
                 .filter(|&n| cut.is_subset(&pool.node(n).units))
                 .min_by_key(|&n| pool.node(n).size());
             if wide.is_none() {
-                let f = self.oversize.entry(op.client).or_insert(0);
+                let f = self.wants.entry(op.client).or_insert(0);
                 *f = (*f).max(op.min_units);
             }
             return wide;
@@ -151,6 +154,18 @@ impl Policy for Static {
         if free_for_client {
             return super::smallest(eligible, pool);
         }
+        // Another client's lease covers the share (a node reclaimed for its wide launch): take
+        // the share back.
+        let units = pool.node(node).units;
+        let foreign = pool.active_nodes().iter().any(|&a| match pool.state(a) {
+            NodeState::Leased { holder, .. } | NodeState::Draining { holder, .. } => {
+                *holder != op.client && pool.node(a).units.intersects(&units)
+            }
+            _ => false,
+        });
+        if foreign {
+            self.wants.entry(op.client).or_insert(0);
+        }
         None
     }
     fn select_graph(&mut self, op: &ReadyGraphView<'_>, eligible: &[NodeId], state: &SchedState<'_>) -> Option<NodeId> {
@@ -168,6 +183,90 @@ mod tests {
 
     use super::*;
     use crate::pool::Pool;
+
+    /// A client whose share another client's wide lease covers (kept busy, as lane continuation
+    /// does under a daemon) gets its share back: `maintain` reclaims it, the wide lease drains, and
+    /// the share is then offered to its client.
+    #[test]
+    fn a_share_covered_by_another_clients_busy_lease_is_reclaimed() {
+        use vitamin_hal::{Dim3, FunctionKind, FunctionRef, KernelArgs, KernelLaunch, LaunchAttributes};
+
+        use crate::policy::{ClientClass, ClientInfo};
+        use crate::profile::Profiles;
+        use crate::vctx::OpId;
+
+        let mut pool = Pool::build(SimBackend::default_device().topology());
+        let (a, b) = (HolderId(0), HolderId(1));
+        let clients: Vec<ClientInfo> = [a, b]
+            .iter()
+            .map(|&h| ClientInfo {
+                holder: h,
+                name: format!("c{}", h.0),
+                class: ClientClass::BestEffort,
+                deadline_ns: None,
+            })
+            .collect();
+        let profiles = Profiles::new("test");
+        let lanes = vec![Vec::new(); pool.nodes().len()];
+        let root = pool.root();
+        // b holds the whole device with work outstanding (its wide launch, then more continued there).
+        pool.lease(root, b).unwrap();
+        for _ in 0..3 {
+            pool.begin_submit(root, b).unwrap();
+        }
+        let k = KernelLaunch::new(
+            FunctionRef::new(1, FunctionKind::Kernel, "k"),
+            Dim3::new(64, 1, 1),
+            Dim3::new(256, 1, 1),
+            0,
+            KernelArgs::from_layout(Vec::new(), Vec::new()).unwrap(),
+            LaunchAttributes::default(),
+        );
+        let view = ReadyOpView {
+            client: a,
+            op: OpId(1),
+            kernel: &k,
+            ready_since_ns: 0,
+            seq: 1,
+            deadline_ns: None,
+            min_units: 0,
+        };
+        let mut policy = Static::default();
+        let mut eligible = Vec::new();
+        fn at<'a>(
+            pool: &'a Pool,
+            profiles: &'a Profiles,
+            clients: &'a [ClientInfo],
+            lanes: &'a [Vec<u64>],
+        ) -> SchedState<'a> {
+            SchedState { pool, now_ns: 0, profiles, clients, lane_busy_until: lanes }
+        }
+        pool.eligible(a, 0, &mut eligible);
+        assert_eq!(
+            policy.select(&view, &eligible, &at(&pool, &profiles, &clients, &lanes)),
+            None,
+            "a's share is covered by b's lease"
+        );
+        let share = Static::default_node(&at(&pool, &profiles, &clients, &lanes), a).unwrap();
+        let mut plan = Vec::new();
+        policy.maintain(&at(&pool, &profiles, &clients, &lanes), &mut plan);
+        let reclaim = plan.iter().find_map(|p| match p {
+            Preparation::Reclaim(n, r) if r.holder == a => Some(*n),
+            _ => None,
+        });
+        assert_eq!(reclaim, Some(share), "maintain reclaims a's share: {plan:?}");
+        pool.reclaim_for(share, Reservation { holder: a, tag: TAG_STATIC_RECLAIM }).unwrap();
+        assert!(matches!(pool.state(root), NodeState::Draining { .. }), "b's gate closes");
+        for _ in 0..3 {
+            pool.complete(root).unwrap();
+        }
+        pool.eligible(a, 0, &mut eligible);
+        assert_eq!(
+            policy.select(&view, &eligible, &at(&pool, &profiles, &clients, &lanes)),
+            Some(share),
+            "the share is offered to a"
+        );
+    }
 
     #[test]
     fn default_cut_covers_the_device_with_disjoint_nodes() {
