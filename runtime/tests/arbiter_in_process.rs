@@ -167,7 +167,8 @@ proptest! {
 
 /// One client keeps a lease busy for ever (a new op of it is ready before its last completes,
 /// as lane continuation does under a daemon; each runs two rounds); another's op needs the whole
-/// device. Throughput, Static and TPOT-First reclaim a node large enough for the wide op within a
+/// device (a cooperative kernel, or a graph launch). Throughput, Static and TPOT-First reclaim a
+/// node large enough for the wide op within a
 /// bounded number of rounds, and the busy client is bound again afterwards. (Before, the wide op
 /// stayed ready for as long as the other client's work went on: a ResNet-50 job next to a GPT job
 /// under the daemon made 2 steps in 8 s, docs/results/daemon-pair.md.)
@@ -176,7 +177,10 @@ fn a_wide_op_is_bound_while_another_client_keeps_its_lease_busy() {
     let backend = SimBackend::preset("h200").unwrap();
     let top = backend.topology();
     let whole = top.unit_count() as u32;
-    for policy in [PolicyKind::Throughput, PolicyKind::Static, PolicyKind::Tpot] {
+    let cases = [PolicyKind::Throughput, PolicyKind::Static, PolicyKind::Tpot]
+        .into_iter()
+        .flat_map(|p| [(p, false), (p, true)]);
+    for (policy, graph) in cases {
         let mut arbiter = InProcess::new(top, policy.build(7), Profiles::new("test"), 4);
         arbiter.intern("gemm");
         let (busy, wide) = (arbiter.register(Class::default()), arbiter.register(Class::default()));
@@ -184,7 +188,7 @@ fn a_wide_op_is_bound_while_another_client_keeps_its_lease_busy() {
             client,
             op,
             key: LaunchKey { name_hash: name_hash("gemm"), grid: [64, 1, 1], block: [256, 1, 1], shared_mem_bytes: 0 },
-            flags: OpFlags { cooperative: min_units > 0, cluster: false, graph: false },
+            flags: OpFlags { cooperative: min_units > 0 && !graph, cluster: false, graph: min_units > 0 && graph },
             min_units,
             ready_since_ns: 0,
             class: Class::default(),
@@ -202,7 +206,10 @@ fn a_wide_op_is_bound_while_another_client_keeps_its_lease_busy() {
             }
             // The wide op becomes ready once the busy client holds a lease.
             if round == 3 {
-                assert!(arbiter.pool().leases().any(|l| l.holder == HolderId(busy.0)), "{policy:?}: no lease yet");
+                assert!(
+                    arbiter.pool().leases().any(|l| l.holder == HolderId(busy.0)),
+                    "{policy:?} (graph {graph}): no lease yet"
+                );
                 arbiter.ready(&[rec(1_000_000, wide, whole)]);
                 wide_ready_at = Some(round);
             }
@@ -211,13 +218,13 @@ fn a_wide_op_is_bound_while_another_client_keeps_its_lease_busy() {
             for b in out {
                 assert!(
                     matches!(arbiter.pool().state(b.node), NodeState::Leased { holder, .. } if *holder == HolderId(b.client.0)),
-                    "{policy:?}: op {} bound to a node its client does not hold",
+                    "{policy:?} (graph {graph}): op {} bound to a node its client does not hold",
                     b.op
                 );
                 if b.client == wide {
                     assert!(
                         arbiter.pool().node(b.node).size() >= whole as usize,
-                        "{policy:?}: wide op on a small node"
+                        "{policy:?} (graph {graph}): wide op on a small node"
                     );
                     wide_bound_at = Some(round);
                 } else {
@@ -246,9 +253,13 @@ fn a_wide_op_is_bound_while_another_client_keeps_its_lease_busy() {
                 break;
             }
         }
-        let at = wide_bound_at.unwrap_or_else(|| panic!("{policy:?}: the wide op stayed ready for 400 rounds"));
+        let at = wide_bound_at
+            .unwrap_or_else(|| panic!("{policy:?} (graph {graph}): the wide op stayed ready for 400 rounds"));
         let waited = at - wide_ready_at.expect("made ready");
-        assert!(waited < 50, "{policy:?}: the wide op waited {waited} rounds");
-        assert!(busy_bound_after_wide >= 3, "{policy:?}: the busy client was not bound again after the wide op");
+        assert!(waited < 50, "{policy:?} (graph {graph}): the wide op waited {waited} rounds");
+        assert!(
+            busy_bound_after_wide >= 3,
+            "{policy:?} (graph {graph}): the busy client was not bound again after the wide op"
+        );
     }
 }

@@ -320,6 +320,7 @@ impl<P: Policy> Arbiter for InProcess<P> {
                 ready_since_ns: r.ready_since_ns,
                 seq: self.ready[idx].seq,
                 deadline_ns: (r.class.deadline_ns != 0).then_some(r.class.deadline_ns),
+                min_units: r.min_units as usize,
             };
             let state = state!(self, now_ns);
             let Some(node) = self.policy.select_graph(&view, &eligible, &state) else { continue };

@@ -675,6 +675,7 @@ impl Decider {
                     ready_since_ns: e.ready_since_ns,
                     seq: e.seq,
                     deadline_ns: e.deadline_ns,
+                    min_units: e.min_units,
                 };
                 let state = sched!(dev, now);
                 dev.policy.select_graph(&view, &eligible, &state)

@@ -37,6 +37,7 @@ impl<B: Backend, P: Policy> Dispatcher<B, P> {
                     ready_since_ns: entry.ready_since,
                     seq: entry.seq,
                     deadline_ns: client.deadline_ns,
+                    min_units: 0,
                 };
                 self.pool.eligible(view.client, 0, &mut eligible);
                 // Offer only nodes that can run it as bound (on the H200: the whole device, because

@@ -127,6 +127,9 @@ pub struct ReadyGraphView<'a> {
     pub seq: u64,
     /// Deadline of the step it belongs to, if any.
     pub deadline_ns: Option<u64>,
+    /// Smallest node size (units) that runs the graph as bound (on CUDA the whole device); 0: any
+    /// node or unknown. As [`ReadyOpView::min_units`].
+    pub min_units: usize,
 }
 
 /// Read-only scheduling state handed to policies.

@@ -65,6 +65,30 @@ impl Static {
 }
 
 impl Static {
+    /// A launch of `client` needing `min_units`, more than its share `node` holds: the smallest
+    /// eligible node holding the share and the floor, else `None` and `maintain` reclaims one.
+    fn wider_than_share(
+        &mut self,
+        client: HolderId,
+        min_units: usize,
+        node: NodeId,
+        eligible: &[NodeId],
+        state: &SchedState<'_>,
+    ) -> Option<NodeId> {
+        let pool = state.pool;
+        let cut = pool.node(node).units;
+        let wide = eligible
+            .iter()
+            .copied()
+            .filter(|&n| cut.is_subset(&pool.node(n).units) && pool.node(n).size() >= min_units)
+            .min_by_key(|&n| pool.node(n).size());
+        if wide.is_none() {
+            let f = self.wants.entry(client).or_insert(0);
+            *f = (*f).max(min_units);
+        }
+        wide
+    }
+
     /// The client's node (explicit assignment, else the default rule, remembered).
     fn node_of(&mut self, client: HolderId, state: &SchedState<'_>) -> Option<NodeId> {
         match self.assignment.get(&client) {
@@ -125,20 +149,7 @@ impl Policy for Static {
             return Some(node);
         }
         if op.min_units > state.pool.node(node).size() {
-            // Wider than the share: the smallest eligible node holding the share, else wait for
-            // `maintain` to reclaim one.
-            let pool = state.pool;
-            let cut = pool.node(node).units;
-            let wide = eligible
-                .iter()
-                .copied()
-                .filter(|&n| cut.is_subset(&pool.node(n).units))
-                .min_by_key(|&n| pool.node(n).size());
-            if wide.is_none() {
-                let f = self.wants.entry(op.client).or_insert(0);
-                *f = (*f).max(op.min_units);
-            }
-            return wide;
+            return self.wider_than_share(op.client, op.min_units, node, eligible, state);
         }
         // Not offered although nobody else holds it: the launch cannot run unchanged there (a
         // cooperative or cluster launch larger than the partition). Run it on the smallest node that
@@ -169,10 +180,17 @@ impl Policy for Static {
         None
     }
     fn select_graph(&mut self, op: &ReadyGraphView<'_>, eligible: &[NodeId], state: &SchedState<'_>) -> Option<NodeId> {
-        // A graph has no co-residency constraint: its client's slice can always run it, so it
-        // waits for that slice like the client's kernels do.
+        // A graph that its client's slice runs waits for that slice like the client's kernels do;
+        // one that needs more (on CUDA a graph runs only on the whole device) is placed like a
+        // launch wider than the share.
         let node = self.node_of(op.client, state)?;
-        eligible.contains(&node).then_some(node)
+        if eligible.contains(&node) {
+            return Some(node);
+        }
+        if op.min_units > state.pool.node(node).size() {
+            return self.wider_than_share(op.client, op.min_units, node, eligible, state);
+        }
+        None
     }
 }
 

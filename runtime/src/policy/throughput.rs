@@ -440,8 +440,8 @@ impl Policy for ThroughputOriented {
         // graph finds nothing eligible waits, like one whose kernel does, so `maintain` reclaims a
         // leaf for it.
         let chosen = super::widest(eligible, state.pool);
-        if chosen.is_none() && !self.waiting.contains(&op.client) {
-            self.waiting.push(op.client);
+        if chosen.is_none() {
+            self.note_waiting(op.client, op.min_units);
         }
         chosen
     }
