@@ -545,6 +545,9 @@ impl StateMachineTest for VctxMachine {
     fn init_test(m: &Model) -> Sut {
         let ctx = Arc::new(VirtualContext::new(VctxId(1)));
         assert!(ctx.set_wait_assist(Box::new(|_: &[OpId]| ASSIST_DONE.with(|d| d.get()))));
+        // No spin window: an assisted sync must still ask its assist before it parks (a thread
+        // descheduled past the window once parked without asking, and the sync timed out).
+        ctx.set_sync_spin(Duration::ZERO);
         Sut {
             streams: vec![ctx.legacy_default_stream()],
             ctx,

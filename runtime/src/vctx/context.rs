@@ -509,12 +509,10 @@ impl VirtualContext {
                     return (g, true);
                 }
                 drop(g);
-                // Re-check under the lock only after some op retired.
+                // Re-check under the lock only after some op retired. The time check comes last,
+                // so the assist is asked at least once even when this thread was descheduled past
+                // the spin window (else an assisting waiter would park without asking it).
                 let timed_out = loop {
-                    let now = Instant::now();
-                    if now >= spin_until || deadline.is_some_and(|d| now >= d) {
-                        break true;
-                    }
                     let r = self.retirements.load(Ordering::Acquire);
                     if r != seen {
                         seen = r;
@@ -542,6 +540,10 @@ impl VirtualContext {
                         // retire, so checking it this often costs nothing, and a completion is
                         // seen within a pause (64 pauses are about 3 us on recent Intel cores).
                         None => std::hint::spin_loop(),
+                    }
+                    let now = Instant::now();
+                    if now >= spin_until || deadline.is_some_and(|d| now >= d) {
+                        break true;
                     }
                 };
                 g = self.lock();
