@@ -23,6 +23,7 @@ use vitamin_hal::{
 };
 
 use crate::driver::{self, Api, HipEvent, HipModule};
+use crate::green::PartitionRealization;
 use crate::partition::HipPartition;
 use crate::probe::{layout_for, probe_library, HipCapabilities};
 use crate::settings;
@@ -134,6 +135,8 @@ pub(crate) struct Shared {
     /// Ops submitted and not yet reported complete, over all partitions.
     pub(crate) outstanding: AtomicU64,
     pub(crate) fence_mode: FenceMode,
+    /// How partitions are realized (resolved: `Auto` only where green contexts exist).
+    pub(crate) partitions: PartitionRealization,
     events: Mutex<Vec<HipEvent>>,
     allocations: Mutex<HashMap<u64, usize>>,
     host_allocations: Mutex<Vec<u64>>,
@@ -303,6 +306,19 @@ impl HipBackend {
     /// an explicit stream bound. Tests use it to load the test double without touching the
     /// environment.
     pub fn with_library(library: Option<&Path>, ordinal: i32, limits: StreamLimits) -> Result<Self, HalError> {
+        let partitions = PartitionRealization::from_lookup(&settings::process)?;
+        Self::with_partitions(library, ordinal, limits, partitions)
+    }
+
+    /// [`HipBackend::with_library`] with the partition realization given (instead of the
+    /// configuration key `partitions`). `GreenContext` on a runtime without green contexts is
+    /// `Unsupported`; `Auto` uses them where the probe finds them.
+    pub fn with_partitions(
+        library: Option<&Path>,
+        ordinal: i32,
+        limits: StreamLimits,
+        partitions: PartitionRealization,
+    ) -> Result<Self, HalError> {
         let library = library.map(|p| p.to_string_lossy().into_owned());
         let caps = probe_library(library.as_deref(), ordinal)?;
         let api = driver::load_from(library.as_deref())?;
@@ -318,6 +334,20 @@ impl HipBackend {
             }
             mode => mode,
         };
+        let partitions = match partitions {
+            PartitionRealization::GreenContext if !caps.green_contexts => {
+                return Err(HalError::Unsupported {
+                    backend: driver::BACKEND,
+                    reason: format!(
+                        "partitions = \"green-context\", but {} lacks HIP green contexts (ROCm 7.14+: {})",
+                        caps.library,
+                        driver::GREEN_CONTEXT_SYMBOLS.join(", ")
+                    ),
+                });
+            }
+            PartitionRealization::Auto if !caps.green_contexts => PartitionRealization::CuMask,
+            p => p,
+        };
         let layout = layout_for(&caps)?;
         let mut notes = vec![
             format!(
@@ -331,18 +361,20 @@ impl HipBackend {
                 caps.xcds
             ),
             format!(
-                "partitions are CU-masked streams (hipExtStreamCreateWithCUMask); at most {} lanes each and {} \
-                 streams in all",
-                limits.max_lanes, limits.max_streams
+                "partitions are {}; at most {} lanes each and {} streams in all",
+                match partitions {
+                    PartitionRealization::CuMask => "CU-masked streams (hipExtStreamCreateWithCUMask)",
+                    PartitionRealization::GreenContext => "HIP green contexts (hipExecutionCtxStreamCreate)",
+                    PartitionRealization::Auto => {
+                        "HIP green contexts (hipExecutionCtxStreamCreate), a node they cannot realize CU-masked \
+                         streams"
+                    }
+                },
+                limits.max_lanes,
+                limits.max_streams
             ),
             format!("HIP runtime {} from {}; architecture {}", caps.runtime_version_string(), caps.library, caps.arch),
         ];
-        if caps.green_contexts {
-            notes.push(
-                "HIP green contexts found (ROCm 7.14+); partitions still use CU-masked streams (see hal-hip docs)"
-                    .into(),
-            );
-        }
         if !caps.module_cooperative_launch {
             notes.push("no hipModuleLaunchCooperativeKernel (ROCm 6+): cooperative launches are refused".into());
         }
@@ -379,6 +411,7 @@ impl HipBackend {
             streams: AtomicUsize::new(0),
             outstanding: AtomicU64::new(0),
             fence_mode,
+            partitions,
             events: Mutex::new(Vec::new()),
             allocations: Mutex::new(HashMap::new()),
             host_allocations: Mutex::new(Vec::new()),
@@ -404,6 +437,11 @@ impl HipBackend {
     /// Streams of live partitions.
     pub fn streams_in_use(&self) -> usize {
         self.shared.streams.load(Ordering::Acquire)
+    }
+
+    /// How partitions are realized (`Auto` only where the runtime has green contexts).
+    pub fn partition_realization(&self) -> PartitionRealization {
+        self.shared.partitions
     }
 
     /// How lanes are fenced.

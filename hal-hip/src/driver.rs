@@ -60,6 +60,128 @@ pub struct Dim3 {
     pub z: u32,
 }
 
+/// `hipExecutionCtx_t` (an execution context: a green context or a device's primary one).
+pub type HipExecutionCtx = *mut c_void;
+/// `hipDevResourceDesc_t` (a descriptor bundling device resources).
+pub type HipDevResourceDesc = *mut c_void;
+
+// HIP green contexts (ROCm 7.14+). Debian's 5.2 headers have none of these; the types follow
+// ROCm's header: ROCm/rocm-systems, projects/hip/include/hip/hip_runtime_api.h at commit
+// 0ff4546a8c145316e90118fcc08eb3a0cc057806 ("API-visible structures"), and the layout tests below
+// check the sizes and offsets that header gives on x86-64.
+
+/// `HIP_RESOURCE_ABI_BYTES`: the size of `hipDevResource`'s payload union.
+pub const RESOURCE_ABI_BYTES: usize = 40;
+/// `hipDevResourceTypeInvalid`.
+pub const DEV_RESOURCE_TYPE_INVALID: c_int = 0;
+/// `hipDevResourceTypeSm` (on AMD a "SM" is a compute unit).
+pub const DEV_RESOURCE_TYPE_SM: c_int = 1;
+/// `hipStreamDefault`.
+pub const STREAM_DEFAULT: c_uint = 0;
+
+/// `hipDevSmResource`: a set of compute units.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct DevSmResource {
+    /// `smCount`: CUs in the resource.
+    pub sm_count: c_uint,
+    /// `minSmPartitionSize`: the smallest count it splits into.
+    pub min_sm_partition_size: c_uint,
+    /// `smCoscheduledAlignment`: the split granule (2 in WGP mode, else 1).
+    pub sm_coscheduled_alignment: c_uint,
+    /// `flags` (`hipDevSmResourceGroup_flags`).
+    pub flags: c_uint,
+}
+
+/// `hipDevWorkqueueConfigResource` (not used here; part of the payload union).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct DevWorkqueueConfigResource {
+    /// `device`.
+    pub device: c_int,
+    /// `wqConcurrencyLimit`.
+    pub wq_concurrency_limit: c_uint,
+    /// `sharingScope` (`hipDevWorkqueueConfigScope`, an enum).
+    pub sharing_scope: c_int,
+}
+
+/// The anonymous union of `hipDevResource`.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub union DevResourcePayload {
+    /// `sm`.
+    pub sm: DevSmResource,
+    /// `wqConfig`.
+    pub wq_config: DevWorkqueueConfigResource,
+    /// `_oversize` (also the size of `hipDevWorkqueueResource`).
+    pub oversize: [u8; RESOURCE_ABI_BYTES],
+}
+
+impl std::fmt::Debug for DevResourcePayload {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("DevResourcePayload { .. }")
+    }
+}
+
+/// `hipDevResource` (`struct hipDevResource_st`). The runtime keeps its own bookkeeping in
+/// `_internal_padding` (clr: a resource id and the device), so a resource is copied whole, never
+/// built field by field, and passed back as the runtime filled it.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct DevResource {
+    /// `type` (`hipDevResourceType`, an enum).
+    pub resource_type: c_int,
+    /// `_internal_padding[92]`.
+    pub internal_padding: [u8; 92],
+    /// The union.
+    pub payload: DevResourcePayload,
+    /// `nextResource`.
+    pub next_resource: *mut DevResource,
+}
+
+impl DevResource {
+    /// An all-zero resource (`hipDevResourceTypeInvalid`), as the HIP documentation asks callers to
+    /// start from.
+    pub fn zeroed() -> DevResource {
+        DevResource {
+            resource_type: DEV_RESOURCE_TYPE_INVALID,
+            internal_padding: [0; 92],
+            payload: DevResourcePayload { oversize: [0; RESOURCE_ABI_BYTES] },
+            next_resource: std::ptr::null_mut(),
+        }
+    }
+
+    /// The CU payload when the resource is a CU resource.
+    pub fn sm(&self) -> Option<DevSmResource> {
+        // SAFETY: every bit pattern is a valid `DevSmResource` (four `c_uint`s), and the union is
+        // always fully initialized (`zeroed` writes all 40 bytes; the runtime writes it whole).
+        (self.resource_type == DEV_RESOURCE_TYPE_SM).then(|| unsafe { self.payload.sm })
+    }
+}
+
+impl std::fmt::Debug for DevResource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DevResource").field("type", &self.resource_type).field("sm", &self.sm()).finish()
+    }
+}
+
+/// `hipDevSmResourceGroupParams` (`struct hipDevSmResourceGroupParams_st`): one group of
+/// `hipDevSmResourceSplit`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct DevSmResourceGroupParams {
+    /// `smCount`: CUs of the group (0: as many as fit).
+    pub sm_count: c_uint,
+    /// `coscheduledSmCount` (0: the input's alignment).
+    pub coscheduled_sm_count: c_uint,
+    /// `preferredCoscheduledSmCount` (0: the required one).
+    pub preferred_coscheduled_sm_count: c_uint,
+    /// `flags` (`hipDevSmResourceGroup_flags`).
+    pub flags: c_uint,
+    /// `reserved[12]`.
+    pub reserved: [c_uint; 12],
+}
+
 /// `hipSuccess`.
 pub const SUCCESS: HipError = 0;
 /// `hipErrorInvalidValue`.
@@ -114,7 +236,7 @@ macro_rules! hip_api {
             pub(crate) path: String,
             $( pub(crate) $name: unsafe extern "C" fn($($arg),*) $(-> $ret)?, )*
             $( pub(crate) $oname: Option<unsafe extern "C" fn($($oarg),*) $(-> $oret)?>, )*
-            /// Presence-only symbols that were found (HIP green contexts).
+            /// Presence-only symbols that were found.
             pub(crate) present: Vec<&'static str>,
             _lib: Library,
         }
@@ -123,8 +245,8 @@ macro_rules! hip_api {
         pub const REQUIRED_SYMBOLS: &[&str] = &[$(stringify!($name)),*];
         /// Symbols used when present (newer runtimes).
         pub const OPTIONAL_SYMBOLS: &[&str] = &[$(stringify!($oname)),*];
-        /// Symbols only probed for (HIP green contexts, ROCm 7.14+).
-        pub const GREEN_CONTEXT_SYMBOLS: &[&str] = &[$(stringify!($pname)),*];
+        /// Symbols only probed for, never called.
+        pub const PRESENCE_SYMBOLS: &[&str] = &[$(stringify!($pname)),*];
 
         impl Api {
             #[allow(non_snake_case)]
@@ -208,11 +330,15 @@ hip_api! {
         hipHostFree: fn(*mut c_void) -> HipError;
         hipHostGetDevicePointer: fn(*mut *mut c_void, *mut c_void, c_uint) -> HipError;
         hipLaunchKernel: fn(*const c_void, Dim3, Dim3, *mut *mut c_void, usize, HipStream) -> HipError;
+        hipDeviceGetDevResource: fn(c_int, *mut DevResource, c_int) -> HipError;
+        hipDevSmResourceSplit: fn(*mut DevResource, c_uint, *const DevResource, *mut DevResource, c_uint, *mut DevSmResourceGroupParams) -> HipError;
+        hipDevResourceGenerateDesc: fn(*mut HipDevResourceDesc, *mut DevResource, c_uint) -> HipError;
+        hipGreenCtxCreate: fn(*mut HipExecutionCtx, HipDevResourceDesc, c_int, c_uint) -> HipError;
+        hipExecutionCtxStreamCreate: fn(*mut HipStream, HipExecutionCtx, c_uint, c_int) -> HipError;
+        hipExecutionCtxDestroy: fn(HipExecutionCtx) -> HipError;
     }
     presence {
         hipDevSmResourceSplitByCount;
-        hipGreenCtxCreate;
-        hipExecutionCtxStreamCreate;
     }
 }
 
@@ -258,10 +384,54 @@ impl Api {
         }
     }
 
-    /// Whether the symbols of HIP green contexts were found.
+    /// Whether the symbols of HIP green contexts were found ([`GREEN_CONTEXT_SYMBOLS`]).
     pub(crate) fn has_green_contexts(&self) -> bool {
-        self.present.len() == GREEN_CONTEXT_SYMBOLS.len()
+        self.green().is_some()
     }
+
+    /// The green-context entry points, when the runtime has all of them.
+    pub(crate) fn green(&self) -> Option<GreenApi> {
+        Some(GreenApi {
+            get_resource: self.hipDeviceGetDevResource?,
+            split: self.hipDevSmResourceSplit?,
+            generate_desc: self.hipDevResourceGenerateDesc?,
+            create: self.hipGreenCtxCreate?,
+            stream_create: self.hipExecutionCtxStreamCreate?,
+            destroy: self.hipExecutionCtxDestroy?,
+        })
+        .filter(|_| self.present.contains(&"hipDevSmResourceSplitByCount"))
+    }
+}
+
+/// Symbols of HIP green contexts (ROCm 7.14+); the probe reports them present when all are.
+/// `hipDevSmResourceSplitByCount` is only probed for (the realization splits with
+/// `hipDevSmResourceSplit`, which takes a count per group), the others are called.
+pub const GREEN_CONTEXT_SYMBOLS: &[&str] = &[
+    "hipDeviceGetDevResource",
+    "hipDevSmResourceSplit",
+    "hipDevSmResourceSplitByCount",
+    "hipDevResourceGenerateDesc",
+    "hipGreenCtxCreate",
+    "hipExecutionCtxStreamCreate",
+    "hipExecutionCtxDestroy",
+];
+
+/// The green-context functions, resolved (see [`Api::green`]).
+#[derive(Clone, Copy)]
+pub(crate) struct GreenApi {
+    pub(crate) get_resource: unsafe extern "C" fn(c_int, *mut DevResource, c_int) -> HipError,
+    pub(crate) split: unsafe extern "C" fn(
+        *mut DevResource,
+        c_uint,
+        *const DevResource,
+        *mut DevResource,
+        c_uint,
+        *mut DevSmResourceGroupParams,
+    ) -> HipError,
+    pub(crate) generate_desc: unsafe extern "C" fn(*mut HipDevResourceDesc, *mut DevResource, c_uint) -> HipError,
+    pub(crate) create: unsafe extern "C" fn(*mut HipExecutionCtx, HipDevResourceDesc, c_int, c_uint) -> HipError,
+    pub(crate) stream_create: unsafe extern "C" fn(*mut HipStream, HipExecutionCtx, c_uint, c_int) -> HipError,
+    pub(crate) destroy: unsafe extern "C" fn(HipExecutionCtx) -> HipError,
 }
 
 pub(crate) fn unsupported(reason: impl Into<String>) -> HalError {
@@ -357,6 +527,36 @@ mod tests {
                 || sources.iter().any(|s| s.contains(&format!(".{name})")));
             assert!(used || this.contains(&format!("(self.{name})")), "{name} is required but never called");
         }
+    }
+
+    /// The green-context structures have the layout of ROCm's header (ROCm/rocm-systems,
+    /// projects/hip/include/hip/hip_runtime_api.h at 0ff4546a): `hipDevResource` is an enum (4),
+    /// `unsigned char[92]`, a 4-aligned union of 40 bytes (`HIP_RESOURCE_ABI_BYTES`) at 96, and an
+    /// 8-aligned pointer at 136: 144 bytes. No header of that version exists on this machine to
+    /// compile against (Debian ships HIP 5.2), so the numbers are derived from its declarations by
+    /// the C layout rules; the test double's C copy asserts the same with `_Static_assert`.
+    #[test]
+    fn green_context_structures_match_rocm_s_header() {
+        use std::mem::{align_of, offset_of, size_of};
+        assert_eq!((size_of::<DevSmResource>(), align_of::<DevSmResource>()), (16, 4));
+        assert_eq!(offset_of!(DevSmResource, sm_count), 0);
+        assert_eq!(offset_of!(DevSmResource, min_sm_partition_size), 4);
+        assert_eq!(offset_of!(DevSmResource, sm_coscheduled_alignment), 8);
+        assert_eq!(offset_of!(DevSmResource, flags), 12);
+        assert_eq!((size_of::<DevWorkqueueConfigResource>(), align_of::<DevWorkqueueConfigResource>()), (12, 4));
+        assert_eq!((size_of::<DevResourcePayload>(), align_of::<DevResourcePayload>()), (RESOURCE_ABI_BYTES, 4));
+        assert_eq!((size_of::<DevResource>(), align_of::<DevResource>()), (144, 8));
+        assert_eq!(offset_of!(DevResource, resource_type), 0);
+        assert_eq!(offset_of!(DevResource, internal_padding), 4);
+        assert_eq!(offset_of!(DevResource, payload), 96);
+        assert_eq!(offset_of!(DevResource, next_resource), 136);
+        assert_eq!((size_of::<DevSmResourceGroupParams>(), align_of::<DevSmResourceGroupParams>()), (64, 4));
+        assert_eq!(offset_of!(DevSmResourceGroupParams, coscheduled_sm_count), 4);
+        assert_eq!(offset_of!(DevSmResourceGroupParams, preferred_coscheduled_sm_count), 8);
+        assert_eq!(offset_of!(DevSmResourceGroupParams, flags), 12);
+        assert_eq!(offset_of!(DevSmResourceGroupParams, reserved), 16);
+        let r = DevResource::zeroed();
+        assert_eq!(r.sm(), None, "a zeroed resource is hipDevResourceTypeInvalid");
     }
 
     #[test]

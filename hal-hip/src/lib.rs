@@ -60,6 +60,7 @@
 pub mod client;
 mod device;
 pub mod driver;
+pub mod green;
 mod partition;
 pub mod probe;
 pub mod rtc;
@@ -68,5 +69,6 @@ pub mod symbols;
 pub mod test_double;
 
 pub use device::{FenceMode, HipBackend, StreamLimits};
+pub use green::{PartitionRealization, Realization};
 pub use partition::{cu_mask, HipPartition, ERROR_CHECK_NS, FENCE_EVERY, MAX_FENCES};
 pub use probe::{probe, probe_device, probe_library, HipCapabilities, LeafLayout};

@@ -2,6 +2,13 @@
 //! fences, teardown.
 //!
 //! ## Realization
+//! Where the backend realizes partitions over HIP green contexts ([`crate::green`]: the probe
+//! found them and the configuration does not say `cu-mask`), a node's lanes are streams of one
+//! green context holding exactly its CUs (`hipExecutionCtxStreamCreate`, CU-masked streams
+//! underneath), checked like the others below; a node green contexts cannot express falls back to
+//! the CU-masked streams described next. A failing stream creation fails the partition on either
+//! path (queues run out for both alike).
+//!
 //! Every lane is a stream from `hipExtStreamCreateWithCUMask` with exactly the node's CU bits
 //! (the whole-device node too, with every bit, so that all lanes have the same stream semantics),
 //! created once and never reconfigured: a mask change preempts queues device-wide (FACTS.md).
@@ -48,6 +55,7 @@ use vitamin_hal::{
 
 use crate::device::{FenceMode, Shared};
 use crate::driver::{self, Api, HipError, HipEvent, HipStream};
+use crate::green::{GreenContext, PartitionRealization, Realization};
 
 /// A lane with this many unfenced ops gets another fence even while one is in flight.
 pub const FENCE_EVERY: u64 = 64;
@@ -111,7 +119,7 @@ unsafe extern "C" fn stream_callback_trampoline(_stream: HipStream, _status: Hip
     run_host_call(user);
 }
 
-/// A pool node realized as CU-masked streams.
+/// A pool node realized as CU-masked streams (made directly or by a green context).
 pub struct HipPartition {
     units: UnitSet,
     whole_device: bool,
@@ -122,6 +130,9 @@ pub struct HipPartition {
     /// Streams reserved against the bound (released on drop).
     reserved: usize,
     host_errors: Arc<Mutex<Option<String>>>,
+    realization: Realization,
+    /// The node's green context, when its lanes are its streams (dropped after them).
+    green: Option<GreenContext>,
 }
 
 // SAFETY: handles are runtime objects usable from any thread; mutable state is behind mutexes.
@@ -144,9 +155,26 @@ pub fn cu_mask(units: &UnitSet, cu_count: usize) -> Vec<u32> {
     words
 }
 
+/// Why a green-context realization did not happen.
+enum GreenFailure {
+    /// The node cannot be realized over a green context (the reason); CU masks can.
+    Fallback(String),
+    /// A failure that CU masks would meet as well (a stream creation, a fence word).
+    Error(HalError),
+}
+
+impl From<HalError> for GreenFailure {
+    fn from(e: HalError) -> Self {
+        GreenFailure::Error(e)
+    }
+}
+
 impl HipPartition {
-    /// Creates `lanes` streams with `units`' mask. `lanes` streams are already reserved against
-    /// the bound; the partition releases them when dropped (also when creation fails here).
+    /// Creates `lanes` streams with `units`' mask: over a green context of the node's CUs where
+    /// the backend realizes partitions so (falling back to CU-masked streams, with the reason
+    /// logged, when it cannot and the configuration says `auto`), else CU-masked streams. `lanes`
+    /// streams are already reserved against the bound; the partition releases them when dropped
+    /// (also when creation fails here).
     pub(crate) fn create(
         shared: Arc<Shared>,
         units: UnitSet,
@@ -162,8 +190,32 @@ impl HipPartition {
             shared,
             reserved: lanes,
             host_errors: Arc::new(Mutex::new(None)),
+            realization: Realization::CuMask,
+            green: None,
         };
         part.shared.make_current()?;
+        let choice = part.shared.partitions;
+        if choice != PartitionRealization::CuMask {
+            match part.create_green_lanes(lanes) {
+                Ok(()) => return Ok(part),
+                Err(GreenFailure::Error(e)) => return Err(e),
+                Err(GreenFailure::Fallback(reason)) => {
+                    part.destroy_lanes();
+                    part.green = None;
+                    if choice == PartitionRealization::GreenContext {
+                        return Err(HalError::Unsupported {
+                            backend: driver::BACKEND,
+                            reason: format!("partitions = \"green-context\": node {:?}: {reason}", part.units),
+                        });
+                    }
+                    tracing::warn!(
+                        units = ?part.units,
+                        %reason,
+                        "hip: this node cannot be realized over a green context; using CU-masked streams"
+                    );
+                }
+            }
+        }
         let api = part.shared.api.clone();
         for _ in 0..lanes {
             let mut s = std::ptr::null_mut();
@@ -171,38 +223,99 @@ impl HipPartition {
             api.check("hipExtStreamCreateWithCUMask", unsafe {
                 (api.hipExtStreamCreateWithCUMask)(&mut s, part.mask.len() as u32, part.mask.as_ptr())
             })?;
-            let word = match part.shared.fence_mode {
-                FenceMode::Memory => Some(part.shared.fence_word()),
-                FenceMode::Event => None,
-            };
-            part.lanes.push(Mutex::new(Lane {
-                stream: s,
-                submitted: 0,
-                fenced: 0,
-                completed: 0,
-                fences: VecDeque::new(),
-                keepalive: VecDeque::new(),
-                word: None,
-                last_error_check_ns: 0,
-            }));
-            if let Some(w) = word {
-                part.lanes.last().expect("just pushed").lock().word = Some(w?);
-            }
-            let mut back = vec![0u32; part.mask.len()];
-            // SAFETY: `s` is live; `back` holds `len` words.
-            api.check("hipExtStreamGetCUMask", unsafe {
-                (api.hipExtStreamGetCUMask)(s, back.len() as u32, back.as_mut_ptr())
-            })?;
-            if back != part.mask {
-                return Err(HalError::InvalidPartition(format!(
-                    "a stream created with CU mask {} reads back {}: the runtime restricts CUs (is ROC_GLOBAL_CU_MASK \
-                     or HSA_CU_MASK set?), so its work would not run on exactly the node's CUs",
-                    mask_hex(&part.mask),
-                    mask_hex(&back)
-                )));
-            }
+            part.add_lane(s)?;
+            part.check_mask(s)?;
         }
         Ok(part)
+    }
+
+    /// Creates the green context and its `lanes` streams.
+    fn create_green_lanes(&mut self, lanes: usize) -> Result<(), GreenFailure> {
+        let cu_count = self.shared.caps.cu_count as usize;
+        let ctx = GreenContext::create(&self.shared.api, self.shared.ordinal, &self.units, cu_count)
+            .map_err(GreenFailure::Fallback)?;
+        let green = self.green.insert(ctx);
+        let mut streams = Vec::with_capacity(lanes);
+        for _ in 0..lanes {
+            match green.create_stream() {
+                Ok(s) => streams.push(s),
+                Err(e) => {
+                    let err = self.shared.api.check("hipExecutionCtxStreamCreate", e).unwrap_err();
+                    for s in streams {
+                        self.add_lane(s)?;
+                    }
+                    return Err(GreenFailure::Error(err));
+                }
+            }
+        }
+        for s in streams {
+            self.add_lane(s)?;
+            match self.check_mask(s) {
+                Ok(()) => {}
+                Err(HalError::InvalidPartition(why)) => return Err(GreenFailure::Fallback(why)),
+                Err(e) => return Err(GreenFailure::Error(e)),
+            }
+        }
+        self.realization = Realization::GreenContext;
+        Ok(())
+    }
+
+    /// Adds a lane on the new stream `s` (destroyed with the partition from now on).
+    fn add_lane(&mut self, s: HipStream) -> Result<(), HalError> {
+        let word = match self.shared.fence_mode {
+            FenceMode::Memory => Some(self.shared.fence_word()),
+            FenceMode::Event => None,
+        };
+        self.lanes.push(Mutex::new(Lane {
+            stream: s,
+            submitted: 0,
+            fenced: 0,
+            completed: 0,
+            fences: VecDeque::new(),
+            keepalive: VecDeque::new(),
+            word: None,
+            last_error_check_ns: 0,
+        }));
+        if let Some(w) = word {
+            self.lanes.last().expect("just pushed").lock().word = Some(w?);
+        }
+        Ok(())
+    }
+
+    /// Reads back `s`'s CU mask: `InvalidPartition` when it is not the node's.
+    fn check_mask(&self, s: HipStream) -> Result<(), HalError> {
+        let api = self.api();
+        let mut back = vec![0u32; self.mask.len()];
+        // SAFETY: `s` is live; `back` holds `len` words.
+        api.check("hipExtStreamGetCUMask", unsafe {
+            (api.hipExtStreamGetCUMask)(s, back.len() as u32, back.as_mut_ptr())
+        })?;
+        if back != self.mask {
+            return Err(HalError::InvalidPartition(format!(
+                "a stream created with CU mask {} reads back {}: the runtime restricts CUs (is ROC_GLOBAL_CU_MASK \
+                 or HSA_CU_MASK set?), so its work would not run on exactly the node's CUs",
+                mask_hex(&self.mask),
+                mask_hex(&back)
+            )));
+        }
+        Ok(())
+    }
+
+    /// Destroys the lanes' streams (no op was submitted to them).
+    fn destroy_lanes(&mut self) {
+        let api = self.shared.api.clone();
+        for l in self.lanes.drain(..) {
+            let st = l.into_inner();
+            // SAFETY: the stream is live, idle and never used again.
+            if let Err(e) = api.check("hipStreamDestroy", unsafe { (api.hipStreamDestroy)(st.stream) }) {
+                tracing::warn!(error = %e, "hip partition: destroying a green-context stream");
+            }
+        }
+    }
+
+    /// How this partition's streams were made.
+    pub fn realization(&self) -> Realization {
+        self.realization
     }
 
     /// The CU mask of every lane (32-bit words, least significant first).

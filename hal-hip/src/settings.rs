@@ -12,6 +12,7 @@
 //! | `domains` | `auto` | XCD count (else from the architecture, [`crate::probe::xcds_for`]) |
 //! | `paired_units` | `auto` | WGP mode, `1`/`0` (else [`crate::probe::wgp_mode_for`]) |
 //! | `rtc_library` | `auto` | the hipRTC library's path ([`crate::rtc`]) |
+//! | `partitions` | `auto` | `cu-mask`, `green-context` or `auto` ([`crate::PartitionRealization`]); not yet a runtime key ([`PENDING_KEYS`]) |
 //!
 //! Every parser takes the lookup as an argument (the process's configuration in the backend, a
 //! map in tests); a malformed value is an error naming the key, never a silent default.
@@ -35,8 +36,16 @@ pub const PAIRED_UNITS: &str = "paired_units";
 /// Path of the hipRTC library.
 pub const RTC_LIBRARY: &str = "rtc_library";
 
-/// Every key this backend reads.
+/// How partitions are realized: `auto`, `cu-mask`, `green-context` ([`crate::PartitionRealization`]).
+pub const PARTITIONS: &str = "partitions";
+
+/// Every key this backend reads that the process configuration knows.
 pub const KEYS: &[&str] = &[DEVICE, MAX_LANES, MAX_STREAMS, FENCE, LEAF_UNITS, DOMAINS, PAIRED_UNITS, RTC_LIBRARY];
+
+/// Keys this backend reads that are not yet keys of `vitamin_runtime::config` (which ignores
+/// unknown keys, so the process configuration cannot set them; `HipBackend::with_partitions`
+/// can). Each needs an `[advanced]` entry there and a row in docs/config.md, then moves to [`KEYS`].
+pub const PENDING_KEYS: &[&str] = &[PARTITIONS];
 
 /// The process's configuration lookup.
 pub fn process(key: &str) -> Option<String> {
@@ -85,6 +94,18 @@ mod tests {
             let k = vitamin_runtime::config::KEYS.iter().find(|k| k.name == *key);
             let k = k.unwrap_or_else(|| panic!("{key} is read but is not a configuration key"));
             assert_eq!(k.env, None, "{key} should be set in the file only");
+        }
+    }
+
+    /// Fails once the runtime learns a pending key: then it belongs in [`KEYS`].
+    #[test]
+    fn pending_keys_are_not_yet_configuration_keys() {
+        for key in PENDING_KEYS {
+            assert!(
+                !vitamin_runtime::config::KEYS.iter().any(|k| k.name == *key),
+                "{key} is now a configuration key: move it to KEYS"
+            );
+            assert_eq!(process(key), None, "the process configuration cannot set {key}");
         }
     }
 

@@ -12,6 +12,9 @@
 //! It is compiled against the real HIP headers (Debian's `libamdhip64-dev`, under `/usr/include`
 //! or `HIP_INCLUDE_DIR`), so its prototypes, enums and `hipDeviceProp_t` are the real ones, and
 //! linked with a version script giving every symbol the real library's version node.
+//!
+//! Two variants ([`Variant`]): the base double (HIP 5.2's surface) and one that also exports HIP
+//! green contexts (ROCm 7.14), so the backend's two partition realizations both run in CI.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -30,6 +33,51 @@ pub const NEWER_THAN_5_2: &[&str] = &[
     "hipKernelGetParamInfo",
     "hipLaunchKernelExC",
     "hipModuleLaunchCooperativeKernel",
+];
+
+/// Which library the double is built as.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Variant {
+    /// Debian's HIP 5.2 surface (no green contexts): the default.
+    Base,
+    /// The base plus ROCm 7.14's green-context entry points ([`GREEN_CONTEXT_EXPORTS`]), compiled
+    /// with `FAKE_HIP_GREEN_CONTEXTS` (the C file documents their behaviour).
+    GreenContexts,
+}
+
+impl Variant {
+    /// The variant [`VARIANT_ENV`] names (`green-contexts`), else [`Variant::Base`]: the whole HIP
+    /// test matrix runs against either (`FAKE_HIP_VARIANT=green-contexts cargo test ...`).
+    pub fn from_env() -> Variant {
+        match std::env::var(VARIANT_ENV).as_deref() {
+            Ok("green-contexts") => Variant::GreenContexts,
+            _ => Variant::Base,
+        }
+    }
+
+    /// The name [`VARIANT_ENV`] takes.
+    pub fn name(self) -> &'static str {
+        match self {
+            Variant::Base => "base",
+            Variant::GreenContexts => "green-contexts",
+        }
+    }
+}
+
+/// Environment variable choosing the variant [`build`] builds (read by the test harnesses, not by
+/// the backend).
+pub const VARIANT_ENV: &str = "FAKE_HIP_VARIANT";
+
+/// The green-context symbols the [`Variant::GreenContexts`] double exports, in a version node of
+/// their own, `hip_7.14` (an assumption: not checked against a ROCm library).
+pub const GREEN_CONTEXT_EXPORTS: &[&str] = &[
+    "hipDeviceGetDevResource",
+    "hipDevResourceGenerateDesc",
+    "hipDevSmResourceSplit",
+    "hipDevSmResourceSplitByCount",
+    "hipExecutionCtxDestroy",
+    "hipExecutionCtxStreamCreate",
+    "hipGreenCtxCreate",
 ];
 
 /// Where the HIP headers are: `HIP_INCLUDE_DIR`, else `/usr/include`.
@@ -53,8 +101,14 @@ pub fn unavailable() -> Option<String> {
     }
 }
 
-/// Builds the double into `dir` as `libamdhip64.so.5` and returns its path.
+/// Builds the double of the variant [`VARIANT_ENV`] names into `dir` as `libamdhip64.so.5` and
+/// returns its path.
 pub fn build(dir: &Path) -> Result<PathBuf, String> {
+    build_variant(dir, Variant::from_env())
+}
+
+/// Builds the double of `variant` into `dir` as `libamdhip64.so.5` and returns its path.
+pub fn build_variant(dir: &Path, variant: Variant) -> Result<PathBuf, String> {
     if let Some(why) = unavailable() {
         return Err(why);
     }
@@ -71,12 +125,21 @@ pub fn build(dir: &Path) -> Result<PathBuf, String> {
     let map = work.join("libamdhip64.map");
     std::fs::write(&src, SOURCE).map_err(|e| format!("{}: {e}", src.display()))?;
     std::fs::write(&suite, SUITE_SOURCE).map_err(|e| format!("{}: {e}", suite.display()))?;
-    std::fs::write(&map, VERSION_SCRIPT).map_err(|e| format!("{}: {e}", map.display()))?;
+    let mut script = VERSION_SCRIPT.to_owned();
+    if variant == Variant::GreenContexts {
+        script.push_str("hip_7.14 {\n  global:\n");
+        for name in GREEN_CONTEXT_EXPORTS {
+            script.push_str(&format!("    {name};\n"));
+        }
+        script.push_str("} hip_7.0;\n");
+    }
+    std::fs::write(&map, script).map_err(|e| format!("{}: {e}", map.display()))?;
     let built = work.join("libamdhip64.so.5");
     let lib = dir.join("libamdhip64.so.5");
     let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
     let out = Command::new(&cc)
         .args(["-shared", "-fPIC", "-pthread", "-O1", "-ffp-contract=off", "-Wall", "-Werror"])
+        .args((variant == Variant::GreenContexts).then_some("-DFAKE_HIP_GREEN_CONTEXTS"))
         .arg(format!("-I{}", include_dir().display()))
         .arg(format!("-Wl,--version-script={}", map.display()))
         .args(["-Wl,-soname,libamdhip64.so.5", "-o"])

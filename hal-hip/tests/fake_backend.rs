@@ -15,7 +15,7 @@ use vitamin_hal::{
     PhysicalPartition, UnitSet,
 };
 use vitamin_hal_hip::test_double::{TEST_KERNELS, TEST_KERNEL_NAMES};
-use vitamin_hal_hip::{cu_mask, HipBackend, HipPartition};
+use vitamin_hal_hip::{cu_mask, HipBackend, HipPartition, PartitionRealization};
 use vitamin_runtime::pool::{Hierarchy, PoolError, Realized};
 
 fn backend() -> HipBackend {
@@ -66,6 +66,15 @@ fn created_streams(log: &str) -> Vec<(String, String)> {
         .collect()
 }
 
+/// The call that creates lane streams on this backend: CU-masked streams, or green-context
+/// streams where the double has green contexts (variant `green-contexts`).
+fn stream_create_call(b: &HipBackend) -> &'static str {
+    match b.partition_realization() {
+        PartitionRealization::CuMask => "hipExtStreamCreateWithCUMask",
+        _ => "hipExecutionCtxStreamCreate",
+    }
+}
+
 fn destroyed_streams(log: &str) -> usize {
     log.lines().filter(|l| l.starts_with("call stream-destroy")).count()
 }
@@ -81,7 +90,8 @@ fn probe_reads_the_simulated_mi300x() {
         assert_eq!(caps.runtime_version_string(), "5.2.21153");
         assert!(caps.cooperative_launch && caps.module_cooperative_launch && caps.stream_write_value64);
         assert!(!caps.launch_host_func, "HIP 5.2 has no hipLaunchHostFunc: host functions use stream callbacks");
-        assert!(!caps.green_contexts);
+        let green = support::Variant::from_env() == support::Variant::GreenContexts;
+        assert_eq!(caps.green_contexts, green, "green contexts exactly in the double's green-context variant");
         assert_eq!(caps.rtc_version, Some((5, 2)));
     });
 }
@@ -247,7 +257,7 @@ fn out_of_queue_memory_at_pool_creation_is_a_clean_error() {
         let b = backend();
         match Realized::create(&b, 2) {
             Err(PoolError::Realize { source: HalError::OutOfMemory(why), .. }) => {
-                assert!(why.contains("hipExtStreamCreateWithCUMask") && why.contains("hipErrorOutOfMemory"), "{why}");
+                assert!(why.contains(stream_create_call(&b)) && why.contains("hipErrorOutOfMemory"), "{why}");
             }
             other => panic!("expected out of memory, got {other:?}"),
         }
@@ -264,8 +274,8 @@ fn a_failing_stream_creation_leaves_nothing_behind() {
     in_child("a_failing_stream_creation_leaves_nothing_behind", &[("FAKE_HIP_FAIL_STREAM_CREATE", "3")], || {
         let b = backend();
         match b.create_partition(&b.topology().leaves()[0], 4) {
-            Err(HalError::Driver { call: "hipExtStreamCreateWithCUMask", code: 1, name }) => {
-                assert_eq!(name, "hipErrorInvalidValue");
+            Err(HalError::Driver { call, code: 1, name }) => {
+                assert_eq!((call, name.as_str()), (stream_create_call(&b), "hipErrorInvalidValue"));
             }
             other => panic!("expected the third stream to fail, got {other:?}"),
         }

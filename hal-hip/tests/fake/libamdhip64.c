@@ -56,6 +56,8 @@
  *     FAKE_HIP_MAX_STREAMS=n        more than n live streams: hipErrorOutOfMemory (queue memory)
  *     FAKE_HIP_API=5.2              hipGetFuncBySymbol and hipKernelGetParamInfo (ROCm 6, 7) answer
  *                                   hipErrorNotSupported, as on a runtime without them
+ * - HIP green contexts (ROCm 7.14) only in the variant built with FAKE_HIP_GREEN_CONTEXTS: see the
+ *   section at the end of this file (split, descriptors, contexts, context streams).
  * - hipModuleLoadData also takes a real code object (ELF) or offload bundle as holding every
  *   reference kernel (their metadata is the interposer's to read).
  *
@@ -302,6 +304,7 @@ struct ihipStream_t {
     int capturing;           /* hipStreamBeginCapture .. hipStreamEndCapture */
     struct op *cap_head, *cap_tail; /* what was captured, in order */
     pthread_t worker;
+    int gctx; /* the green context it was created on (0: none) */
 };
 
 static struct ihipStream_t LEGACY;
@@ -510,7 +513,8 @@ static int device_count(void) {
     return n < 1 ? 1 : n > 8 ? 8 : (int)n;
 }
 
-static hipError_t create_stream(hipStream_t *out, uint32_t words, const uint32_t *mask) {
+/* `gctx`: the green context the stream belongs to (0: none), logged as gctx=N. */
+static hipError_t create_stream(hipStream_t *out, uint32_t words, const uint32_t *mask, int gctx) {
     const device_t *d = device();
     if (!d) return ret(hipErrorNoDevice);
     if (!out) return ret(hipErrorInvalidValue);
@@ -535,6 +539,7 @@ static hipError_t create_stream(hipStream_t *out, uint32_t words, const uint32_t
     struct ihipStream_t *s = calloc(1, sizeof *s);
     s->id = id;
     s->dev = CURRENT;
+    s->gctx = gctx;
     pthread_mutex_init(&s->lock, NULL);
     pthread_cond_init(&s->cond, NULL);
     s->mask_words = (d->cus + 31) / 32;
@@ -550,7 +555,9 @@ static hipError_t create_stream(hipStream_t *out, uint32_t words, const uint32_t
     mask_hex(s, hex, sizeof hex);
     char dev[16] = "";
     if (s->dev) snprintf(dev, sizeof dev, " dev=%d", s->dev);
-    logf_("call stream-create s%d cus=%d mask=%s%s%s", id, s->cus, hex, mask ? "" : " (unmasked)", dev);
+    char green[24] = "";
+    if (gctx) snprintf(green, sizeof green, " gctx=g%d", gctx);
+    logf_("call stream-create s%d cus=%d mask=%s%s%s%s", id, s->cus, hex, mask ? "" : " (unmasked)", dev, green);
     return hipSuccess;
 }
 
@@ -581,7 +588,7 @@ static struct ihipStream_t *stream_of(hipStream_t s) {
     if (s == hipStreamPerThread) {
         if (!PER_THREAD) {
             hipStream_t made;
-            if (create_stream(&made, 0, NULL) != hipSuccess) return NULL;
+            if (create_stream(&made, 0, NULL, 0) != hipSuccess) return NULL;
             PER_THREAD = made;
         }
         return PER_THREAD;
@@ -605,7 +612,7 @@ hipError_t hipExtStreamCreateWithCUMask(hipStream_t *stream, uint32_t cuMaskSize
             }
         }
     }
-    return create_stream(stream, cuMaskSize, cuMask);
+    return create_stream(stream, cuMaskSize, cuMask, 0);
 }
 
 hipError_t hipExtStreamGetCUMask(hipStream_t stream, uint32_t cuMaskSize, uint32_t *cuMask) {
@@ -616,14 +623,14 @@ hipError_t hipExtStreamGetCUMask(hipStream_t stream, uint32_t cuMaskSize, uint32
 
 hipError_t hipStreamCreateWithFlags(hipStream_t *stream, unsigned int flags) {
     (void)flags;
-    return create_stream(stream, 0, NULL);
+    return create_stream(stream, 0, NULL, 0);
 }
 
-hipError_t hipStreamCreate(hipStream_t *stream) { return create_stream(stream, 0, NULL); }
+hipError_t hipStreamCreate(hipStream_t *stream) { return create_stream(stream, 0, NULL, 0); }
 
 hipError_t hipStreamCreateWithPriority(hipStream_t *stream, unsigned int flags, int priority) {
     (void)flags, (void)priority;
-    return create_stream(stream, 0, NULL);
+    return create_stream(stream, 0, NULL, 0);
 }
 
 hipError_t hipStreamDestroy(hipStream_t s) {
@@ -1616,3 +1623,243 @@ hiprtcResult hiprtcDestroyProgram(hiprtcProgram *prog) {
     *prog = NULL;
     return HIPRTC_SUCCESS;
 }
+
+/* ------------------------------------------------------------------ HIP green contexts */
+#ifdef FAKE_HIP_GREEN_CONTEXTS
+/*
+ * Built only into the green-context variant (test_double::Variant::GreenContexts, which defines
+ * FAKE_HIP_GREEN_CONTEXTS and exports these symbols). Debian's 5.2 headers lack the types, so they
+ * are declared here with the layout of ROCm's hip_runtime_api.h (ROCm/rocm-systems,
+ * projects/hip/include/hip/hip_runtime_api.h at 0ff4546a8c145316e90118fcc08eb3a0cc057806).
+ * The behaviour follows that commit's clr (projects/clr/hipamd/src/hip_executionctx.cpp):
+ * - hipDeviceGetDevResource: one CU resource of every CU (smCount = CU count; alignment 2 on the
+ *   WGP part, else 1). The double keeps its own bookkeeping in _internal_padding (a tag, the first
+ *   CU, the device, the split family), as clr keeps a resource id there.
+ * - hipDevSmResourceSplit: groups of the requested counts (each a positive multiple of its
+ *   co-scheduling count, the input's alignment by default) dealt out in order from the input's
+ *   first CU; the remainder (optional) is what is left after them. hipDevSmResourceSplitByCount
+ *   deals equal groups the same way.
+ * - hipDevResourceGenerateDesc: CU resources of one split (or the device resource) into a
+ *   descriptor; hipGreenCtxCreate takes it over, its CU mask the union of the resources' ranges.
+ * - hipExecutionCtxStreamCreate: a stream with the context's mask (logged "gctx=gN").
+ * - FAKE_HIP_FAIL_GREEN_CTX=n: the n-th hipGreenCtxCreate (1-based) fails (hipErrorOutOfMemory).
+ * Log lines: "call green-ctx-create gN cus=C mask=M", "call green-ctx-destroy gN live-streams=K".
+ */
+#define FAKE_ERROR_INVALID_RESOURCE_TYPE ((hipError_t)914)
+#define FAKE_ERROR_INVALID_RESOURCE_CONFIGURATION ((hipError_t)915)
+#define FAKE_RESOURCE_TAG 0x6772656eu /* "gren" */
+
+typedef enum hipDevResourceType {
+    hipDevResourceTypeInvalid = 0,
+    hipDevResourceTypeSm = 1,
+    hipDevResourceTypeWorkqueueConfig = 1000,
+    hipDevResourceTypeWorkqueue = 10000,
+} hipDevResourceType;
+
+typedef struct hipDevSmResource {
+    unsigned int smCount, minSmPartitionSize, smCoscheduledAlignment, flags;
+} hipDevSmResource;
+
+typedef struct hipDevResource_st {
+    hipDevResourceType type;
+    unsigned char _internal_padding[92];
+    union {
+        hipDevSmResource sm;
+        unsigned char _oversize[40];
+    };
+    struct hipDevResource_st *nextResource;
+} hipDevResource;
+
+typedef struct hipDevSmResourceGroupParams_st {
+    unsigned int smCount, coscheduledSmCount, preferredCoscheduledSmCount, flags;
+    unsigned int reserved[12];
+} hipDevSmResourceGroupParams;
+
+_Static_assert(sizeof(hipDevResource) == 144, "hipDevResource is 144 bytes in ROCm's header");
+_Static_assert(offsetof(hipDevResource, sm) == 96, "the payload follows 4 + 92 bytes");
+_Static_assert(offsetof(hipDevResource, nextResource) == 136, "then the 8-aligned next pointer");
+_Static_assert(sizeof(hipDevSmResourceGroupParams) == 64, "16 words");
+
+/* The double's bookkeeping inside _internal_padding. */
+typedef struct {
+    uint32_t tag, first_cu, device, family;
+} resource_meta_t;
+
+static resource_meta_t *meta_of(const hipDevResource *r) { return (resource_meta_t *)(void *)r->_internal_padding; }
+
+static unsigned alignment_of_device(const device_t *d) { return d->wgp ? 2 : 1; }
+
+static uint32_t NEXT_FAMILY = 1;
+static int GREEN_CREATIONS, NEXT_GREEN_ID = 1;
+
+struct ihipDevResourceDesc_t {
+    int device;
+    unsigned count;
+    hipDevResource resources[64];
+};
+typedef struct ihipDevResourceDesc_t *hipDevResourceDesc_t;
+
+struct ihipExecutionCtx_t {
+    int id, device;
+    uint32_t mask[MAX_MASK_WORDS];
+    int cus;
+    hipDevResourceDesc_t desc;
+};
+typedef struct ihipExecutionCtx_t *hipExecutionCtx_t;
+
+static void fill_cu_resource(hipDevResource *r, unsigned first, unsigned count, unsigned align, uint32_t device,
+                             uint32_t family) {
+    memset(r, 0, sizeof *r);
+    r->type = hipDevResourceTypeSm;
+    r->sm.smCount = count;
+    r->sm.minSmPartitionSize = align;
+    r->sm.smCoscheduledAlignment = align;
+    resource_meta_t *m = meta_of(r);
+    m->tag = FAKE_RESOURCE_TAG;
+    m->first_cu = first;
+    m->device = device;
+    m->family = family;
+}
+
+static int is_cu_resource(const hipDevResource *r) {
+    return r && r->type == hipDevResourceTypeSm && meta_of(r)->tag == FAKE_RESOURCE_TAG;
+}
+
+hipError_t hipDeviceGetDevResource(int dev, hipDevResource *resource, hipDevResourceType type) {
+    const device_t *d = device();
+    if (!d) return ret(hipErrorNoDevice);
+    if (!resource) return ret(hipErrorInvalidValue);
+    if (dev < 0 || dev >= device_count()) return ret(hipErrorInvalidDevice);
+    if (type != hipDevResourceTypeSm) return ret(FAKE_ERROR_INVALID_RESOURCE_TYPE);
+    fill_cu_resource(resource, 0, (unsigned)d->cus, alignment_of_device(d), (uint32_t)dev, 0);
+    return hipSuccess;
+}
+
+hipError_t hipDevSmResourceSplit(hipDevResource *result, unsigned int nbGroups, const hipDevResource *input,
+                                 hipDevResource *remainder, unsigned int flags,
+                                 hipDevSmResourceGroupParams *groupParams) {
+    if (!is_cu_resource(input) || !groupParams || flags != 0) return ret(hipErrorInvalidValue);
+    unsigned total = input->sm.smCount, align = input->sm.smCoscheduledAlignment, used = 0;
+    for (unsigned i = 0; i < nbGroups; i++) {
+        hipDevSmResourceGroupParams *g = &groupParams[i];
+        if (g->coscheduledSmCount == 0) g->coscheduledSmCount = align;
+        if (g->smCount == 0) g->smCount = (total - used) / g->coscheduledSmCount * g->coscheduledSmCount;
+        if (g->smCount == 0 || g->smCount % g->coscheduledSmCount != 0 || used + g->smCount > total)
+            return ret(FAKE_ERROR_INVALID_RESOURCE_CONFIGURATION);
+        used += g->smCount;
+    }
+    const resource_meta_t *in = meta_of(input);
+    pthread_mutex_lock(&STATE_LOCK);
+    uint32_t family = NEXT_FAMILY++;
+    pthread_mutex_unlock(&STATE_LOCK);
+    unsigned first = in->first_cu;
+    if (result) {
+        for (unsigned i = 0; i < nbGroups; i++) {
+            fill_cu_resource(&result[i], first, groupParams[i].smCount, groupParams[i].coscheduledSmCount, in->device,
+                             family);
+            first += groupParams[i].smCount;
+        }
+    }
+    if (remainder) {
+        if (used < total) fill_cu_resource(remainder, in->first_cu + used, total - used, align, in->device, family);
+        else memset(remainder, 0, sizeof *remainder);
+    }
+    logf_("call dev-resource-split groups=%u first=%u used=%u of %u", nbGroups, in->first_cu, used, total);
+    return hipSuccess;
+}
+
+hipError_t hipDevSmResourceSplitByCount(hipDevResource *result, unsigned int *nbGroups, const hipDevResource *input,
+                                        hipDevResource *remainder, unsigned int flags, unsigned int minCount) {
+    if (!nbGroups || !is_cu_resource(input) || flags != 0) return ret(hipErrorInvalidValue);
+    unsigned align = input->sm.smCoscheduledAlignment;
+    unsigned size = (minCount + align - 1) / align * align;
+    if (size == 0) size = align;
+    unsigned possible = input->sm.smCount / size;
+    if (!result) {
+        *nbGroups = possible;
+        return hipSuccess;
+    }
+    unsigned n = *nbGroups < possible ? *nbGroups : possible;
+    hipDevSmResourceGroupParams params[64];
+    if (n > 64) n = 64;
+    memset(params, 0, sizeof params);
+    for (unsigned i = 0; i < n; i++) params[i].smCount = size;
+    *nbGroups = n;
+    return hipDevSmResourceSplit(result, n, input, remainder, 0, params);
+}
+
+hipError_t hipDevResourceGenerateDesc(hipDevResourceDesc_t *phDesc, hipDevResource *resources,
+                                      unsigned int nbResources) {
+    if (!phDesc || !resources || nbResources == 0 || nbResources > 64) return ret(hipErrorInvalidValue);
+    uint32_t family = 0;
+    for (unsigned i = 0; i < nbResources; i++) {
+        if (!is_cu_resource(&resources[i])) return ret(FAKE_ERROR_INVALID_RESOURCE_TYPE);
+        const resource_meta_t *m = meta_of(&resources[i]);
+        if (m->device != meta_of(&resources[0])->device) return ret(FAKE_ERROR_INVALID_RESOURCE_CONFIGURATION);
+        if (m->family != 0) {
+            if (family != 0 && m->family != family) return ret(FAKE_ERROR_INVALID_RESOURCE_CONFIGURATION);
+            family = m->family;
+        }
+    }
+    hipDevResourceDesc_t desc = calloc(1, sizeof *desc);
+    desc->device = (int)meta_of(&resources[0])->device;
+    desc->count = nbResources;
+    memcpy(desc->resources, resources, nbResources * sizeof *resources);
+    *phDesc = desc;
+    return hipSuccess;
+}
+
+hipError_t hipGreenCtxCreate(hipExecutionCtx_t *ctx, hipDevResourceDesc_t desc, int dev, unsigned int flags) {
+    const device_t *d = device();
+    if (!d) return ret(hipErrorNoDevice);
+    if (!ctx || !desc || flags != 0) return ret(hipErrorInvalidValue);
+    if (dev < 0 || dev >= device_count() || desc->device != dev) return ret(hipErrorInvalidDevice);
+    pthread_mutex_lock(&STATE_LOCK);
+    int n = ++GREEN_CREATIONS;
+    int id = NEXT_GREEN_ID++;
+    pthread_mutex_unlock(&STATE_LOCK);
+    long fail_at = env_long("FAKE_HIP_FAIL_GREEN_CTX", 0);
+    if (fail_at > 0 && n == fail_at) {
+        logf_("call green-ctx-create-failed %d", n);
+        return ret(hipErrorOutOfMemory);
+    }
+    struct ihipExecutionCtx_t *c = calloc(1, sizeof *c);
+    c->id = id;
+    c->device = dev;
+    c->desc = desc;
+    for (unsigned r = 0; r < desc->count; r++) {
+        const resource_meta_t *m = meta_of(&desc->resources[r]);
+        for (unsigned i = m->first_cu; i < m->first_cu + desc->resources[r].sm.smCount && i < (unsigned)d->cus; i++)
+            c->mask[i / 32] |= 1u << (i % 32);
+    }
+    for (int i = 0; i < d->cus; i++) c->cus += (c->mask[i / 32] >> (i % 32)) & 1;
+    char hex[MAX_MASK_WORDS * 8 + 1];
+    size_t len = 0;
+    for (int w = (d->cus + 31) / 32 - 1; w >= 0; w--) len += (size_t)snprintf(hex + len, sizeof hex - len, "%08x", c->mask[w]);
+    logf_("call green-ctx-create g%d cus=%d mask=%s", id, c->cus, hex);
+    *ctx = c;
+    return hipSuccess;
+}
+
+hipError_t hipExecutionCtxStreamCreate(hipStream_t *stream, hipExecutionCtx_t ctx, unsigned int flags, int priority) {
+    (void)priority;
+    if (!stream || !ctx) return ret(hipErrorInvalidValue);
+    if (flags != hipStreamDefault && flags != hipStreamNonBlocking) return ret(hipErrorInvalidValue);
+    const device_t *d = device();
+    if (!d) return ret(hipErrorNoDevice);
+    return create_stream(stream, (uint32_t)((d->cus + 31) / 32), ctx->mask, ctx->id);
+}
+
+hipError_t hipExecutionCtxDestroy(hipExecutionCtx_t ctx) {
+    if (!ctx) return ret(hipErrorInvalidValue);
+    int live = 0;
+    pthread_mutex_lock(&STATE_LOCK);
+    for (int i = 0; i < MAX_STREAMS; i++)
+        if (STREAMS[i] && STREAMS[i]->gctx == ctx->id) live++;
+    pthread_mutex_unlock(&STATE_LOCK);
+    logf_("call green-ctx-destroy g%d live-streams=%d", ctx->id, live);
+    free(ctx->desc);
+    free(ctx);
+    return hipSuccess;
+}
+#endif /* FAKE_HIP_GREEN_CONTEXTS */

@@ -9,15 +9,24 @@ use std::process::{Command, Stdio};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
+pub use vitamin_hal_hip::test_double::Variant;
+
 const CHILD_ENV: &str = "HAL_HIP_TEST_CHILD";
 
-/// The built double, or `None` after printing `SKIPPED: <why>`.
+/// The built double of the variant `FAKE_HIP_VARIANT` names (the base one by default), or `None`
+/// after printing `SKIPPED: <why>`.
 pub fn fake_lib() -> Option<PathBuf> {
-    static LIB: OnceLock<Result<PathBuf, String>> = OnceLock::new();
-    let r = LIB.get_or_init(|| {
+    fake_lib_of(Variant::from_env())
+}
+
+/// The built double of `variant`, or `None` after printing `SKIPPED: <why>`.
+pub fn fake_lib_of(variant: Variant) -> Option<PathBuf> {
+    static LIBS: [OnceLock<Result<PathBuf, String>>; 2] = [OnceLock::new(), OnceLock::new()];
+    let r = LIBS[variant as usize].get_or_init(|| {
         let exe = std::env::current_exe().expect("test binary path");
         let name = exe.file_name().expect("file name").to_string_lossy().into_owned();
-        vitamin_hal_hip::test_double::build(&PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("hipfake-{name}")))
+        let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("hipfake-{name}-{}", variant.name()));
+        vitamin_hal_hip::test_double::build_variant(&dir, variant)
     });
     match r {
         Ok(p) => Some(p.clone()),
@@ -51,6 +60,11 @@ pub fn config_file(name: &str, toml: &str) -> String {
     path.to_string_lossy().into_owned()
 }
 
+/// The path of the double of `variant`, for a child's `VITAMIN_HIP_LIBRARY` (`None`: skipped).
+pub fn lib_of(variant: Variant) -> Option<String> {
+    fake_lib_of(variant).map(|p| p.to_string_lossy().into_owned())
+}
+
 /// Runs test `name`'s `body` in a child process of this test binary with the double as the HIP
 /// runtime (`VITAMIN_HIP_LIBRARY`), its log in a fresh file (`FAKE_HIP_LOG`), no configuration
 /// file (`VITAMIN_CONFIG=none`) and `env` (which may override all three). The parent fails if the child fails, does not finish within 60 s, or did not
@@ -82,7 +96,8 @@ pub fn in_child_case(name: &str, case: &str, env: &[(&str, &str)], body: impl Fn
         .env(CHILD_ENV, format!("{name}#{case}"))
         .env(vitamin_hal_hip::driver::LIBRARY_ENV, &lib)
         .env("VITAMIN_CONFIG", "none")
-        .env("FAKE_HIP_LOG", &log);
+        .env("FAKE_HIP_LOG", &log)
+        .env(vitamin_hal_hip::test_double::VARIANT_ENV, Variant::from_env().name());
     for (k, v) in env {
         cmd.env(k, v);
     }
