@@ -155,7 +155,8 @@ impl DevResource {
     pub fn sm(&self) -> Option<DevSmResource> {
         // SAFETY: every bit pattern is a valid `DevSmResource` (four `c_uint`s), and the union is
         // always fully initialized (`zeroed` writes all 40 bytes; the runtime writes it whole).
-        (self.resource_type == DEV_RESOURCE_TYPE_SM).then(|| unsafe { self.payload.sm })
+        let sm = unsafe { self.payload.sm };
+        (self.resource_type == DEV_RESOURCE_TYPE_SM).then_some(sm)
     }
 }
 

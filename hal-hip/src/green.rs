@@ -106,7 +106,7 @@ pub fn plan(units: &UnitSet, bits: usize, per_bit: u32, alignment: u32) -> Resul
                 continue;
             }
             let count = u32::try_from(range.len()).map_err(|_| "too many CUs".to_string())? * per_bit;
-            if count % alignment != 0 {
+            if !count.is_multiple_of(alignment) {
                 return Err(format!(
                     "{} CUs {}..{} are {count} resource units, not a multiple of the split alignment {alignment}",
                     if in_node { "the node's" } else { "the gap of" },
@@ -154,7 +154,7 @@ impl GreenContext {
         })?;
         let sm = device.sm().ok_or("hipDeviceGetDevResource returned no CU resource")?;
         let total = sm.sm_count as usize;
-        if total == 0 || cu_count == 0 || total % cu_count != 0 {
+        if total == 0 || cu_count == 0 || !total.is_multiple_of(cu_count) {
             return Err(format!(
                 "the device's CU resource has {total} units for {cu_count} CU-mask bits: no whole number per bit"
             ));

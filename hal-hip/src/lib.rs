@@ -1,4 +1,4 @@
-//! # vitamin-hal-hip: CU-masked queues as physical partitions
+//! # vitamin-hal-hip: CU-masked queues (or HIP green contexts) as physical partitions
 //!
 //! Realizes the `vitamin-hal` contract on AMD GPUs through the HIP runtime, loaded at run time
 //! (`libloading`; no link-time dependency on ROCm). **Not validated on AMD hardware**: nobody on
@@ -17,8 +17,8 @@
 //!   of 16 bits, 2 CUs on every XCD) and WGP-mode parts need CU pairs. The runtime's hierarchical
 //!   pool is built from these leaves exactly as on NVIDIA.
 //! - Every partition ([`HipPartition`]) is a set of streams created once with
-//!   `hipExtStreamCreateWithCUMask` over the node's bits (read back and checked), never
-//!   reconfigured. Submission passes descriptors through unchanged; fences are events or
+//!   `hipExtStreamCreateWithCUMask` over the node's bits, or on a green context of them (below),
+//!   read back and checked, never reconfigured. Submission passes descriptors through unchanged; fences are events or
 //!   `hipStreamWriteValue64` words, polled in batches; asynchronous failures come back from the
 //!   next poll with the runtime's error code.
 //! - [`PhysicalPartition::can_execute`](vitamin_hal::PhysicalPartition::can_execute) sends
@@ -43,11 +43,17 @@
 //! streams are destroyed. The numbers are not measured on AMD hardware.
 //!
 //! ## HIP green contexts
-//! ROCm 7.14+ adds `hipDevSmResourceSplitByCount`, `hipGreenCtxCreate` and
-//! `hipExecutionCtxStreamCreate` (which create CU-masked streams underneath). The probe records
-//! whether they exist ([`HipCapabilities::green_contexts`]), but partitions are still CU-masked
-//! streams: those functions' structure layouts could not be checked against a header here (Debian
-//! ships HIP 5.2), and calling them with guessed layouts is not safe.
+//! Where the probe finds ROCm 7.14's green-context API ([`HipCapabilities::green_contexts`]:
+//! [`driver::GREEN_CONTEXT_SYMBOLS`]), partitions are realized over green contexts ([`green`]):
+//! each node gets one context of exactly its CUs (the device resource split with
+//! `hipDevSmResourceSplit` at the boundaries of the node's runs of mask bits), created once, and
+//! its lanes are `hipExecutionCtxStreamCreate` streams (CU-masked streams underneath), read back
+//! like the others. A node the API cannot express, or a failing context, falls back to
+//! `hipExtStreamCreateWithCUMask` with the reason logged ([`PartitionRealization::Auto`]); the
+//! configuration key `partitions` ([`settings::PENDING_KEYS`]) or
+//! [`HipBackend::with_partitions`] chooses otherwise. The types follow ROCm's
+//! `hip_runtime_api.h` (ROCm/rocm-systems at 0ff4546a, cited in [`driver`]); not validated on AMD
+//! hardware, and Debian's HIP 5.2.3 has none of it, so on Debian the CU-mask path runs.
 //!
 //! ## Contract
 //! No panics: the library, every required symbol and a device are checked before the first call,
