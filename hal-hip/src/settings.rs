@@ -12,7 +12,7 @@
 //! | `domains` | `auto` | XCD count (else from the architecture, [`crate::probe::xcds_for`]) |
 //! | `paired_units` | `auto` | WGP mode, `1`/`0` (else [`crate::probe::wgp_mode_for`]) |
 //! | `rtc_library` | `auto` | the hipRTC library's path ([`crate::rtc`]) |
-//! | `partitions` | `auto` | `cu-mask`, `green-context` or `auto` ([`crate::PartitionRealization`]); not yet a runtime key ([`PENDING_KEYS`]) |
+//! | `partitions` | `auto` | `cu-mask`, `green-context` or `auto` ([`crate::PartitionRealization`]) |
 //!
 //! Every parser takes the lookup as an argument (the process's configuration in the backend, a
 //! map in tests); a malformed value is an error naming the key, never a silent default.
@@ -40,12 +40,13 @@ pub const RTC_LIBRARY: &str = "rtc_library";
 pub const PARTITIONS: &str = "partitions";
 
 /// Every key this backend reads that the process configuration knows.
-pub const KEYS: &[&str] = &[DEVICE, MAX_LANES, MAX_STREAMS, FENCE, LEAF_UNITS, DOMAINS, PAIRED_UNITS, RTC_LIBRARY];
+pub const KEYS: &[&str] =
+    &[DEVICE, MAX_LANES, MAX_STREAMS, FENCE, LEAF_UNITS, DOMAINS, PAIRED_UNITS, RTC_LIBRARY, PARTITIONS];
 
 /// Keys this backend reads that are not yet keys of `vitamin_runtime::config` (which ignores
 /// unknown keys, so the process configuration cannot set them; `HipBackend::with_partitions`
 /// can). Each needs an `[advanced]` entry there and a row in docs/config.md, then moves to [`KEYS`].
-pub const PENDING_KEYS: &[&str] = &[PARTITIONS];
+pub const PENDING_KEYS: &[&str] = &[];
 
 /// The process's configuration lookup.
 pub fn process(key: &str) -> Option<String> {

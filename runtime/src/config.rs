@@ -343,6 +343,7 @@ pub const KEYS: &[Key] = &[
     advanced("domains", "auto"),
     advanced("paired_units", "auto"),
     advanced("rtc_library", "auto"),
+    advanced("partitions", "auto"),
 ];
 
 /// The `[daemon]` section of the configuration file: the daemon's options (`vitamin daemon`
