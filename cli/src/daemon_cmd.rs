@@ -230,15 +230,15 @@ pub fn render_status(st: &StatusReport) -> String {
     if !st.clients.is_empty() {
         let _ = writeln!(
             o,
-            "  {:>3} {:>7} {:>5} {:<22} {:>5} {:>5} {:>5} {:>8} {:>8}  {:<28} command",
-            "id", "pid", "uid", "class", "ready", "outst", "units", "bound", "ops/s", "leases"
+            "  {:>3} {:>7} {:>5} {:<22} {:>5} {:>5} {:>5} {:>8} {:>8} {:>13}  {:<28} command",
+            "id", "pid", "uid", "class", "ready", "outst", "units", "bound", "ops/s", "floored/whole", "leases"
         );
     }
     for c in &st.clients {
         let leases = if c.leases.is_empty() { "-".to_owned() } else { c.leases.join(", ") };
         let _ = writeln!(
             o,
-            "  {:>3} {:>7} {:>5} {:<22} {:>5} {:>5} {:>5} {:>8} {:>8.0}  {:<28} {}{}",
+            "  {:>3} {:>7} {:>5} {:<22} {:>5} {:>5} {:>5} {:>8} {:>8.0} {:>13}  {:<28} {}{}",
             c.id,
             c.pid,
             c.uid,
@@ -248,6 +248,7 @@ pub fn render_status(st: &StatusReport) -> String {
             c.units,
             c.bound,
             c.bound_per_s,
+            format!("{}/{}", c.floored, c.whole_device),
             leases,
             c.command,
             if c.departing { " (departing)" } else { "" }

@@ -7,5 +7,5 @@ D=.device/pair
 rm -rf "$D"; mkdir -p "$D"
 cp target/release/vitamin target/release/libvitamin_cuda.so "$D/"
 strip "$D/vitamin" "$D/libvitamin_cuda.so"
-cp bench/gpu/pair/*.py bench/gpu/pair/run.sh "$D/"
+cp bench/gpu/pair/*.py bench/gpu/pair/run.sh bench/gpu/pair/floors.sh "$D/"
 du -sh "$D"

@@ -330,6 +330,11 @@ impl DaemonClient {
         }
     }
 
+    /// The lease view as raw words ([`LeaseState`] values, unchecked), and its epoch.
+    pub fn lease_view_raw(&self, out: &mut Vec<u32>) -> Result<u32, DaemonError> {
+        Ok(self.region.view().read(out)?)
+    }
+
     /// The lease view: one state per node, and its epoch.
     pub fn lease_view(&self, out: &mut Vec<LeaseState>) -> Result<u32, DaemonError> {
         let mut raw = Vec::new();

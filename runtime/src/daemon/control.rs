@@ -158,6 +158,13 @@ pub struct ClientStatus {
     pub bound: u64,
     /// Ops bound per second over the last status interval.
     pub bound_per_s: f64,
+    /// Ready ops it sent with a size floor (cooperative, cluster and graph launches, and ops a
+    /// smaller node refused), since it registered.
+    #[serde(default)]
+    pub floored: u64,
+    /// Of those, ops only the whole device runs unchanged.
+    #[serde(default)]
+    pub whole_device: u64,
     /// Up-ring depth (records waiting for the daemon).
     pub up_depth: u32,
     /// Down-ring depth (bindings waiting for the client).

@@ -172,6 +172,8 @@ struct Client {
     bound: u64,
     bound_mark: (u64, u64),
     bound_per_s: f64,
+    /// Ready records with a size floor, and those whose floor is the whole device.
+    floored: (u64, u64),
     departing_since: Option<u64>,
     /// The client's down-ring head when last seen moving (or the ring empty), and when.
     down_head: (u32, u64),
@@ -365,6 +367,7 @@ impl Decider {
                 bound: 0,
                 bound_mark: (0, super::now_ns()),
                 bound_per_s: 0.0,
+                floored: (0, 0),
                 departing_since: None,
                 down_head: (0, super::now_ns()),
             },
@@ -708,7 +711,8 @@ impl Decider {
                     NodeState::Leased { holder, .. } if holder == c.holder => LeaseState::Open,
                     NodeState::Draining { holder, .. } if holder == c.holder => LeaseState::Draining,
                     NodeState::Reserved { purpose } if purpose.holder == c.holder => LeaseState::Reserved,
-                    _ => continue,
+                    NodeState::Idle => continue,
+                    _ => LeaseState::Foreign,
                 };
                 states[n.index()] = s as u32;
             }
@@ -830,6 +834,8 @@ impl Decider {
                 units,
                 bound: c.bound,
                 bound_per_s: c.bound_per_s,
+                floored: c.floored.0,
+                whole_device: c.floored.1,
                 up_depth: c.region.up().depth_hint(),
                 down_depth: c.region.down().depth_hint(),
                 departing: c.departing_since.is_some(),
@@ -984,6 +990,12 @@ fn apply(dev: &mut Device, c: &mut Client, up: Up, now: u64, counters: &mut Coun
             let kernel = synthetic_kernel(dev, &r);
             let graph = (r.flags & FLAG_GRAPH != 0).then(|| GraphLaunch::new(0, format!("#{:016x}", r.kernel)));
             dev.seq += 1;
+            if r.min_units > 0 {
+                c.floored.0 += 1;
+                if usize::from(r.min_units) >= dev.topology.unit_count() {
+                    c.floored.1 += 1;
+                }
+            }
             if let Some(d) = r.deadline_ns {
                 if let Some(info) = dev.infos.iter_mut().find(|i| i.holder == c.holder) {
                     info.deadline_ns = Some(info.deadline_ns.map_or(d, |x| x.min(d)));

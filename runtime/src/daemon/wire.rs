@@ -267,6 +267,10 @@ pub enum LeaseState {
     Draining = 2,
     /// Reserved for this client (an anticipated op).
     Reserved = 3,
+    /// Active for another client (leased, draining or reserved): its units are not free. With
+    /// this the client sees what is free without a round trip, and its policy can refuse to
+    /// continue on a lease when a clearly wider free node would serve the op better.
+    Foreign = 4,
 }
 
 impl LeaseState {
@@ -277,6 +281,7 @@ impl LeaseState {
             1 => LeaseState::Open,
             2 => LeaseState::Draining,
             3 => LeaseState::Reserved,
+            4 => LeaseState::Foreign,
             v => return Err(WireError::BadLeaseState(v)),
         })
     }

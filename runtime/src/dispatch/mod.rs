@@ -169,6 +169,9 @@ pub struct DispatchStats {
     pub unit_free: u64,
     /// Kernels that spin on peers (collectives) placed on the service partition.
     pub collectives: u64,
+    /// Under a Throughput daemon, launches only the whole device runs unchanged, placed on the
+    /// service partition beside the other clients' leases ([`Policy::shares_whole_device`]).
+    pub shared_whole_device: u64,
     /// Markers completed without device work.
     pub markers: u64,
     /// Policy proposals rejected by validation.
@@ -966,6 +969,12 @@ impl<B: Backend, P: Policy> Dispatcher<B, P> {
                             self.stats.collectives += 1;
                             n += 1;
                         }
+                        d if self.remote_shares_whole_device(d) => {
+                            let lane = (ci % self.config.service_lanes.max(1)) as LaneId;
+                            self.submit_at(ci, r.op, r.desc, None, lane, false)?;
+                            self.stats.shared_whole_device += 1;
+                            n += 1;
+                        }
                         _ => {
                             self.seq += 1;
                             self.in_ready.insert((ci, r.op));
@@ -1109,8 +1118,8 @@ impl<B: Backend, P: Policy> Dispatcher<B, P> {
                     && self.lane_busy_until[nd][ln].saturating_sub(self.now) < self.config.max_continuation_ns
                     && self.partitions[nd].can_execute(desc).is_ok()
                     && match desc.as_kernel() {
-                        // Under a daemon the lease view decides; the local policy sees no leases.
-                        Some(_) if self.remote.is_some() => true,
+                        // Under a daemon the policy reads a mirror of the lease view.
+                        Some(k) if self.remote.is_some() => self.remote_policy_continues(ci, op, k, node),
                         Some(k) => {
                             let state = sched_state!(self, self.now);
                             let view = ReadyOpView {

@@ -29,14 +29,14 @@
 use std::time::{Duration, Instant};
 
 use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
-use vitamin_hal::{Backend, OpDesc, PhysicalPartition};
+use vitamin_hal::{Backend, KernelLaunch, OpDesc, PhysicalPartition};
 
 use super::{DispatchError, Dispatcher};
 use crate::daemon::client::{Binding, DaemonClient};
-use crate::daemon::wire::{self, ReadyRecord};
+use crate::daemon::wire::{self, LeaseState, ReadyRecord};
 use crate::daemon::DaemonError;
-use crate::policy::Policy;
-use crate::pool::NodeId;
+use crate::policy::{Policy, ReadyOpView, SchedState};
+use crate::pool::{HolderId, NodeId, Pool, Reservation};
 use crate::vctx::OpId;
 
 /// How often a client in safe mode tries to re-register.
@@ -57,6 +57,17 @@ pub struct Remote {
     unsent: Vec<(u64, u64)>,
     /// Floors (units) for ops a bound node could not run unchanged.
     floors: HashMap<u64, u16>,
+    /// Kernels (name hashes) whose floor was logged.
+    logged_floors: HashSet<u64>,
+    /// The daemon's lease view as a pool (this process's leases and the other clients' active
+    /// nodes), at the view epoch it was built from: what the local policy reads to decide a
+    /// continuation ([`Policy::continues_from_leases`]).
+    mirror: Option<(u32, Pool)>,
+    view_buf: Vec<u32>,
+    /// Whether the local policy is the daemon's and decides continuations from leases alone.
+    policy_continues: bool,
+    /// Whether the local policy is the daemon's and shares whole-device launches.
+    shares_whole_device: bool,
     bindings: Vec<Binding>,
     gone_since: Option<Instant>,
     last_attempt: Instant,
@@ -80,6 +91,11 @@ impl Remote {
             sent: HashSet::default(),
             unsent: Vec::new(),
             floors: HashMap::default(),
+            logged_floors: HashSet::default(),
+            mirror: None,
+            view_buf: Vec::new(),
+            policy_continues: false,
+            shares_whole_device: false,
             bindings: Vec::new(),
             gone_since: None,
             last_attempt: Instant::now(),
@@ -102,9 +118,42 @@ impl Remote {
     }
 }
 
+/// The holders a lease mirror gives this process's leases and the other clients' active nodes.
+const MIRROR_SELF: HolderId = HolderId(u32::MAX - 1);
+const MIRROR_FOREIGN: HolderId = HolderId(u32::MAX);
+
+/// A pool over `hierarchy` in the states of a lease view (`view[i]`: node i's [`LeaseState`]).
+/// The daemon's active nodes are disjoint, so every transition applies; an entry that does not
+/// (a view torn by a bug) is left idle.
+fn mirror_pool(hierarchy: &std::sync::Arc<crate::pool::Hierarchy>, view: &[u32]) -> Pool {
+    let mut pool = Pool::new(hierarchy.clone());
+    for (i, &v) in view.iter().enumerate().take(pool.nodes().len()) {
+        let n = NodeId(i as u16);
+        let _ = match LeaseState::from_u32(v) {
+            Ok(LeaseState::Open) => pool.lease(n, MIRROR_SELF),
+            Ok(LeaseState::Draining) => pool
+                .lease(n, MIRROR_SELF)
+                .and_then(|()| pool.begin_submit(n, MIRROR_SELF))
+                .and_then(|()| pool.close_gate(n).map(|_| ())),
+            Ok(LeaseState::Reserved) => pool.reserve(n, Reservation { holder: MIRROR_SELF, tag: 0 }),
+            Ok(LeaseState::Foreign) => pool.lease(n, MIRROR_FOREIGN),
+            Ok(LeaseState::None) | Err(_) => Ok(()),
+        };
+    }
+    pool
+}
+
 /// The wire id of op `op` of local client `ci` (48 bits of op id, 16 of client).
 fn wire_id(ci: usize, op: OpId) -> u64 {
     ((ci as u64) << 48) | (op.0 & ((1 << 48) - 1))
+}
+
+fn kernel_name(d: &OpDesc) -> &str {
+    match d {
+        OpDesc::Kernel(k) => k.function().name(),
+        OpDesc::Graph(_) => "a graph launch",
+        _ => "an op",
+    }
 }
 
 fn lane16(lane: vitamin_hal::LaneId) -> u16 {
@@ -125,6 +174,12 @@ impl<B: Backend, P: Policy> Dispatcher<B, P> {
                 self.config.lanes_per_node
             )));
         }
+        let same = self.policy.name() == w.policy;
+        let (continues, shares) =
+            (same && self.policy.continues_from_leases(), same && self.policy.shares_whole_device());
+        let mut remote = remote;
+        remote.policy_continues = continues;
+        remote.shares_whole_device = shares;
         self.remote = Some(remote);
         Ok(())
     }
@@ -139,6 +194,66 @@ impl<B: Backend, P: Policy> Dispatcher<B, P> {
     /// mode: held leases only).
     pub(super) fn remote_may_continue(&self, node: NodeId, lane: vitamin_hal::LaneId) -> bool {
         self.remote.as_ref().is_some_and(|r| r.client.may_continue(node.0, lane16(lane)))
+    }
+
+    /// Whether the local policy lets kernel `k` (op `op` of client `ci`) continue on `node`, asked
+    /// over a mirror of the daemon's lease view ([`Remote::mirror`]): as in-process, a client
+    /// stops continuing on a lease when a clearly wider free node would serve the op better, so
+    /// its next op goes up and the daemon binds it wider. Without this a client kept its first
+    /// lease while its work went on (alone on the device, a GPT job held 36 of 132 units and ran
+    /// at half its speed: docs/results/daemon-pair.md, run 3). Policies that do not decide from
+    /// leases alone, a local policy other than the daemon's, safe mode, or a view being
+    /// rewritten: continue.
+    pub(super) fn remote_policy_continues(&mut self, ci: usize, op: OpId, k: &KernelLaunch, node: NodeId) -> bool {
+        let Some(r) = self.remote.as_mut() else { return true };
+        if !r.policy_continues || r.client.safe_mode().is_some() {
+            return true;
+        }
+        let Ok(epoch) = r.client.lease_view_raw(&mut r.view_buf) else { return true };
+        if r.mirror.as_ref().is_none_or(|(e, _)| *e != epoch) {
+            r.mirror = Some((epoch, mirror_pool(self.pool.hierarchy(), &r.view_buf)));
+        }
+        let Some((_, pool)) = r.mirror.as_ref() else { return true };
+        let state = SchedState {
+            pool,
+            now_ns: self.now,
+            profiles: &self.profiles,
+            clients: &self.infos,
+            lane_busy_until: &self.lane_busy_until,
+        };
+        let view = ReadyOpView {
+            client: MIRROR_SELF,
+            op,
+            kernel: k,
+            ready_since_ns: self.now,
+            seq: self.seq,
+            deadline_ns: self.clients[ci].info.deadline_ns,
+            min_units: 0,
+        };
+        self.policy.continue_on_lease(&view, node, &state)
+    }
+
+    /// Whether ready op `d` goes to the service partition under the daemon: the policy (the
+    /// daemon's) shares whole-device launches ([`Policy::shares_whole_device`]), and `d` is a
+    /// cooperative or cluster launch that the whole device runs unchanged and no smaller node
+    /// does. Not in safe mode.
+    pub(super) fn remote_shares_whole_device(&self, d: &OpDesc) -> bool {
+        let Some(r) = self.remote.as_ref() else { return false };
+        if !r.shares_whole_device || r.client.safe_mode().is_some() {
+            return false;
+        }
+        let OpDesc::Kernel(k) = d else { return false };
+        let a = k.attributes();
+        if !a.needs_coresidency() && a.cluster().is_none() {
+            return false;
+        }
+        let root = self.pool.root();
+        self.partitions[root.0 as usize].can_execute(d).is_ok()
+            && self
+                .pool
+                .nodes()
+                .iter()
+                .all(|n| n.id == root || self.partitions[n.id.0 as usize].can_execute(d).is_err())
     }
 
     /// Reports a continued op before it is submitted. `false`: the up ring is full or the
@@ -257,11 +372,25 @@ impl<B: Backend, P: Policy> Dispatcher<B, P> {
                     return 0;
                 }
                 let mut best = root_units;
+                let mut why = None;
                 for n in self.pool.nodes() {
                     let size = n.size() as u16;
-                    if size < best && self.partitions[n.id.0 as usize].can_execute(&e.desc).is_ok() {
-                        best = size;
+                    match self.partitions[n.id.0 as usize].can_execute(&e.desc) {
+                        Ok(()) if size < best => best = size,
+                        Err(err) if why.is_none() => why = Some(err),
+                        _ => {}
                     }
+                }
+                if let Some(err) = why.filter(|_| r.logged_floors.insert(key.name_hash)) {
+                    // Once per kernel: why this client cannot run it on small nodes (a floor
+                    // of the whole device serializes it against every other client).
+                    tracing::info!(
+                        kernel = %kernel_name(&e.desc),
+                        floor = best,
+                        device = root_units,
+                        reason = %err,
+                        "launch runs unchanged only on nodes this large"
+                    );
                 }
                 best
             });
@@ -328,7 +457,13 @@ impl<B: Backend, P: Policy> Dispatcher<B, P> {
         let lane = vitamin_hal::LaneId::from(b.lane);
         let runs = (node.0 as usize) < self.partitions.len()
             && (lane as usize) < self.config.lanes_per_node
-            && self.partitions[node.0 as usize].can_execute(&desc).is_ok();
+            && match self.partitions[node.0 as usize].can_execute(&desc) {
+                Ok(()) => true,
+                Err(err) => {
+                    tracing::debug!(kernel = %kernel_name(&desc), node = node.0, reason = %err, "binding refused");
+                    false
+                }
+            };
         if !runs {
             // Returned as completed; sent again with a higher floor: the smallest size above this
             // node's among the nodes that run it (node shape, not size alone, decides for cluster
@@ -421,5 +556,65 @@ impl<B: Backend, P: Policy> Dispatcher<B, P> {
         for inf in self.inflight.values_mut() {
             inf.remote = false;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use vitamin_hal::sim::SimBackend;
+    use vitamin_hal::{Dim3, FunctionKind, FunctionRef, KernelArgs, KernelLaunch, LaunchAttributes};
+
+    use super::*;
+    use crate::policy::ThroughputOriented;
+    use crate::pool::NodeState;
+    use crate::profile::Profiles;
+
+    /// The Throughput policy, asked over a mirror of a lease view, refuses to continue a wide
+    /// kernel on a small lease while the device is otherwise free, and continues it once other
+    /// clients hold the rest of the device.
+    #[test]
+    fn a_small_lease_is_left_for_a_wider_free_node_and_kept_when_the_rest_is_held() {
+        let top = SimBackend::default_device().topology().clone();
+        let pool = Pool::build(&top);
+        let small = *pool.nodes_by_size().first().expect("nodes");
+        let k = KernelLaunch::new(
+            FunctionRef::new(1, FunctionKind::Kernel, "wide"),
+            Dim3::new(132 * 16, 1, 1),
+            Dim3::new(256, 1, 1),
+            0,
+            KernelArgs::from_layout(Vec::new(), Vec::new()).unwrap(),
+            LaunchAttributes::none(),
+        );
+        let profiles = Profiles::new("test");
+        let lanes = vec![Vec::new(); pool.nodes().len()];
+        let ask = |view: &[u32]| {
+            let mirror = mirror_pool(pool.hierarchy(), view);
+            let state =
+                SchedState { pool: &mirror, now_ns: 0, profiles: &profiles, clients: &[], lane_busy_until: &lanes };
+            let op = ReadyOpView {
+                client: MIRROR_SELF,
+                op: OpId(7),
+                kernel: &k,
+                ready_since_ns: 0,
+                seq: 1,
+                deadline_ns: None,
+                min_units: 0,
+            };
+            (ThroughputOriented::default().continue_on_lease(&op, small, &state), mirror)
+        };
+        let mut view = vec![LeaseState::None as u32; pool.nodes().len()];
+        view[small.index()] = LeaseState::Open as u32;
+        let (alone, mirror) = ask(&view);
+        assert!(matches!(mirror.state(small), NodeState::Leased { holder: MIRROR_SELF, .. }));
+        assert!(!alone, "a wide kernel alone on the device must not stay on an 8-unit lease");
+        // Every other leaf held by other clients: nothing wider is free, so it continues.
+        for &l in pool.leaves() {
+            if l != small {
+                view[l.index()] = LeaseState::Foreign as u32;
+            }
+        }
+        let (crowded, mirror) = ask(&view);
+        assert_eq!(mirror.active_units().len(), top.unit_count());
+        assert!(crowded, "with the rest of the device held, the lease is the best it can get");
     }
 }

@@ -231,6 +231,30 @@ pub trait Policy: Send {
         true
     }
 
+    /// Whether [`Policy::continue_on_lease`] decides from the pool's lease states alone (not from
+    /// state only this policy's own rounds build), so a client under a daemon can ask it over a
+    /// mirror of the daemon's lease view. Default: no (such a client then continues on every
+    /// open lease).
+    fn continues_from_leases(&self) -> bool {
+        false
+    }
+
+    /// Whether, under a daemon with this policy, a launch that only the whole device runs
+    /// unchanged (a cluster or cooperative launch no smaller node holds) is placed on the
+    /// service partition beside the other clients' leases, as under MPS, instead of draining
+    /// every other client for it. Default: no (isolation first).
+    fn shares_whole_device(&self) -> bool {
+        false
+    }
+
+    /// [`Policy::continue_on_lane`] for a client under a daemon, asked over a mirror of the
+    /// daemon's lease view (this client's leases, and the nodes other clients hold as leases of
+    /// another holder). A refusal there costs more than in-process: the op waits for its
+    /// predecessors' completion and a daemon round trip. Default: as `continue_on_lane`.
+    fn continue_on_lease(&mut self, op: &ReadyOpView<'_>, node: NodeId, state: &SchedState<'_>) -> bool {
+        self.continue_on_lane(op, node, state)
+    }
+
     /// A node for the ready graph launch `op` among `eligible` (non-conflicting for its client), or
     /// `None` to defer it to a later round. The whole graph runs on the chosen node (see the module
     /// docs). Default: the widest eligible node.
@@ -378,6 +402,15 @@ impl Policy for AnyPolicy {
     }
     fn continue_on_lane(&mut self, op: &ReadyOpView<'_>, node: NodeId, state: &SchedState<'_>) -> bool {
         each!(self, p => p.continue_on_lane(op, node, state))
+    }
+    fn continues_from_leases(&self) -> bool {
+        each!(self, p => p.continues_from_leases())
+    }
+    fn continue_on_lease(&mut self, op: &ReadyOpView<'_>, node: NodeId, state: &SchedState<'_>) -> bool {
+        each!(self, p => p.continue_on_lease(op, node, state))
+    }
+    fn shares_whole_device(&self) -> bool {
+        each!(self, p => p.shares_whole_device())
     }
     fn select_graph(&mut self, op: &ReadyGraphView<'_>, eligible: &[NodeId], state: &SchedState<'_>) -> Option<NodeId> {
         each!(self, p => p.select_graph(op, eligible, state))

@@ -36,6 +36,8 @@ pub const CONTINUE_GAIN: f64 = 1.05;
 pub const OVERSIZE: f64 = 1.5;
 /// An op waits for a wider node when that is predicted to finish this much earlier.
 pub const WAIT_GAIN: f64 = 1.5;
+/// Under a daemon, a continuation is refused only for a node predicted this much faster.
+pub const REMOTE_GAIN: f64 = 1.5;
 /// How long past the predicted time an op keeps waiting for a wider node, ns.
 pub const WAIT_SLACK_NS: u64 = 50_000;
 
@@ -454,6 +456,68 @@ impl Policy for ThroughputOriented {
             return None;
         }
         self.solo_memo.get(&shape_key(op.kernel)).copied()
+    }
+
+    fn continues_from_leases(&self) -> bool {
+        true
+    }
+
+    /// Best effort for aggregate throughput: a launch only the whole device holds (cuDNN's wgrad
+    /// kernels with 16-block clusters, which no green-context node of the H200 pool places:
+    /// docs/results/daemon-pair.md, run 3) would otherwise drain every other client each time.
+    fn shares_whole_device(&self) -> bool {
+        true
+    }
+
+    /// Under a daemon a refused continuation costs a drain and a round trip, so the lease is
+    /// left only for a clearly better node ([`REMOTE_GAIN`]): one wider that is free now (or
+    /// overlaps only this client's own leases, which then drain), or a fair half of the device
+    /// when this client holds less than a quarter of it and other clients hold more than half
+    /// (its op then waits at the daemon, whose fairness reclaim takes a share back for it). Never
+    /// for being oversized: the daemon takes units back for a client that waits. Per-op
+    /// refusals as in-process (an oversized lease, any faster wider node) made a GPT and a
+    /// ResNet-50 job go up for nearly every op and hold 44 of 132 units between them
+    /// (docs/results/daemon-pair.md, run 3).
+    fn continue_on_lease(&mut self, op: &ReadyOpView<'_>, node: NodeId, state: &SchedState<'_>) -> bool {
+        let pool = state.pool;
+        let m = pool.node(node).size();
+        let root = pool.node(pool.root()).size();
+        let mut foreign = UnitSet::EMPTY;
+        for &a in pool.active_nodes() {
+            let mine = match pool.state(a) {
+                NodeState::Leased { holder, .. } | NodeState::Draining { holder, .. } => *holder == op.client,
+                NodeState::Reserved { purpose } => purpose.holder == op.client,
+                NodeState::Idle => true,
+            };
+            if !mine {
+                foreign |= pool.node(a).units;
+            }
+        }
+        if m >= root.saturating_sub(foreign.len()) {
+            return true; // nothing wider can be had
+        }
+        let curve = self.curves.curve(op.kernel, pool, state.profiles);
+        let index = self.curves.node_index(pool);
+        let p = |n: NodeId| curve[0] / curve[index[n.0 as usize]].max(1e-9);
+        let p_here = p(node);
+        let wider_free = pool.nodes_by_size().iter().copied().any(|n| {
+            let cand = pool.node(n);
+            cand.size() > m
+                && cand.units.is_disjoint(&foreign)
+                && pool.pending().iter().all(|(t, _)| pool.node(*t).units.is_disjoint(&cand.units))
+                && p(n) >= p_here * REMOTE_GAIN
+        });
+        if wider_free {
+            return false;
+        }
+        let half = root / 2;
+        if foreign.len() > half && m * 4 < root {
+            let share = pool.nodes_by_size().iter().copied().rev().find(|&n| pool.node(n).size() <= half);
+            if share.is_some_and(|n| p(n) >= p_here * REMOTE_GAIN) {
+                return false;
+            }
+        }
+        true
     }
 
     fn continue_on_lane(&mut self, op: &ReadyOpView<'_>, node: NodeId, state: &SchedState<'_>) -> bool {
