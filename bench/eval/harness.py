@@ -233,6 +233,24 @@ class Systems:
     def _control(self):
         return os.path.join(self.pipe, "control")
 
+    def _mps_pids(self):
+        """Pids of the MPS control daemon and servers that serve this harness's pipe directory."""
+        want = f"CUDA_MPS_PIPE_DIRECTORY={self.pipe}".encode()
+        pids = []
+        for d in os.listdir("/proc"):
+            if not d.isdigit():
+                continue
+            try:
+                with open(f"/proc/{d}/comm", "rb") as f:
+                    if not f.read().startswith(b"nvidia-cuda-mps"):
+                        continue
+                with open(f"/proc/{d}/environ", "rb") as f:
+                    if want in f.read().split(b"\0"):
+                        pids.append(int(d))
+            except OSError:
+                continue
+        return pids
+
     def set_mps(self, on):
         if on == self.mps_on:
             return True
@@ -263,18 +281,30 @@ class Systems:
                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         except (OSError, subprocess.SubprocessError) as e:
             self.log(f"MPS quit failed: {e}")
+        # The real control daemon leaves its named pipe behind when it quits (seen on the H200:
+        # docs/results/eval.md), so "gone" is: the pipe removed, or no MPS process serving this
+        # pipe directory left.
+        def gone():
+            return not os.path.exists(self._control()) or not self._mps_pids()
         deadline = time.monotonic() + 15
-        while os.path.exists(self._control()) and time.monotonic() < deadline:
+        while not gone() and time.monotonic() < deadline:
             time.sleep(0.05)
-        ok = not os.path.exists(self._control())
-        if not ok:
-            pid_file = os.path.join(self.pipe, "nvidia-cuda-mps-control.pid")
+        if not gone():
+            for pid in self._mps_pids():
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                    self.log(f"MPS process {pid} did not quit: killed")
+                except OSError:
+                    pass
+            time.sleep(0.5)
+        ok = gone()
+        if ok and os.path.exists(self._control()):
             try:
-                pid = int(open(pid_file).read().split()[0])
-                os.kill(pid, signal.SIGKILL)
-                self.log(f"MPS control daemon {pid} did not quit: killed")
-            except (OSError, ValueError, IndexError):
-                self.log("MPS control daemon did not quit and left no pid file")
+                os.unlink(self._control())  # a stale pipe would satisfy the next start's check
+            except OSError:
+                pass
+        if not ok:
+            self.log("MPS control daemon did not quit")
         self.mps_on = False
         self.log("MPS control daemon off")
         return ok
