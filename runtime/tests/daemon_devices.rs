@@ -101,3 +101,38 @@ fn each_device_s_pool_is_arbitrated_on_its_own_and_reported() {
     assert!(err.contains("device 1"), "{err}");
     d.shutdown();
 }
+
+/// Each client's lease view marks the nodes another client of the same device holds `Foreign`
+/// (and its own `Open`), so a client sees what is free without a round trip; a client of another
+/// device sees none of them.
+#[test]
+fn lease_views_mark_other_clients_nodes_foreign() {
+    use vitamin_runtime::daemon::wire::LeaseState;
+
+    let d = start("foreign", PolicyKind::Exclusive);
+    let h200 = SimBackend::preset("h200").unwrap().topology().clone();
+    let mi300x = SimBackend::preset("mi300x").unwrap().topology().clone();
+    let mut a = connect(&d, "a", 0, h200.clone()).expect("a");
+    let c = connect(&d, "c", 0, h200).expect("c");
+    let b = connect(&d, "b", 1, mi300x).expect("b");
+    ready(&mut a, 1);
+    let got = bindings_within(&mut a, Duration::from_secs(5));
+    assert_eq!(got.len(), 1, "a is bound");
+    let node = usize::from(got[0].node);
+    let mut view = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        c.lease_view(&mut view).unwrap();
+        if view.get(node) == Some(&LeaseState::Foreign) || Instant::now() > deadline {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    assert_eq!(view[node], LeaseState::Foreign, "c sees a's node as held by another client");
+    assert_eq!(view.iter().filter(|s| **s == LeaseState::Foreign).count(), 1, "only a's node: {view:?}");
+    a.lease_view(&mut view).unwrap();
+    assert_eq!(view[node], LeaseState::Open, "a sees its own lease open");
+    assert!(!view.contains(&LeaseState::Foreign), "nobody else holds anything: {view:?}");
+    b.lease_view(&mut view).unwrap();
+    assert!(!view.contains(&LeaseState::Foreign), "another device's client sees none of device 0's leases");
+}

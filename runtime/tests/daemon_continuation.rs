@@ -1,0 +1,123 @@
+//! A client under the daemon leaves a small lease for a wider free node when its work widens
+//! (Throughput asked over a mirror of the lease view). The daemon runs in this test process; the
+//! client is a real dispatcher on the simulated H200 over the real socket and shared memory.
+//! Without the rule every later launch continued on the client's first, smallest lease (measured on
+//! the H200: a GPT job alone held 36 of 132 units, docs/results/daemon-pair.md, run 3).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use vitamin_hal::sim::SimBackend;
+use vitamin_hal::{Backend, Dim3, KernelArgs, KernelLaunch, LaunchAttributes, OpDesc};
+use vitamin_runtime::daemon::client::{ConnectOptions, DaemonClient};
+use vitamin_runtime::daemon::server::{Daemon, DaemonConfig};
+use vitamin_runtime::dispatch::{DispatchConfig, Dispatcher, Remote};
+use vitamin_runtime::policy::{ClientClass, PolicyKind};
+use vitamin_runtime::profile::Profiles;
+use vitamin_runtime::vctx::{StreamKind, VctxId, VirtualContext};
+
+/// The simulator's compute-only `busy` kernel: `grid` blocks of 2 us each.
+fn busy(d: &SimBackend, grid: u32) -> Arc<OpDesc> {
+    let f = d.kernel("busy").expect("sim reference kernel");
+    let args = KernelArgs::pack(&[&2_000u32.to_le_bytes()]);
+    Arc::new(OpDesc::Kernel(KernelLaunch::new(f, Dim3::x(grid), Dim3::x(256), 0, args, LaunchAttributes::none())))
+}
+
+fn start(tag: &str, policy: PolicyKind) -> Daemon {
+    let dir = std::env::temp_dir().join(format!("vitamin-dc-{}-{tag}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut cfg = DaemonConfig::new(dir.join("daemon.sock"));
+    cfg.decide.policy = policy;
+    Daemon::start(cfg).expect("daemon starts")
+}
+
+/// A dispatcher on a fresh simulated H200 with one client, attached to `daemon`, its policy `policy`.
+fn client(
+    daemon: &Daemon,
+    policy: PolicyKind,
+) -> (SimBackend, Dispatcher<SimBackend, vitamin_runtime::policy::AnyPolicy>, Arc<VirtualContext>) {
+    let d = SimBackend::preset("h200").unwrap();
+    let config = DispatchConfig::default();
+    let lanes = config.lanes_per_node as u16;
+    let mut disp = Dispatcher::new(d.clone(), policy.build(1), Profiles::new("test"), config).expect("pool realized");
+    let v = Arc::new(VirtualContext::new(VctxId(1)));
+    disp.register(v.clone(), "client", ClientClass::BestEffort);
+    let session = DaemonClient::connect(ConnectOptions {
+        socket: daemon.socket().to_path_buf(),
+        name: "client".into(),
+        device: 0,
+        topology: d.topology().clone(),
+        class: ClientClass::BestEffort,
+        lanes,
+        timeout: Duration::from_secs(5),
+    })
+    .expect("registered");
+    disp.attach_remote(Remote::new(session)).expect("same pool");
+    (d, disp, v)
+}
+
+/// A cooperative launch that only the whole device holds (500 blocks, 4 resident per unit: the
+/// widest node below the root holds fewer) goes to the service partition under Throughput, beside
+/// other clients' leases, and is bound to the whole device under Static (isolation first).
+#[test]
+fn a_whole_device_launch_is_shared_under_throughput_and_bound_under_static() {
+    for (policy, shared) in [(PolicyKind::Throughput, 1), (PolicyKind::Static, 0)] {
+        let daemon = start(policy.name(), policy);
+        let (d, mut disp, v) = client(&daemon, policy);
+        let widest_below_root =
+            disp.pool().nodes().iter().filter(|n| n.id != disp.pool().root()).map(|n| n.size()).max().unwrap();
+        assert!(widest_below_root * 4 < 500, "the launch must fit only the root");
+        let f = d.kernel("busy").expect("sim reference kernel");
+        let coop = Arc::new(OpDesc::Kernel(KernelLaunch::new(
+            f,
+            Dim3::x(500),
+            Dim3::x(256),
+            0,
+            KernelArgs::pack(&[&2_000u32.to_le_bytes()]),
+            LaunchAttributes::new(true, None, None, Vec::new()),
+        )));
+        let s = v.create_stream(StreamKind::NonBlocking, 0);
+        v.record_op(s, busy(&d, 8)).unwrap();
+        v.record_op(s, coop).unwrap();
+        v.record_op(s, busy(&d, 8)).unwrap();
+        disp.run_until_idle().expect("dispatch");
+        v.device_synchronize().expect("no asynchronous failure");
+        assert_eq!(v.outstanding(), 0, "{}: every op completed", policy.name());
+        assert_eq!(disp.stats().shared_whole_device, shared, "{}", policy.name());
+    }
+}
+
+#[test]
+fn a_client_leaves_its_first_small_lease_when_its_launches_widen() {
+    let daemon = start("widen", PolicyKind::Throughput);
+    let (d, mut disp, v) = client(&daemon, PolicyKind::Throughput);
+
+    let s = v.create_stream(StreamKind::NonBlocking, 0);
+    // One block first (the daemon binds it to a smallest node), then a chain of wide launches
+    // recorded behind it, each continuable on its predecessor's lane.
+    v.record_op(s, busy(&d, 1)).unwrap();
+    for _ in 0..24 {
+        v.record_op(s, busy(&d, 132 * 64)).unwrap();
+    }
+    disp.run_until_idle().expect("dispatch");
+    v.device_synchronize().expect("no asynchronous failure");
+
+    let pool = disp.pool();
+    let smallest = pool.node(*pool.nodes_by_size().first().unwrap()).size();
+    let widest_used = disp
+        .stats()
+        .per_node
+        .iter()
+        .enumerate()
+        .filter(|&(_, &k)| k > 0)
+        .map(|(i, _)| pool.nodes()[i].size())
+        .max()
+        .expect("some node ran ops");
+    assert!(
+        widest_used >= pool.node(pool.root()).size() / 2,
+        "the wide launches stayed on narrow nodes (widest used {widest_used}, smallest {smallest}): {:?}",
+        disp.stats().per_node
+    );
+    assert_eq!(v.outstanding(), 0, "every op completed");
+}
