@@ -112,6 +112,14 @@ struct RunOpts {
     /// With --detach: log here (default: daemon.log next to the socket).
     #[arg(long, value_name = "FILE")]
     log_file: Option<PathBuf>,
+    /// Record the binding timeline (every client's ops, node by node and lane by lane) and write
+    /// it here when the daemon stops: Chrome trace JSON, loadable in Perfetto.
+    #[arg(long, value_name = "FILE")]
+    timeline: Option<PathBuf>,
+    /// Most spans the timeline keeps per device (default 1000000, about 100 bytes each); later
+    /// ones are counted, not kept.
+    #[arg(long, value_name = "N")]
+    timeline_spans: Option<usize>,
 }
 
 /// Whether `vitamin daemon` runs the daemon (then logs default to `info`).
@@ -133,7 +141,12 @@ struct Resolved {
     max_clients: usize,
     log_file: Option<PathBuf>,
     pid_file: Option<PathBuf>,
+    timeline: Option<PathBuf>,
+    timeline_spans: usize,
 }
+
+/// Default of `--timeline-spans`.
+const TIMELINE_SPANS: usize = 1_000_000;
 
 /// The `[daemon]` section of the configuration file in use (none: defaults). A malformed
 /// section is an error that names the file.
@@ -176,6 +189,8 @@ fn resolve(socket: Option<&Path>, o: &RunOpts, file: &DaemonSection) -> Result<R
         max_clients: o.max_clients.or(file.max_clients).unwrap_or(64),
         log_file: o.log_file.clone().or_else(|| file.log_file.clone()),
         pid_file: o.pid_file.clone().or_else(|| file.pid_file.clone()),
+        timeline: o.timeline.clone().or_else(|| file.timeline.clone()),
+        timeline_spans: o.timeline_spans.or(file.timeline_spans).unwrap_or(TIMELINE_SPANS),
     })
 }
 
@@ -343,6 +358,10 @@ fn foreground(opts: &Resolved, choice: BackendChoice) -> Result<()> {
     cfg.allow = allow;
     cfg.metrics = opts.metrics;
     cfg.concurrency_note = mps.note.clone();
+    if let Some(t) = &opts.timeline {
+        cfg.timeline = Some(std::path::absolute(t).with_context(|| format!("--timeline {}", t.display()))?);
+        cfg.decide.timeline_spans = opts.timeline_spans;
+    }
     // A signal only sets a flag (signal-hook); the loop below turns it into a clean stop.
     let term = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     for sig in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT, signal_hook::consts::SIGHUP] {

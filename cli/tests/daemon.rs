@@ -70,7 +70,11 @@ fn the_file_configures_the_daemon_and_sigterm_stops_it_cleanly() {
     let cfg = d.join("config.toml");
     std::fs::write(
         &cfg,
-        format!("[daemon]\nsocket = {:?}\npolicy = \"static\"\nmps = \"off\"\nmax_clients = 3\n", socket),
+        format!(
+            "[daemon]\nsocket = {:?}\npolicy = \"static\"\nmps = \"off\"\nmax_clients = 3\ntimeline = {:?}\n",
+            socket,
+            d.join("file-timeline.json")
+        ),
     )
     .unwrap();
     let child = vitamin().env("VITAMIN_CONFIG", &cfg).arg("daemon").stderr(Stdio::null()).spawn().unwrap();
@@ -82,7 +86,9 @@ fn the_file_configures_the_daemon_and_sigterm_stops_it_cleanly() {
     let flagged = d.join("f.sock");
     let c2 = vitamin()
         .env("VITAMIN_CONFIG", &cfg)
-        .args(["daemon", "--policy", "chaos", "--socket"])
+        .args(["daemon", "--policy", "chaos", "--timeline"])
+        .arg(d.join("flag-timeline.json"))
+        .arg("--socket")
         .arg(&flagged)
         .stderr(Stdio::null())
         .spawn()
@@ -92,6 +98,12 @@ fn the_file_configures_the_daemon_and_sigterm_stops_it_cleanly() {
     assert!(terminate(c2), "SIGTERM: exit status 0");
     assert!(terminate(child), "SIGTERM: exit status 0");
     assert!(!socket.exists() && !flagged.exists(), "a clean stop removes the socket files");
+    // Both timelines (the file's key, the flag) are written at the stop: no client came, so empty.
+    for t in ["file-timeline.json", "flag-timeline.json"] {
+        let doc: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(d.join(t)).unwrap_or_else(|e| panic!("{t}: {e}"))).unwrap();
+        assert_eq!(doc["traceEvents"].as_array().map(Vec::len), Some(0), "{t}: {doc}");
+    }
     // A misspelt key is an error naming the file.
     std::fs::write(&cfg, "[daemon]\npolcy = \"static\"\n").unwrap();
     let o = vitamin().env("VITAMIN_CONFIG", &cfg).args(["daemon", "status"]).output().unwrap();

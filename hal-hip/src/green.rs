@@ -220,12 +220,7 @@ mod tests {
     use proptest::prelude::*;
 
     use super::*;
-
-    fn map(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
-        let m: std::collections::HashMap<String, String> =
-            pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
-        move |k| m.get(k).cloned()
-    }
+    use crate::settings::map;
 
     #[test]
     fn the_key_chooses_the_realization() {

@@ -79,15 +79,17 @@ pub fn flag(get: &impl Fn(&str) -> Option<String>, key: &str) -> Result<Option<b
     }
 }
 
+/// A lookup over `pairs`, for tests of the parsers.
+#[cfg(test)]
+pub(crate) fn map(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
+    let m: std::collections::HashMap<String, String> =
+        pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+    move |k| m.get(k).cloned()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn map(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
-        let m: std::collections::HashMap<String, String> =
-            pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
-        move |k| m.get(k).cloned()
-    }
 
     #[test]
     fn every_key_is_a_configuration_key_without_an_environment_variable() {

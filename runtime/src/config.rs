@@ -376,6 +376,10 @@ pub struct DaemonSection {
     pub log_file: Option<PathBuf>,
     /// Background mode's pid file.
     pub pid_file: Option<PathBuf>,
+    /// Binding timeline written when the daemon stops (Chrome trace JSON, for Perfetto).
+    pub timeline: Option<PathBuf>,
+    /// Most spans the timeline keeps per device.
+    pub timeline_spans: Option<usize>,
 }
 
 /// The `[daemon]` section of a configuration file's text (absent: all defaults).

@@ -24,11 +24,16 @@ fn busy(d: &SimBackend, grid: u32) -> Arc<OpDesc> {
 }
 
 fn start(tag: &str, policy: PolicyKind) -> Daemon {
+    start_with(tag, policy, |_| {})
+}
+
+fn start_with(tag: &str, policy: PolicyKind, set: impl FnOnce(&mut DaemonConfig)) -> Daemon {
     let dir = std::env::temp_dir().join(format!("vitamin-dc-{}-{tag}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     let mut cfg = DaemonConfig::new(dir.join("daemon.sock"));
     cfg.decide.policy = policy;
+    set(&mut cfg);
     Daemon::start(cfg).expect("daemon starts")
 }
 
@@ -120,4 +125,61 @@ fn a_client_leaves_its_first_small_lease_when_its_launches_widen() {
         disp.stats().per_node
     );
     assert_eq!(v.outstanding(), 0, "every op completed");
+}
+
+/// Runs 30 wide launches on one stream under a Throughput daemon that records its timeline with
+/// room for `spans`, and returns the written trace's span events and labelled processes.
+fn timeline_of(tag: &str, spans: usize) -> (Vec<serde_json::Value>, usize, usize) {
+    let file = std::env::temp_dir().join(format!("vitamin-dc-{}-{tag}.json", std::process::id()));
+    let _ = std::fs::remove_file(&file);
+    let daemon = start_with(tag, PolicyKind::Throughput, |c| {
+        c.timeline = Some(file.clone());
+        c.decide.timeline_spans = spans;
+    });
+    let (d, mut disp, v) = client(&daemon, PolicyKind::Throughput);
+    let s = v.create_stream(StreamKind::NonBlocking, 0);
+    for _ in 0..30 {
+        v.record_op(s, busy(&d, 132 * 8)).unwrap();
+    }
+    disp.run_until_idle().expect("dispatch");
+    v.device_synchronize().expect("no asynchronous failure");
+    let nodes = disp.pool().nodes().len();
+    // The last completions go up with the client's next round: keep rounding until the daemon
+    // has counted all 30.
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while daemon.status().counters.completions < 30 && std::time::Instant::now() < deadline {
+        disp.run_until_idle().expect("dispatch");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    assert_eq!(daemon.status().counters.completions, 30, "every completion reached the daemon");
+    drop(disp);
+    daemon.shutdown();
+    let doc: serde_json::Value = serde_json::from_slice(&std::fs::read(&file).expect("timeline written")).unwrap();
+    let _ = std::fs::remove_file(&file);
+    let events = doc["traceEvents"].as_array().expect("trace events").clone();
+    let labels = events.iter().filter(|e| e["ph"] == "M").count();
+    (events.into_iter().filter(|e| e["ph"] == "X").collect(), labels, nodes)
+}
+
+/// `vitamin daemon --timeline FILE`: when the daemon stops it writes every client's ops as
+/// Chrome trace spans (Perfetto), one process per pool node, one thread per lane; bound and
+/// continued ops both appear; with less room, the latest spans are kept.
+#[test]
+fn the_daemon_writes_the_binding_timeline_when_it_stops() {
+    let (ops, labels, nodes) = timeline_of("timeline", 1000);
+    assert_eq!(labels, nodes, "one labelled process per pool node");
+    assert_eq!(ops.len(), 30, "every op is a span");
+    assert!(ops.iter().any(|e| e["args"]["continued"] == true), "continued ops appear");
+    assert!(ops.iter().any(|e| e["args"]["continued"] == false), "bound ops appear");
+    for e in &ops {
+        assert!(e["pid"].as_u64().unwrap() < nodes as u64 && e["dur"].as_f64().unwrap() >= 0.0, "{e}");
+        assert!(e["cat"].as_str().unwrap().contains("client"), "{e}");
+    }
+    let all: Vec<u64> = ops.iter().map(|e| e["args"]["op"].as_u64().unwrap()).collect();
+    let (latest, _, _) = timeline_of("timeline-short", 20);
+    let mut kept: Vec<u64> = latest.iter().map(|e| e["args"]["op"].as_u64().unwrap()).collect();
+    kept.sort_unstable();
+    let mut want = all.clone();
+    want.sort_unstable();
+    assert_eq!(kept, want[10..].to_vec(), "with room for 20, the 20 latest ops are kept");
 }

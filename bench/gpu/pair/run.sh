@@ -19,8 +19,10 @@ log() { echo "[$(date +%T)] $*" | tee -a "$OUT/log.txt"; }
 mps_on() { nvidia-cuda-mps-control -d && sleep 1 && log "MPS on"; }
 mps_off() { echo quit | nvidia-cuda-mps-control >/dev/null 2>&1; sleep 1; log "MPS off"; }
 daemon_on() { # POLICY
+    # The binding timeline of the first round's daemon runs (the latest TIMELINE_SPANS ops).
+    local tl=(); [ "$R" = 1 ] && tl=(--timeline "$OUT/runs/timeline-$1-$R.json" --timeline-spans "${TIMELINE_SPANS:-30000}")
     VITAMIN_LOG=info "$V" daemon --socket "$SOCK" --policy "$1" --mps check --detach --pid-file "$MPSDIR/d.pid" \
-        --log-file "$OUT/runs/daemon-$1-$R.log" >> "$OUT/log.txt" 2>&1 || log "daemon start FAILED"
+        --log-file "$OUT/runs/daemon-$1-$R.log" "${tl[@]}" >> "$OUT/log.txt" 2>&1 || log "daemon start FAILED"
 }
 daemon_off() { "$V" daemon stop --socket "$SOCK" >> "$OUT/log.txt" 2>&1; sleep 0.5; }
 # job WRAP MODEL KIND TAG [extra args]: WRAP is native, inproc or daemon.

@@ -45,6 +45,7 @@ use super::wire::{
     self, DownKind, DownRecord, LeaseState, Ledger, Limits, Up, WireError, DOWN_WORDS, FLAG_CLUSTER, FLAG_COOPERATIVE,
     FLAG_GRAPH, PROTOCOL_VERSION, UP_WORDS,
 };
+use crate::dispatch::{Span, Timeline};
 use crate::policy::{
     AnyPolicy, ClientClass, ClientInfo, Completion, Curves, Hint, Policy, PolicyKind, Preparation, ReadyGraphView,
     ReadyOpView, SchedState,
@@ -98,6 +99,9 @@ pub struct DecideConfig {
     pub stall_timeout_ns: u64,
     /// Whether a cross-process concurrency service serves the devices (checked by the CLI; passed to clients).
     pub concurrency: Option<bool>,
+    /// Most spans (the latest) the binding timeline keeps per device (0: no timeline). See
+    /// [`Decider::timeline`].
+    pub timeline_spans: usize,
 }
 
 impl Default for DecideConfig {
@@ -116,6 +120,7 @@ impl Default for DecideConfig {
             drain_grace_ns: 10_000_000_000,
             stall_timeout_ns: 5_000_000_000,
             concurrency: None,
+            timeline_spans: 0,
         }
     }
 }
@@ -144,12 +149,19 @@ struct Device {
     ready: Vec<ReadyEntry>,
     seq: u64,
     names: HashMap<u64, std::sync::Arc<str>>,
+    /// The latest completed ops, for the binding timeline (at most `timeline_spans`), and how
+    /// many older ones were let go.
+    spans: std::collections::VecDeque<Span>,
+    spans_dropped: u64,
 }
 
-/// An op in flight, for policy feedback.
+/// An op in flight, for policy feedback and the timeline.
 struct Inflight {
     kernel: Option<KernelLaunch>,
     node: u16,
+    lane: u16,
+    /// Continued by the client on its lease (else bound here; `kernel` is `None` for graphs).
+    continued: bool,
     submitted_ns: u64,
 }
 
@@ -279,9 +291,32 @@ impl Decider {
             ready: Vec::new(),
             seq: 0,
             names: HashMap::default(),
+            spans: std::collections::VecDeque::new(),
+            spans_dropped: 0,
             pool,
         });
         Ok(self.devices.len() - 1)
+    }
+
+    /// The binding timeline of device `di` (its index in registration order; `None`: no such
+    /// device): every op of every client from its binding (or, continued by a client, its
+    /// submission) to its completion as the client reported it, on its node and lane: the latest
+    /// [`DecideConfig::timeline_spans`] of them, and how many older ones were let go. Times are
+    /// the host's monotonic clock, which the clients share.
+    pub fn timeline(&self, di: usize) -> Option<(Timeline, u64)> {
+        let dev = self.devices.get(di)?;
+        let node_labels = dev
+            .pool
+            .nodes()
+            .iter()
+            .map(|n| format!("device {} node #{} ({} units: {})", dev.index, n.id.0, n.size(), n.units))
+            .collect();
+        Some((Timeline { spans: dev.spans.iter().cloned().collect(), node_labels }, dev.spans_dropped))
+    }
+
+    /// Devices seen so far.
+    pub fn device_count(&self) -> usize {
+        self.devices.len()
     }
 
     /// Registers a client: validates its hello, sets up its device, creates and seals its
@@ -590,7 +625,8 @@ impl Decider {
                 };
                 (code, e.to_string())
             })?;
-            apply(dev, c, up, now, &mut self.counters).map_err(|e| (wire::Disconnect::Protocol, e))?;
+            apply(dev, c, up, now, &mut self.counters, self.cfg.timeline_spans)
+                .map_err(|e| (wire::Disconnect::Protocol, e))?;
         }
         Ok(n)
     }
@@ -980,7 +1016,14 @@ fn synthetic_kernel(dev: &mut Device, r: &wire::ReadyRecord) -> KernelLaunch {
 }
 
 /// Applies one validated record to the device and client state.
-fn apply(dev: &mut Device, c: &mut Client, up: Up, now: u64, counters: &mut Counters) -> Result<(), String> {
+fn apply(
+    dev: &mut Device,
+    c: &mut Client,
+    up: Up,
+    now: u64,
+    counters: &mut Counters,
+    timeline_spans: usize,
+) -> Result<(), String> {
     match up {
         Up::Ready(r) => {
             if c.departing_since.is_some() {
@@ -1022,6 +1065,9 @@ fn apply(dev: &mut Device, c: &mut Client, up: Up, now: u64, counters: &mut Coun
             counters.completions += 1;
             if let Some(inf) = c.inflight.remove(&op) {
                 debug_assert_eq!(inf.node, node);
+                if timeline_spans > 0 {
+                    record_span(dev, c, op, &inf, completed_ns.min(now), timeline_spans);
+                }
                 if let Some(k) = &inf.kernel {
                     let done = Completion {
                         client: c.holder,
@@ -1060,7 +1106,7 @@ fn apply(dev: &mut Device, c: &mut Client, up: Up, now: u64, counters: &mut Coun
             }
             apply_preparations(&mut dev.pool, plan);
         }
-        Up::Continued { op, node, submitted_ns, .. } => {
+        Up::Continued { op, node, lane, submitted_ns } => {
             let n = NodeId(node);
             match *dev.pool.state(n) {
                 NodeState::Leased { holder, .. } if holder == c.holder => {
@@ -1070,10 +1116,39 @@ fn apply(dev: &mut Device, c: &mut Client, up: Up, now: u64, counters: &mut Coun
                 s => return Err(format!("op {op} continued on node {n}, which is {} and not this client's", s.name())),
             }
             counters.continued += 1;
-            c.inflight.insert(op, Inflight { kernel: None, node, submitted_ns: submitted_ns.min(now) });
+            c.inflight.insert(
+                op,
+                Inflight { kernel: None, node, lane, continued: true, submitted_ns: submitted_ns.min(now) },
+            );
         }
     }
     Ok(())
+}
+
+/// Keeps the span of op `op` of client `c`, completed at `end_ns`, in the device's timeline; at
+/// `max` spans the oldest is let go (and counted), so the timeline ends where the run ended.
+fn record_span(dev: &mut Device, c: &Client, op: u64, inf: &Inflight, end_ns: u64, max: usize) {
+    if dev.spans.len() >= max {
+        dev.spans.pop_front();
+        dev.spans_dropped += 1;
+    }
+    let name = match (&inf.kernel, inf.continued) {
+        (Some(k), _) => k.function().name().to_owned(),
+        (None, true) => "continued".to_owned(),
+        (None, false) => "graph".to_owned(),
+    };
+    dev.spans.push_back(Span {
+        name,
+        client: format!("{} (client {})", c.name, c.id),
+        holder: c.id,
+        op,
+        node: inf.node,
+        lane: u32::from(inf.lane),
+        submitted_ns: inf.submitted_ns,
+        start_ns: inf.submitted_ns,
+        end_ns: end_ns.max(inf.submitted_ns),
+        continued: inf.continued,
+    });
 }
 
 /// Validates and applies a policy's proposal for ready entry `idx`: eligible for the client,
@@ -1117,7 +1192,13 @@ fn bind_at(
     }
     c.inflight.insert(
         e.op,
-        Inflight { kernel: e.graph.is_none().then(|| e.kernel.clone()), node: node.0, submitted_ns: now },
+        Inflight {
+            kernel: e.graph.is_none().then(|| e.kernel.clone()),
+            node: node.0,
+            lane,
+            continued: false,
+            submitted_ns: now,
+        },
     );
     c.pending_down.push(DownRecord {
         kind: DownKind::Binding as u8,

@@ -49,6 +49,10 @@ pub struct DaemonConfig {
     pub metrics: Option<std::net::SocketAddr>,
     /// The cross-process concurrency check, as a sentence for status.
     pub concurrency_note: String,
+    /// Write the binding timeline here when the daemon stops (Chrome trace JSON, loadable in
+    /// Perfetto; `DecideConfig::timeline_spans` bounds it). Devices after the first go to
+    /// `FILE.device<index>`.
+    pub timeline: Option<PathBuf>,
 }
 
 impl DaemonConfig {
@@ -61,6 +65,7 @@ impl DaemonConfig {
             idle_wait: Duration::from_millis(100),
             metrics: None,
             concurrency_note: "not checked".into(),
+            timeline: None,
         }
     }
 }
@@ -359,6 +364,35 @@ fn decision_loop(mut d: Decider, rx: Receiver<Event>, shared: &Shared, cfg: &Dae
     // Shutting down: tell every client why, so they enter safe mode at once.
     for id in d.client_ids() {
         d.remove(id);
+    }
+    if let Some(path) = &cfg.timeline {
+        write_timelines(&d, path);
+    }
+}
+
+/// Writes each device's binding timeline: device 0 to `path`, later ones to `path.device<index>`.
+fn write_timelines(d: &Decider, path: &std::path::Path) {
+    if d.device_count() == 0 {
+        // No client came: an empty trace, so that the file says so.
+        let empty = crate::dispatch::Timeline::default();
+        match empty.write_chrome_trace(path) {
+            Ok(()) => tracing::info!(file = %path.display(), "binding timeline written: no client registered"),
+            Err(e) => tracing::error!(file = %path.display(), error = %e, "binding timeline not written"),
+        }
+        return;
+    }
+    for di in 0..d.device_count() {
+        let Some((t, dropped)) = d.timeline(di) else { continue };
+        let file = if di == 0 { path.to_path_buf() } else { PathBuf::from(format!("{}.device{di}", path.display())) };
+        match t.write_chrome_trace(&file) {
+            Ok(()) => tracing::info!(
+                file = %file.display(),
+                spans = t.spans.len(),
+                dropped,
+                "binding timeline written (open it in Perfetto)"
+            ),
+            Err(e) => tracing::error!(file = %file.display(), error = %e, "binding timeline not written"),
+        }
     }
 }
 
