@@ -157,6 +157,11 @@ fn timeline_of(tag: &str, spans: usize) -> (Vec<serde_json::Value>, usize, usize
     let doc: serde_json::Value = serde_json::from_slice(&std::fs::read(&file).expect("timeline written")).unwrap();
     let _ = std::fs::remove_file(&file);
     let events = doc["traceEvents"].as_array().expect("trace events").clone();
+    // Labels as scripts/plot_timeline.py reads them: `device 0 node #N: SM a-b,...`.
+    for e in events.iter().filter(|e| e["ph"] == "M") {
+        let l = e["args"]["name"].as_str().unwrap();
+        assert!(l.starts_with("device 0 node #") && l.contains(": SM "), "{l}");
+    }
     let labels = events.iter().filter(|e| e["ph"] == "M").count();
     (events.into_iter().filter(|e| e["ph"] == "X").collect(), labels, nodes)
 }

@@ -309,7 +309,7 @@ impl Decider {
             .pool
             .nodes()
             .iter()
-            .map(|n| format!("device {} node #{} ({} units: {})", dev.index, n.id.0, n.size(), n.units))
+            .map(|n| format!("device {} node {}: {}", dev.index, n.id, n.units.display(dev.topology.unit_name())))
             .collect();
         Some((Timeline { spans: dev.spans.iter().cloned().collect(), node_labels }, dev.spans_dropped))
     }

@@ -34,6 +34,18 @@ impl<B: Backend, P: Policy> Dispatcher<B, P> {
     pub(super) fn remote_may_continue(&self, _: NodeId, _: vitamin_hal::LaneId) -> bool {
         false
     }
+    pub(super) fn remote_policy_continues(
+        &mut self,
+        _: usize,
+        _: OpId,
+        _: &vitamin_hal::KernelLaunch,
+        _: NodeId,
+    ) -> bool {
+        true
+    }
+    pub(super) fn remote_shares_whole_device(&self, _: &vitamin_hal::OpDesc) -> bool {
+        false
+    }
     pub(super) fn remote_continued(&mut self, _: usize, _: OpId, _: NodeId, _: vitamin_hal::LaneId) -> bool {
         false
     }
