@@ -50,7 +50,7 @@
 //! its lanes are `hipExecutionCtxStreamCreate` streams (CU-masked streams underneath), read back
 //! like the others. A node the API cannot express, or a failing context, falls back to
 //! `hipExtStreamCreateWithCUMask` with the reason logged ([`PartitionRealization::Auto`]); the
-//! configuration key `partitions` ([`settings::PENDING_KEYS`]) or
+//! configuration key `partitions` ([`settings::PARTITIONS`]) or
 //! [`HipBackend::with_partitions`] chooses otherwise. The types follow ROCm's
 //! `hip_runtime_api.h` (ROCm/rocm-systems at 0ff4546a, cited in [`driver`]); not validated on AMD
 //! hardware, and Debian's HIP 5.2.3 has none of it, so on Debian the CU-mask path runs.
