@@ -188,3 +188,90 @@ fn the_daemon_writes_the_binding_timeline_when_it_stops() {
     want.sort_unstable();
     assert_eq!(kept, want[10..].to_vec(), "with room for 20, the 20 latest ops are kept");
 }
+
+/// Launch-first: after each synchronize the client's drained lease lingers at the daemon, so the
+/// next launch goes out at once on it (reported `Launched`) instead of waiting for a binding.
+#[test]
+fn the_first_launch_after_a_synchronize_goes_out_on_the_lingering_lease() {
+    let daemon = start("launch-first", PolicyKind::Throughput);
+    let (d, mut disp, v) = client(&daemon, PolicyKind::Throughput);
+    let s = v.create_stream(StreamKind::NonBlocking, 0);
+    let reps = 20;
+    for _ in 0..reps {
+        v.record_op(s, busy(&d, 132 * 8)).unwrap();
+        disp.run_until_idle().expect("dispatch");
+        v.stream_synchronize(s).expect("no asynchronous failure");
+    }
+    assert_eq!(v.outstanding(), 0);
+    let launched = disp.remote().expect("under the daemon").launched;
+    let bound = disp.stats().bound;
+    assert_eq!(launched + bound, reps, "every op placed once (launched {launched}, bound {bound})");
+    // All but the first (which binds the lease). Without the linger about half went out at once
+    // (9 of 20 when checked), the daemon having released the drained lease in between.
+    assert!(launched >= reps - 3, "launches after a synchronize went out at once: {launched} of {reps}");
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while daemon.status().counters.launched < launched && std::time::Instant::now() < deadline {
+        disp.run_until_idle().expect("dispatch");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let k = daemon.status().counters;
+    assert_eq!((k.launched, k.bound), (launched, bound), "the daemon counted them: {k:?}");
+}
+
+/// A `Launched` record naming a node another client holds (the view was stale) is accepted as a
+/// stray: no disconnect, the holder's lease untouched, its completion accepted.
+#[test]
+fn a_launch_on_a_node_another_client_holds_is_a_stray_not_a_fault() {
+    use vitamin_runtime::daemon::now_ns;
+    use vitamin_runtime::daemon::wire::{kernel_hash, ReadyRecord};
+
+    let daemon = start("stray", PolicyKind::Throughput);
+    let top = SimBackend::preset("h200").unwrap().topology().clone();
+    let conn = |name: &str| {
+        DaemonClient::connect(ConnectOptions {
+            socket: daemon.socket().to_path_buf(),
+            name: name.into(),
+            device: 0,
+            topology: top.clone(),
+            class: ClientClass::BestEffort,
+            lanes: 2,
+            timeout: Duration::from_secs(5),
+        })
+        .expect("registered")
+    };
+    let (mut a, mut b) = (conn("a"), conn("b"));
+    let r = ReadyRecord {
+        op: 1,
+        flags: 0,
+        min_units: 0,
+        kernel: kernel_hash("k"),
+        grid: [4096, 1, 1],
+        block: [256, 1, 1],
+        smem: 0,
+        ready_since_ns: now_ns(),
+        deadline_ns: None,
+    };
+    assert!(a.ready(r).unwrap());
+    a.flush();
+    let mut got = Vec::new();
+    let t = std::time::Instant::now();
+    while got.is_empty() && t.elapsed() < Duration::from_secs(5) {
+        a.bindings(&mut got, Duration::from_millis(20)).unwrap();
+    }
+    let node = got.first().expect("a is bound").node;
+    assert!(b.launched(7, node, 0, now_ns()).unwrap());
+    b.flush();
+    assert!(b.complete(7, now_ns()).unwrap());
+    b.flush();
+    let t = std::time::Instant::now();
+    while daemon.status().counters.launched_stray == 0 && t.elapsed() < Duration::from_secs(5) {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    std::thread::sleep(Duration::from_millis(50));
+    let st = daemon.status();
+    assert_eq!(st.counters.launched_stray, 1, "{:?}", st.counters);
+    assert_eq!(st.counters.clients_disconnected, 0, "nobody was cut off");
+    let a_st = st.clients.iter().find(|c| c.name == "a").expect("a");
+    assert_eq!(a_st.outstanding, 1, "a's op still outstanding on its lease");
+    assert!(st.clients.iter().any(|c| c.name == "b"), "b still connected");
+}

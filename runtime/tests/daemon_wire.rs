@@ -41,6 +41,12 @@ fn arb_up() -> impl Strategy<Value = Up> {
                 deadline_ns: (d != 0).then_some(d),
             })),
         (any::<u64>(), 0u16..59, any::<u64>()).prop_map(|(op, node, t)| Up::Completion { op, node, completed_ns: t }),
+        (any::<u64>(), 0u16..59, 0u16..4, any::<u64>()).prop_map(|(op, node, lane, t)| Up::Launched {
+            op,
+            node,
+            lane,
+            submitted_ns: t
+        }),
         (any::<u64>(), 0u16..59, 0u16..4, any::<u64>()).prop_map(|(op, node, lane, t)| Up::Continued {
             op,
             node,
@@ -139,6 +145,7 @@ enum Step {
     Bind(u64, u16, u16),
     Complete(u64, u16),
     Continue(u64, u16, u16),
+    Launch(u64, u16, u16),
 }
 
 fn arb_step() -> impl Strategy<Value = Step> {
@@ -148,6 +155,7 @@ fn arb_step() -> impl Strategy<Value = Step> {
         (0u64..12, 0u16..3, 0u16..2).prop_map(|(o, n, l)| Step::Bind(o, n, l)),
         (0u64..12, 0u16..3).prop_map(|(o, n)| Step::Complete(o, n)),
         (0u64..12, 0u16..3, 0u16..2).prop_map(|(o, n, l)| Step::Continue(o, n, l)),
+        (0u64..12, 0u16..3, 0u16..2).prop_map(|(o, n, l)| Step::Launch(o, n, l)),
     ]
 }
 
@@ -222,6 +230,19 @@ proptest! {
                     let w = Up::Continued { op, node: n, lane, submitted_ns: 0 }.encode().to_words();
                     prop_assert_eq!(l.accept(&w).map(|_| ()), want);
                 }
+                Step::Launch(op, n, lane) => {
+                    // Launch-first needs no outstanding op on the lane (the lease view decided).
+                    let want = if known(&m, op) {
+                        Err(WireError::DuplicateOp(op))
+                    } else if m.outstanding.len() as u32 >= LIM.max_outstanding {
+                        Err(WireError::TooManyOutstanding(LIM.max_outstanding))
+                    } else {
+                        m.outstanding.push((op, n, lane));
+                        Ok(())
+                    };
+                    let w = Up::Launched { op, node: n, lane, submitted_ns: 0 }.encode().to_words();
+                    prop_assert_eq!(l.accept(&w).map(|_| ()), want);
+                }
             }
             prop_assert_eq!(l.ready() as usize, m.ready.len());
             prop_assert_eq!(l.outstanding() as usize, m.outstanding.len());
@@ -238,6 +259,7 @@ fn decoder_fuzz_10m() {
         ready(3).encode().to_words(),
         Up::Completion { op: 9, node: 58, completed_ns: 4 }.encode().to_words(),
         Up::Continued { op: 9, node: 1, lane: 3, submitted_ns: 4 }.encode().to_words(),
+        Up::Launched { op: 9, node: 1, lane: 3, submitted_ns: 4 }.encode().to_words(),
     ];
     let mut accepted = 0u64;
     for i in 0..10_000_000u64 {

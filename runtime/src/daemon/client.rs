@@ -265,6 +265,28 @@ impl DaemonClient {
         Ok(true)
     }
 
+    /// Whether the lease view shows `node` as this client's and open (false in safe mode or
+    /// while the view is being rewritten).
+    pub fn holds_open(&self, node: u16, view: &mut Vec<u32>) -> bool {
+        self.safe.is_none()
+            && self.region.view().read(view).is_ok()
+            && view.get(usize::from(node)) == Some(&(LeaseState::Open as u32))
+    }
+
+    /// Records a fresh op this client submitted itself on (node, lane) of a node its lease view
+    /// shows as its own and open (launch-first) and stages its `Launched` record. `Ok(false)`: the
+    /// up ring is full (do not submit now). Not in safe mode.
+    pub fn launched(&mut self, op: u64, node: u16, lane: u16, submitted_ns: u64) -> Result<bool, DaemonError> {
+        if self.outstanding.contains_key(&op) || self.pending.contains(&op) {
+            return Err(WireError::DuplicateOp(op).into());
+        }
+        if !self.stage(&Up::Launched { op, node, lane, submitted_ns })? {
+            return Ok(false);
+        }
+        self.outstanding.insert(op, (node, lane));
+        Ok(true)
+    }
+
     /// Stages raw record words as they are (fault injection and foreign encoders: the daemon
     /// validates every record, and a bad one ends this session).
     pub fn stage_raw(&mut self, words: &[u64; wire::UP_WORDS]) -> Result<bool, DaemonError> {

@@ -203,6 +203,12 @@ pub struct Counters {
     pub completions: u64,
     /// Continued ops registered.
     pub continued: u64,
+    /// Fresh ops clients launched first on a lease of theirs (counted in `continued` too).
+    #[serde(default)]
+    pub launched: u64,
+    /// Of those, ops launched on a node no longer theirs (outside every lease's count).
+    #[serde(default)]
+    pub launched_stray: u64,
     /// Clients registered since start.
     pub clients_registered: u64,
     /// Clients disconnected for misbehaving.

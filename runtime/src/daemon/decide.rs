@@ -102,7 +102,15 @@ pub struct DecideConfig {
     /// Most spans (the latest) the binding timeline keeps per device (0: no timeline). See
     /// [`Decider::timeline`].
     pub timeline_spans: usize,
+    /// How long a lease with nothing outstanding stays its client's while no other client waits,
+    /// ns (0: released at the next round). See `release_idle_leases`.
+    pub lease_linger_ns: u64,
 }
+
+/// Default [`DecideConfig::lease_linger_ns`]: 1 ms, longer than the host-side gap between a
+/// synchronize and the next launch in the operator benchmark (about 85 us through the daemon:
+/// docs/results/daemon-overhead-h200.md), short against another client's wait.
+pub const DEFAULT_LEASE_LINGER_NS: u64 = 1_000_000;
 
 impl Default for DecideConfig {
     fn default() -> Self {
@@ -121,6 +129,7 @@ impl Default for DecideConfig {
             stall_timeout_ns: 5_000_000_000,
             concurrency: None,
             timeline_spans: 0,
+            lease_linger_ns: DEFAULT_LEASE_LINGER_NS,
         }
     }
 }
@@ -149,6 +158,8 @@ struct Device {
     ready: Vec<ReadyEntry>,
     seq: u64,
     names: HashMap<u64, std::sync::Arc<str>>,
+    /// Per node: since when its lease has had nothing outstanding (0: not idle, or no lease).
+    idle_since: Vec<u64>,
     /// The latest completed ops, for the binding timeline (at most `timeline_spans`), and how
     /// many older ones were let go.
     spans: std::collections::VecDeque<Span>,
@@ -160,8 +171,11 @@ struct Inflight {
     kernel: Option<KernelLaunch>,
     node: u16,
     lane: u16,
-    /// Continued by the client on its lease (else bound here; `kernel` is `None` for graphs).
+    /// Continued or launched first by the client on its lease (else bound here; `kernel` is
+    /// `None` for graphs).
     continued: bool,
+    /// Launched first on a node that was no longer the client's: outside every lease's count.
+    stray: bool,
     submitted_ns: u64,
 }
 
@@ -213,6 +227,8 @@ pub struct Decider {
     started: Instant,
     /// Daemon-wide notices published in every client's region.
     notice: u64,
+    /// A lease lingered at the last round (the loop then sleeps at most until it may end).
+    lingering: bool,
 }
 
 impl std::fmt::Debug for Decider {
@@ -247,6 +263,7 @@ impl Decider {
             buf_up: [0; UP_WORDS],
             started: Instant::now(),
             notice: 0,
+            lingering: false,
             cfg,
         };
         if let Some(t) = d.cfg.topology.clone() {
@@ -293,6 +310,7 @@ impl Decider {
             names: HashMap::default(),
             spans: std::collections::VecDeque::new(),
             spans_dropped: 0,
+            idle_since: vec![0; n],
             pool,
         });
         Ok(self.devices.len() - 1)
@@ -317,6 +335,17 @@ impl Decider {
     /// Devices seen so far.
     pub fn device_count(&self) -> usize {
         self.devices.len()
+    }
+
+    /// Whether a drained lease lingered at the last turn: the loop then wakes by the time the
+    /// linger may end ([`DecideConfig::lease_linger_ns`]).
+    pub fn lingering(&self) -> bool {
+        self.lingering
+    }
+
+    /// How long a drained lease lingers, ns.
+    pub fn lease_linger_ns(&self) -> u64 {
+        self.cfg.lease_linger_ns
     }
 
     /// Registers a client: validates its hello, sets up its device, creates and seals its
@@ -558,6 +587,7 @@ impl Decider {
             }
         }
         self.check_stalls(now, &mut out);
+        self.lingering = false;
         for di in 0..self.devices.len() {
             out.progress += self.round(di, now, &mut out);
         }
@@ -633,7 +663,7 @@ impl Decider {
 
     fn round(&mut self, di: usize, now: u64, _out: &mut TurnOutcome) -> usize {
         let dev = &mut self.devices[di];
-        release_idle_leases(&mut dev.pool);
+        self.lingering |= release_idle_leases(dev, &self.clients, now, self.cfg.lease_linger_ns);
         let mut plan = Vec::new();
         {
             let state = sched!(dev, now);
@@ -975,18 +1005,36 @@ fn kernel_views<'a>(ready: &'a [ReadyEntry], tried: &[bool]) -> Vec<(usize, Read
         .collect()
 }
 
-fn release_idle_leases(pool: &mut Pool) {
-    let idle: Vec<(NodeId, HolderId)> = pool
-        .active_nodes()
-        .iter()
-        .filter_map(|&n| match *pool.state(n) {
-            NodeState::Leased { holder, outstanding: 0 } => Some((n, holder)),
-            _ => None,
-        })
-        .collect();
-    for (n, h) in idle {
-        let _ = pool.release(n, h);
+/// Releases leases with nothing outstanding. A lease lingers for `linger_ns` after its work
+/// drained while no other client has an op waiting, so that a client's next launch after a
+/// synchronize can go out on it at once (launch-first) instead of waiting for a round trip; an op
+/// of another client that waits ends the linger at once. Returns whether a lease still lingers.
+fn release_idle_leases(dev: &mut Device, clients: &BTreeMap<u32, Client>, now: u64, linger_ns: u64) -> bool {
+    let waiting: Vec<HolderId> = dev.ready.iter().filter_map(|e| clients.get(&e.client).map(|c| c.holder)).collect();
+    let mut lingering = false;
+    let mut idle = Vec::new();
+    for &n in dev.pool.active_nodes() {
+        match *dev.pool.state(n) {
+            NodeState::Leased { holder, outstanding: 0 } => {
+                let since = &mut dev.idle_since[n.index()];
+                if *since == 0 {
+                    *since = now.max(1);
+                }
+                let others_wait = waiting.iter().any(|&h| h != holder);
+                if others_wait || now.saturating_sub(*since) >= linger_ns {
+                    idle.push((n, holder));
+                } else {
+                    lingering = true;
+                }
+            }
+            _ => dev.idle_since[n.index()] = 0,
+        }
     }
+    for (n, h) in idle {
+        dev.idle_since[n.index()] = 0;
+        let _ = dev.pool.release(n, h);
+    }
+    lingering
 }
 
 fn apply_preparations(pool: &mut Pool, plan: Vec<Preparation>) {
@@ -1057,13 +1105,16 @@ fn apply(
         }
         Up::Completion { op, node, completed_ns } => {
             let n = NodeId(node);
-            if dev.late[n.index()] > 0 {
+            let inflight = c.inflight.remove(&op);
+            if inflight.as_ref().is_some_and(|i| i.stray) {
+                // Launched on a node that was no longer its own: never counted on a lease.
+            } else if dev.late[n.index()] > 0 {
                 dev.late[n.index()] -= 1;
             } else {
                 dev.pool.complete(n).map_err(|e| format!("completion of op {op}: {e}"))?;
             }
             counters.completions += 1;
-            if let Some(inf) = c.inflight.remove(&op) {
+            if let Some(inf) = inflight {
                 debug_assert_eq!(inf.node, node);
                 if timeline_spans > 0 {
                     record_span(dev, c, op, &inf, completed_ns.min(now), timeline_spans);
@@ -1118,7 +1169,43 @@ fn apply(
             counters.continued += 1;
             c.inflight.insert(
                 op,
-                Inflight { kernel: None, node, lane, continued: true, submitted_ns: submitted_ns.min(now) },
+                Inflight {
+                    kernel: None,
+                    node,
+                    lane,
+                    continued: true,
+                    stray: false,
+                    submitted_ns: submitted_ns.min(now),
+                },
+            );
+        }
+        Up::Launched { op, node, lane, submitted_ns } => {
+            // The client saw the node as its own and open; the daemon may have closed, released or
+            // even re-leased it since. Placement never changes an output, so the op is accepted
+            // in every case: on its lease (gate open), counted late (draining), on the node leased
+            // again to it (released and still free), or else as a stray outside every lease.
+            let n = NodeId(node);
+            let mut stray = false;
+            let state = *dev.pool.state(n);
+            match state {
+                NodeState::Leased { holder, .. } if holder == c.holder => {
+                    dev.pool.begin_submit(n, c.holder).map_err(|e| format!("launched op {op}: {e}"))?;
+                }
+                NodeState::Draining { holder, .. } if holder == c.holder => dev.late[n.index()] += 1,
+                NodeState::Idle if dev.pool.lease(n, c.holder).is_ok() => {
+                    dev.pool.begin_submit(n, c.holder).map_err(|e| format!("launched op {op}: {e}"))?;
+                }
+                _ => {
+                    stray = true;
+                    counters.launched_stray += 1;
+                }
+            }
+            counters.launched += 1;
+            counters.continued += 1;
+            dev.idle_since[n.index()] = 0;
+            c.inflight.insert(
+                op,
+                Inflight { kernel: None, node, lane, continued: true, stray, submitted_ns: submitted_ns.min(now) },
             );
         }
     }
@@ -1197,6 +1284,7 @@ fn bind_at(
             node: node.0,
             lane,
             continued: false,
+            stray: false,
             submitted_ns: now,
         },
     );

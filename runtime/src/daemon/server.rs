@@ -320,6 +320,8 @@ fn decision_loop(mut d: Decider, rx: Receiver<Event>, shared: &Shared, cfg: &Dae
             retry = RETRY_MIN;
             cfg.idle_wait
         };
+        // A drained lease lingers: wake by the time it may be released.
+        let wait = if d.lingering() { wait.min(Duration::from_nanos(d.lease_linger_ns().max(50_000))) } else { wait };
         // Nothing to do: sleep until a client's up ring gets a record, the control thread rings
         // the doorbell, or the heartbeat period passes.
         let Some(words) = d.begin_sleep() else { continue };

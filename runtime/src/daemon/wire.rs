@@ -23,6 +23,9 @@
 //!  56  8   time_ns      ready since           completed at    expected ready at submitted at
 //!  64  8   deadline_ns  deadline (0: none)    0               deadline          0
 //! ```
+//! `Launched` (kind 5) has `Continued`'s fields: a fresh op the client launched first on a node its
+//! lease view showed as its own and open, with no op of its outstanding there. The lease view's
+//! entries are [`LeaseState`] values (`Foreign`: active for another client).
 //! [`DownRecord`] (daemon -> client, 32 bytes, [`DOWN_WORDS`] words):
 //! ```text
 //!   0  1   kind         1 Binding
@@ -49,7 +52,7 @@ use std::collections::hash_map::Entry;
 use rustc_hash::FxHashMap as HashMap;
 
 /// Protocol version: hello, region header and record layouts.
-pub const PROTOCOL_VERSION: u32 = 1;
+pub const PROTOCOL_VERSION: u32 = 2;
 /// Words per [`UpRecord`].
 pub const UP_WORDS: usize = 9;
 /// Words per [`DownRecord`].
@@ -76,6 +79,9 @@ pub enum UpKind {
     Hint = 3,
     /// An op the client submitted itself on a lane of a node it holds (lane continuation).
     Continued = 4,
+    /// A fresh op the client submitted itself on a node its lease view shows as its own and open
+    /// (launch-first: no op of its needs to be outstanding there).
+    Launched = 5,
 }
 
 /// Down-record kinds.
@@ -473,6 +479,17 @@ pub enum Up {
         /// Submitted at, ns.
         submitted_ns: u64,
     },
+    /// A fresh op launched first on a node the client's view showed as its own and open.
+    Launched {
+        /// Op.
+        op: u64,
+        /// Node.
+        node: u16,
+        /// Lane.
+        lane: u16,
+        /// Submitted at, ns.
+        submitted_ns: u64,
+    },
 }
 
 impl Up {
@@ -514,6 +531,14 @@ impl Up {
                 time_ns: submitted_ns,
                 ..UpRecord::default()
             },
+            Up::Launched { op, node, lane, submitted_ns } => UpRecord {
+                kind: UpKind::Launched as u8,
+                aux: node,
+                op,
+                lane,
+                time_ns: submitted_ns,
+                ..UpRecord::default()
+            },
         }
     }
 }
@@ -538,6 +563,7 @@ pub fn decode_up(words: &[u64; UP_WORDS], lim: &Limits) -> Result<Up, WireError>
         2 => UpKind::Completion,
         3 => UpKind::Hint,
         4 => UpKind::Continued,
+        5 => UpKind::Launched,
         k => return Err(WireError::UnknownKind(k)),
     };
     let flags_ok = match kind {
@@ -596,7 +622,7 @@ pub fn decode_up(words: &[u64; UP_WORDS], lim: &Limits) -> Result<Up, WireError>
                 deadline_ns: (r.deadline_ns != 0).then_some(r.deadline_ns),
             }))
         }
-        UpKind::Continued => {
+        UpKind::Continued | UpKind::Launched => {
             unused(
                 r.kernel == 0
                     && r.grid == [0; 3]
@@ -609,7 +635,11 @@ pub fn decode_up(words: &[u64; UP_WORDS], lim: &Limits) -> Result<Up, WireError>
             if r.lane >= lim.lanes {
                 return Err(WireError::LaneRange { lane: r.lane, lanes: lim.lanes });
             }
-            Ok(Up::Continued { op: r.op, node, lane: r.lane, submitted_ns: r.time_ns })
+            Ok(if kind == UpKind::Continued {
+                Up::Continued { op: r.op, node, lane: r.lane, submitted_ns: r.time_ns }
+            } else {
+                Up::Launched { op: r.op, node, lane: r.lane, submitted_ns: r.time_ns }
+            })
         }
     }
 }
@@ -706,11 +736,11 @@ impl Ledger {
                 _ => return Err(WireError::UnknownOp(op)),
             },
             Up::Hint(_) => {}
-            Up::Continued { op, node, lane, .. } => {
+            Up::Continued { op, node, lane, .. } | Up::Launched { op, node, lane, .. } => {
                 if self.ops.contains_key(&op) {
                     return Err(WireError::DuplicateOp(op));
                 }
-                if self.on_lane(node, lane) == 0 {
+                if matches!(up, Up::Continued { .. }) && self.on_lane(node, lane) == 0 {
                     return Err(WireError::NotContinuable { op, node, lane });
                 }
                 if self.outstanding >= self.limits.max_outstanding {

@@ -79,6 +79,8 @@ pub struct Remote {
     pub sent_total: u64,
     /// Re-registrations.
     pub reconnects: u64,
+    /// Fresh ops launched first on a lease the view showed open (no round trip).
+    pub launched: u64,
     /// Lookahead hints sent up.
     pub hints_sent: u64,
 }
@@ -103,6 +105,7 @@ impl Remote {
             refused: 0,
             sent_total: 0,
             reconnects: 0,
+            launched: 0,
             hints_sent: 0,
         }
     }
@@ -233,6 +236,107 @@ impl<B: Backend, P: Policy> Dispatcher<B, P> {
         self.policy.continue_on_lease(&view, node, &state)
     }
 
+    /// Launch-first under the daemon: each fresh kernel without a placement constraint that is
+    /// not sent up yet goes out at once on a node the lease view shows as this client's and open,
+    /// when the node runs it unchanged and the policy would continue there
+    /// ([`Policy::continue_on_lease`], widest such node first), reported as `Launched`. With the
+    /// daemon's lingering leases this takes the round trip off the first launch after a
+    /// synchronize. Only where the local policy is the daemon's and decides from leases, not in
+    /// safe mode. Returns how many ops went out.
+    pub(super) fn remote_launch_first(&mut self) -> Result<usize, DispatchError> {
+        let Some(r) = self.remote.as_mut() else { return Ok(0) };
+        if !r.policy_continues || r.client.safe_mode().is_some() || self.ready.is_empty() {
+            return Ok(0);
+        }
+        let Ok(epoch) = r.client.lease_view_raw(&mut r.view_buf) else { return Ok(0) };
+        let mut open: Vec<NodeId> = r
+            .view_buf
+            .iter()
+            .enumerate()
+            .filter(|&(_, &v)| v == LeaseState::Open as u32)
+            .map(|(i, _)| NodeId(i as u16))
+            .filter(|n| n.index() < self.partitions.len())
+            .collect();
+        if open.is_empty() {
+            return Ok(0);
+        }
+        open.sort_by_key(|&n| std::cmp::Reverse(self.pool.node(n).size()));
+        if r.mirror.as_ref().is_none_or(|(e, _)| *e != epoch) {
+            r.mirror = Some((epoch, mirror_pool(self.pool.hierarchy(), &r.view_buf)));
+        }
+        let mut n = 0;
+        let mut i = 0;
+        while i < self.ready.len() {
+            let (ci, op, desc) = {
+                let e = &self.ready[i];
+                (e.client, e.op, e.desc.clone())
+            };
+            let id = wire_id(ci, op);
+            let fresh = self.remote.as_ref().is_some_and(|r| !r.sent.contains(&id) && !r.floors.contains_key(&id));
+            let plain = matches!(&*desc, OpDesc::Kernel(k)
+                if !k.attributes().needs_coresidency() && k.attributes().cluster().is_none());
+            if !fresh || !plain {
+                i += 1;
+                continue;
+            }
+            let OpDesc::Kernel(k) = &*desc else { unreachable!("checked above") };
+            let Some(r) = self.remote.as_ref() else { return Ok(n) };
+            let Some((_, pool)) = r.mirror.as_ref() else { return Ok(n) };
+            let state = SchedState {
+                pool,
+                now_ns: self.now,
+                profiles: &self.profiles,
+                clients: &self.infos,
+                lane_busy_until: &self.lane_busy_until,
+            };
+            let view = ReadyOpView {
+                client: MIRROR_SELF,
+                op,
+                kernel: k,
+                ready_since_ns: self.now,
+                seq: self.seq,
+                deadline_ns: self.clients[ci].info.deadline_ns,
+                min_units: 0,
+            };
+            let partitions = &self.partitions;
+            let policy = &mut self.policy;
+            let chosen = open.iter().copied().find(|&node| {
+                partitions[node.0 as usize].can_execute(&desc).is_ok() && policy.continue_on_lease(&view, node, &state)
+            });
+            let Some(node) = chosen else {
+                i += 1;
+                continue;
+            };
+            let lane = super::least_loaded(&self.lane_load[node.0 as usize]);
+            let Some(r) = self.remote.as_mut() else { return Ok(n) };
+            match r.client.launched(id, node.0, lane16(lane), crate::daemon::now_ns()) {
+                Ok(true) => {}
+                Ok(false) => break, // the up ring is full: the rest go up next round
+                Err(e) => {
+                    tracing::debug!(error = %e, "launch-first not reported to the daemon; sent up instead");
+                    break;
+                }
+            }
+            // Reported as continued: a refused submission takes the report back.
+            if !self.submit_at(ci, op, desc, Some(node), lane, true)? {
+                i += 1;
+                continue;
+            }
+            let e = self.ready.swap_remove(i);
+            self.in_ready.remove(&(e.client, e.op));
+            if let Some(r) = self.remote.as_mut() {
+                r.launched += 1;
+            }
+            // Counted with the continued ops, as the daemon counts it: placed on a held lease.
+            self.stats.continued += 1;
+            n += 1;
+        }
+        if n > 0 {
+            self.ready.sort_by_key(|e| e.seq);
+        }
+        Ok(n)
+    }
+
     /// Whether ready op `d` goes to the service partition under the daemon: the policy (the
     /// daemon's) shares whole-device launches ([`Policy::shares_whole_device`]), and `d` is a
     /// cooperative or cluster launch that the whole device runs unchanged and no smaller node
@@ -336,6 +440,8 @@ impl<B: Backend, P: Policy> Dispatcher<B, P> {
             }
         }
         r.unsent = kept;
+        let mut launched = self.remote_launch_first()?;
+        let Some(r) = self.remote.as_mut() else { return Ok(launched) };
         let root_units = self.pool.node(self.pool.root()).size() as u16;
         let (max_ready, max_out) = (r.client.welcome().max_ready as usize, r.client.welcome().max_outstanding as usize);
         for e in &self.ready {
@@ -437,7 +543,8 @@ impl<B: Backend, P: Policy> Dispatcher<B, P> {
             self.ready.sort_by_key(|e| e.seq);
             self.stats.bound += n as u64;
         }
-        Ok(n)
+        launched += n;
+        Ok(launched)
     }
 
     /// Submits the op a binding names on its node and lane, or returns the binding.
