@@ -14,9 +14,15 @@
 //!   only while the lease view says the client holds that node open (no round trip); each
 //!   continued op is reported (`Continued`), so the daemon counts it on the lease.
 //!
+//! - launch-first: a fresh plain kernel goes out at once on a node the lease view shows as this
+//!   client's and open, when the policy agrees ([`Dispatcher::remote_launch_first`]), reported
+//!   as `Launched`; the daemon lets drained leases linger so that the first launch after a
+//!   synchronize finds one.
+//!
 //! The local pool's lease state is not used for remotely bound work (the daemon owns it); the
-//! local policy only serves the fallback. Launch-first and eager binding of fresh ops, which
-//! need a local decision, are off under a daemon (eager continuation stays).
+//! local policy decides continuations and launch-first over a mirror of the lease view and
+//! serves the fallback. Eager binding of fresh ops from the recording thread, which needs a local
+//! decision, is off under a daemon (eager continuation stays).
 //!
 //! **Safe mode.** When the daemon goes away ([`DaemonClient::check_daemon`]), bound and
 //! continued work goes on (held leases only, no widening) and ready ops wait while the client
