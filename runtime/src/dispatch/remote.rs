@@ -14,7 +14,7 @@
 //!   only while the lease view says the client holds that node open (no round trip); each
 //!   continued op is reported (`Continued`), so the daemon counts it on the lease.
 //!
-//! - launch-first: a fresh plain kernel goes out at once on a node the lease view shows as this
+//! - launch-first: a fresh kernel launch goes out at once on a node the lease view shows as this
 //!   client's and open, when the policy agrees ([`Dispatcher::remote_launch_first`]), reported
 //!   as `Launched`; the daemon lets drained leases linger so that the first launch after a
 //!   synchronize finds one.
@@ -242,9 +242,10 @@ impl<B: Backend, P: Policy> Dispatcher<B, P> {
         self.policy.continue_on_lease(&view, node, &state)
     }
 
-    /// Launch-first under the daemon: each fresh kernel without a placement constraint that is
-    /// not sent up yet goes out at once on a node the lease view shows as this client's and open,
-    /// when the node runs it unchanged and the policy would continue there
+    /// Launch-first under the daemon: each fresh kernel launch not sent up yet (nor refused by a
+    /// node) goes out at once on a node the lease view shows as this client's and open, when the
+    /// node runs it unchanged (cooperative and cluster launches included) and the policy would
+    /// continue there
     /// ([`Policy::continue_on_lease`], widest such node first), reported as `Launched`. With the
     /// daemon's lingering leases this takes the round trip off the first launch after a
     /// synchronize. Only where the local policy is the daemon's and decides from leases, not in
@@ -279,9 +280,10 @@ impl<B: Backend, P: Policy> Dispatcher<B, P> {
             };
             let id = wire_id(ci, op);
             let fresh = self.remote.as_ref().is_some_and(|r| !r.sent.contains(&id) && !r.floors.contains_key(&id));
-            let plain = matches!(&*desc, OpDesc::Kernel(k)
-                if !k.attributes().needs_coresidency() && k.attributes().cluster().is_none());
-            if !fresh || !plain {
+            // Kernels only (a graph waits for the daemon's whole-device decision); a cooperative or
+            // cluster launch too, where the node holds it unchanged (`can_execute` below).
+            let kernel = matches!(&*desc, OpDesc::Kernel(_));
+            if !fresh || !kernel {
                 i += 1;
                 continue;
             }
