@@ -19,6 +19,11 @@
 //! client's own smaller leases. Without this, a floor above every free node left the op ready for
 //! as long as other clients kept their leases busy (a ResNet-50 job next to a GPT job under the
 //! daemon made 2 steps in 8 s: docs/results/daemon-pair.md).
+//!
+//! Under a daemon (each client asks over a mirror of the daemon's lease view): continuation and
+//! launch-first follow [`Policy::continue_on_lease`], which leaves a lease only for a clearly
+//! better node, and launches only the whole device runs unchanged share it beside the other
+//! clients' leases ([`Policy::shares_whole_device`]).
 
 use rustc_hash::FxHashMap as HashMap;
 
