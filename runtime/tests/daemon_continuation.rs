@@ -64,10 +64,14 @@ fn client(
 
 /// A cooperative launch that only the whole device holds (500 blocks, 4 resident per unit: the
 /// widest node below the root holds fewer) goes to the service partition under Throughput, beside
-/// other clients' leases, and is bound to the whole device under Static (isolation first).
+/// other clients' leases, and is bound to the whole device under Exclusive (isolation first).
+/// Static shares such launches too, but a lone client's share is the whole device, which holds it.
 #[test]
-fn a_whole_device_launch_is_shared_under_throughput_and_bound_under_static() {
-    for (policy, shared) in [(PolicyKind::Throughput, 1), (PolicyKind::Static, 0)] {
+fn a_whole_device_launch_is_shared_under_throughput_and_bound_under_exclusive() {
+    use vitamin_runtime::policy::Policy;
+    assert!(PolicyKind::Static.build(0).shares_whole_device());
+    assert!(!PolicyKind::Tpot.build(0).shares_whole_device());
+    for (policy, shared) in [(PolicyKind::Throughput, 1), (PolicyKind::Exclusive, 0)] {
         let daemon = start(policy.name(), policy);
         let (d, mut disp, v) = client(&daemon, policy);
         let widest_below_root =

@@ -34,6 +34,16 @@ fn daemon(policy: PolicyKind) -> Daemon {
     Daemon::start(cfg).expect("daemon starts")
 }
 
+/// The first object anywhere in `v` that holds key `key`.
+fn holder<'a>(v: &'a serde_json::Value, key: &str) -> Option<&'a serde_json::Value> {
+    match v {
+        serde_json::Value::Object(m) if m.contains_key(key) => Some(v),
+        serde_json::Value::Object(m) => m.values().find_map(|x| holder(x, key)),
+        serde_json::Value::Array(a) => a.iter().find_map(|x| holder(x, key)),
+        _ => None,
+    }
+}
+
 /// The first value under key `key`, anywhere in `v`.
 fn find<'a>(v: &'a serde_json::Value, key: &str) -> Option<&'a serde_json::Value> {
     match v {
@@ -56,7 +66,13 @@ fn two_processes_share_the_device_through_the_daemon() {
                     let socket = socket.clone();
                     s.spawn(move || {
                         let name = format!("{policy}-{i}");
-                        run(&name, Some(&[("VITAMIN_DAEMON", socket.as_str()), ("VITAMIN_LOG", "info")]))
+                        // The local configuration names another policy: the daemon's wins.
+                        let env = [
+                            ("VITAMIN_DAEMON", socket.as_str()),
+                            ("VITAMIN_LOG", "info"),
+                            ("VITAMIN_POLICY", "exclusive"),
+                        ];
+                        run(&name, Some(&env))
                     })
                 })
                 .collect();
@@ -72,6 +88,12 @@ fn two_processes_share_the_device_through_the_daemon() {
             let dd = find(census, "daemon").unwrap_or_else(|| panic!("{policy} run {i}: no daemon section: {census}"));
             assert!(dd["sent"].as_u64().unwrap_or(0) > 0, "{policy} run {i}: nothing sent to the daemon: {census}");
             assert_eq!(dd["safe_mode"], serde_json::Value::Null, "{policy} run {i}: {census}");
+            let dispatcher = holder(census, "daemon").expect("the object holding the daemon section");
+            assert_eq!(
+                dispatcher["policy"].as_str(),
+                Some(policy.name()),
+                "{policy} run {i}: the client's own decisions follow the daemon's policy: {census}"
+            );
             sent += dd["sent"].as_u64().unwrap_or(0);
         }
         // The status is a snapshot the loop refreshes when something changes: wait for the one

@@ -1123,8 +1123,8 @@ fn run<N: NativeApi>(
 #[cfg(not(loom))]
 /// Registers with the coordination daemon at `socket` and lets it decide the bindings; without
 /// one (not running, refused, another pool), this process decides alone, and the log says why.
-fn attach_daemon<B: Backend, P: Policy>(
-    d: &mut Dispatcher<B, P>,
+fn attach_daemon<B: Backend>(
+    d: &mut Dispatcher<B, AnyPolicy>,
     socket: &std::path::Path,
     ordinal: i32,
     settings: &Settings,
@@ -1141,6 +1141,13 @@ fn attach_daemon<B: Backend, P: Policy>(
     };
     let attached = crate::daemon::client::DaemonClient::connect(opts).map_err(|e| e.to_string()).and_then(|c| {
         let (id, policy) = (c.welcome().client, c.welcome().policy.clone());
+        // What this process still decides itself (continuation, launch-first, whole-device
+        // launches) follows the daemon's policy, whatever the local configuration names.
+        if let Ok(kind) = policy.parse::<PolicyKind>() {
+            if kind.name() != d.policy().name() {
+                d.replace_policy(kind.build(settings.seed));
+            }
+        }
         d.attach_remote(crate::dispatch::Remote::new(c)).map(|()| (id, policy)).map_err(|e| e.to_string())
     });
     match attached {

@@ -469,6 +469,13 @@ impl<B: Backend, P: Policy> Dispatcher<B, P> {
     pub fn config(&self) -> &DispatchConfig {
         &self.config
     }
+    /// Replaces the policy: a client under a daemon takes the daemon's, so that what it still
+    /// decides itself (lane continuation, launch-first, whole-device launches) follows the same
+    /// rules. Its leases and rounds carry no state of the old policy's.
+    pub fn replace_policy(&mut self, policy: P) {
+        self.policy = policy;
+    }
+
     /// The policy.
     pub fn policy(&self) -> &P {
         &self.policy

@@ -11,6 +11,14 @@
 //! clients kept their shares busy (docs/results/daemon-pair.md). Likewise a client whose share is
 //! covered by another client's lease (such a wider node, kept busy by lane continuation under a
 //! daemon) gets its share back by a reclaim.
+//!
+//! Under a daemon a launch that only the whole device runs unchanged goes to the service partition
+//! beside the other clients' shares ([`Policy::shares_whole_device`]), as under MPS: no static
+//! partition holds such a launch at all (a green-context share the driver cannot place a cluster
+//! on fails it), and taking the whole device from every other client for each one starved the
+//! job that needs them (ResNet-50's 16-block-cluster cuDNN kernels: 0.147 of its alone throughput
+//! next to a GPT job, docs/results/daemon-pair.md, run 4). Launches wider than the share but
+//! narrower than the device still take the reclaim above.
 
 use std::collections::HashMap;
 
@@ -103,6 +111,10 @@ impl Static {
 }
 
 impl Policy for Static {
+    fn shares_whole_device(&self) -> bool {
+        true
+    }
+
     fn name(&self) -> &'static str {
         "static"
     }
