@@ -31,8 +31,11 @@ fn shims() -> PathBuf {
     let dir = Path::new(env!("CARGO_BIN_EXE_vitamin")).parent().unwrap().to_path_buf();
     let have = |d: &Path| d.join("libvitamin_cuda.so").is_file() && d.join("libvitamin_hip.so").is_file();
     if !have(&dir) {
+        // The same profile as the vitamin binary under test (`cargo test --release` too).
+        let release = dir.file_name().is_some_and(|n| n == "release");
         let status = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
             .args(["build", "-p", "vitamin-shim-cuda", "-p", "vitamin-shim-hip"])
+            .args(release.then_some("--release"))
             .status()
             .expect("run cargo build");
         assert!(status.success(), "cargo build of the interposers failed");

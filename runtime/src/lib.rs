@@ -5,13 +5,15 @@
 //!   record / launch-first / eager paths, waits, the coordinator thread, census); vendor-specific
 //!   parts reach it through `client::native`'s two small traits.
 //! - `config`: the one configuration, parsed once.
-//! - `arbiter`: the decide side of the dispatcher, over plain records (ready records and
-//!   completions up, bindings down, a lease view beside); `InProcess` is the pool and a policy.
+//! - `arbiter`: the decide side: `ArbiterState` (lease state, policy, the steps of a round),
+//!   which the dispatcher drives in-process and the daemon per device; plain records (ready
+//!   records and completions up, bindings down, a lease view beside) and their `InProcess` driver.
 //! - `vctx`: virtual contexts: logical streams, events with immutable generations, ops with
 //!   predecessor tokens; answers every ordering/completion question an application can ask.
 //! - `pool`: the hierarchical pool of pre-created physical contexts and the lease state machine.
-//! - `dispatch`: binds ready ops to pool nodes (validated policy proposals, lane continuation,
-//!   batched completion); the only place physical state changes.
+//! - `dispatch`: the executor: takes ready ops, submits them where the arbiter's state admits a
+//!   proposal (validated against the partition), lane continuation, batched completion; the only
+//!   place physical state changes.
 //! - `policy`: Pick / Select / Prepare and the shipped policies (Throughput-Oriented, TPOT-First,
 //!   Static, Exclusive, Chaos).
 //! - `profile`: execution-time profiles per launch configuration and pool size.

@@ -16,13 +16,27 @@
 //! cross the boundary, and the same records fit a shared-memory ring (the daemon). Kernel names
 //! are interned as a 64-bit hash ([`LaunchKey::name_hash`]); the name stays with the client.
 //!
-//! One implementation now: [`InProcess`] (the pool and a policy, for one application alone or
-//! several clients of one process). Policies are written once against the arbiter's state
-//! ([`crate::policy::SchedState`]) and serve every implementation.
+//! The decisions themselves are made once, by [`ArbiterState`] (the pool's lease state, the
+//! policy and what it reads, with the steps of a round: maintenance, Pick/Select proposals,
+//! admission under a lease, completions, idle leases, lease views). Its drivers:
+//! - the in-process dispatcher (`crate::dispatch`), executor and arbiter on one thread: it hands
+//!   the policy the ops' own descriptors and reads the lease state directly (the lease view
+//!   without a round trip), so no record is built on the in-process launch path;
+//! - the daemon (`crate::daemon`), one state per device over every client's ready records; its
+//!   wire records (`crate::daemon::wire`) are these records in ring form, with two more kinds
+//!   for work a client submitted itself under its lease (continued and launched-first ops);
+//! - [`InProcess`], the record interface of this module ([`Arbiter`]) over one state: the
+//!   reference the record-level tests drive (`runtime/tests/arbiter_in_process.rs`).
+//!
+//! Policies are written once against the arbiter's state ([`crate::policy::SchedState`], the
+//! read-only view of an [`ArbiterState`]) and serve every driver. Clients are lease holders: a
+//! state serves any number of them (in the daemon, one per process).
 
 mod in_process;
+pub mod state;
 
 pub use in_process::InProcess;
+pub use state::ArbiterState;
 
 use vitamin_hal::{Dim3, KernelLaunch};
 

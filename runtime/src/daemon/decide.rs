@@ -1,17 +1,20 @@
-//! The decision loop's state: per device the pool's lease state and a policy, per client its
-//! rings, ledger and leases. No sockets and no threads here ([`super::server`] drives it), so it
-//! is tested directly.
+//! The decision loop's state: per device an [`ArbiterState`] (the pool's lease state, the
+//! policy and what it reads: the same state and steps the in-process dispatcher uses), per
+//! client its rings, ledger and leases. No sockets and no threads here ([`super::server`] drives
+//! it), so it is tested directly.
 //!
 //! ## One turn ([`Decider::turn`])
 //! 1. **Intake**, per client, at most `batch` records (so a flooding client cannot starve the
 //!    others): each is validated by the client's [`Ledger`]; ready ops join the device queue,
-//!    completions and continuations update the pool, hints go to [`Policy::prepare`]. A failure
-//!    disconnects the client ([`TurnOutcome::disconnect`]) and frees its leases.
-//! 2. **Round**, per device, as the in-process dispatcher does it: release idle leases,
-//!    [`Policy::maintain`] (validated preparations), then Pick/Select over the ready ops of every
-//!    client, then graph launches oldest first. A proposal is applied only if the node is eligible
-//!    for the client, at least the op's minimum size, and the client's down ring has room; a
-//!    client whose down ring is full (stalled) is simply skipped.
+//!    completions and continuations update the pool, hints go to the policy's Prepare
+//!    ([`ArbiterState::prepare`]). A failure disconnects the client
+//!    ([`TurnOutcome::disconnect`]) and frees its leases.
+//! 2. **Round**, per device, with the arbiter's steps: release idle leases (lingering ones
+//!    kept), maintenance ([`ArbiterState::maintain`]), then Pick/Select over the ready ops of
+//!    every client ([`ArbiterState::propose`]), then graph launches oldest first. A proposal is
+//!    admitted ([`ArbiterState::admit`]) only if the node is eligible for the client and at
+//!    least the op's minimum size, and only while the client's down ring has room; a client
+//!    whose down ring is full (stalled) is simply skipped.
 //! 3. **Publish**: each client's lease view (when it changed), then its bindings (tagged with
 //!    the view's epoch), then one wake-up if it sleeps.
 //!
@@ -45,28 +48,12 @@ use super::wire::{
     self, DownKind, DownRecord, LeaseState, Ledger, Limits, Up, WireError, DOWN_WORDS, FLAG_CLUSTER, FLAG_COOPERATIVE,
     FLAG_GRAPH, PROTOCOL_VERSION, UP_WORDS,
 };
+use crate::arbiter::state::{ArbiterState, Proposal};
 use crate::dispatch::{Span, Timeline};
-use crate::policy::{
-    AnyPolicy, ClientClass, ClientInfo, Completion, Curves, Hint, Policy, PolicyKind, Preparation, ReadyGraphView,
-    ReadyOpView, SchedState,
-};
+use crate::policy::{AnyPolicy, ClientClass, ClientInfo, Completion, Hint, PolicyKind, ReadyGraphView, ReadyOpView};
 use crate::pool::{HolderId, NodeId, NodeState, Pool};
 use crate::profile::Profiles;
 use crate::vctx::OpId;
-
-/// The policies' read-only view of a device, borrowing its fields one by one (so the policy
-/// itself can be borrowed mutably next to it).
-macro_rules! sched {
-    ($dev:expr, $now:expr) => {
-        SchedState {
-            pool: &$dev.pool,
-            now_ns: $now,
-            profiles: &$dev.profiles,
-            clients: &$dev.infos,
-            lane_busy_until: &$dev.lane_busy,
-        }
-    };
-}
 
 /// Tuning of the decision loop.
 #[derive(Debug, Clone)]
@@ -148,12 +135,8 @@ struct ReadyEntry {
 struct Device {
     index: u32,
     topology: Topology,
-    pool: Pool,
-    policy: AnyPolicy,
-    profiles: Profiles,
-    curves: Curves,
-    infos: Vec<ClientInfo>,
-    lane_busy: Vec<Vec<u64>>,
+    /// The lease state, the policy and what it reads (one arbiter per device).
+    arb: ArbiterState<AnyPolicy>,
     late: Vec<u32>,
     ready: Vec<ReadyEntry>,
     seq: u64,
@@ -299,11 +282,12 @@ impl Decider {
         self.devices.push(Device {
             index,
             topology: top.clone(),
-            profiles: Profiles::new(top.device_name()),
-            policy: self.cfg.policy.build(self.cfg.seed ^ u64::from(index)),
-            curves: Curves::default(),
-            infos: Vec::new(),
-            lane_busy: vec![vec![0; usize::from(self.cfg.max_lanes)]; n],
+            arb: ArbiterState::new(
+                pool,
+                self.cfg.policy.build(self.cfg.seed ^ u64::from(index)),
+                Profiles::new(top.device_name()),
+                usize::from(self.cfg.max_lanes),
+            ),
             late: vec![0; n],
             ready: Vec::new(),
             seq: 0,
@@ -311,7 +295,6 @@ impl Decider {
             spans: std::collections::VecDeque::new(),
             spans_dropped: 0,
             idle_since: vec![0; n],
-            pool,
         });
         Ok(self.devices.len() - 1)
     }
@@ -324,6 +307,7 @@ impl Decider {
     pub fn timeline(&self, di: usize) -> Option<(Timeline, u64)> {
         let dev = self.devices.get(di)?;
         let node_labels = dev
+            .arb
             .pool
             .nodes()
             .iter()
@@ -372,7 +356,7 @@ impl Decider {
         let top = revalidate(&hello.topology)?;
         let di = self.device_for(hello.device, &top)?;
         let dev = &mut self.devices[di];
-        let nodes = dev.pool.nodes().len();
+        let nodes = dev.arb.pool.nodes().len();
         let units = dev.topology.unit_count();
         let layout = Layout::new(nodes, self.cfg.up_capacity, UP_WORDS, self.cfg.down_capacity, DOWN_WORDS)
             .map_err(|e| e.to_string())?;
@@ -393,21 +377,21 @@ impl Decider {
         for h in &hello.held {
             let node = NodeId(h.node);
             let ok = usize::from(h.node) < nodes
-                && dev.pool.is_eligible(node, holder)
-                && matches!(dev.pool.state(node), NodeState::Idle)
+                && dev.arb.pool.is_eligible(node, holder)
+                && matches!(dev.arb.pool.state(node), NodeState::Idle)
                 && h.ops.iter().all(|&(_, lane)| lane < hello.lanes)
                 && h.ops.len() <= self.cfg.max_outstanding as usize;
-            if !ok || h.ops.is_empty() || dev.pool.lease(node, holder).is_err() {
+            if !ok || h.ops.is_empty() || dev.arb.pool.lease(node, holder).is_err() {
                 continue;
             }
             for &(op, lane) in &h.ops {
-                if ledger.adopt(op, h.node, lane).is_ok() && dev.pool.begin_submit(node, holder).is_ok() {
+                if ledger.adopt(op, h.node, lane).is_ok() && dev.arb.begin_submit(node, holder).is_ok() {
                     continue;
                 }
             }
             adopted.push(h.node);
         }
-        dev.infos.push(ClientInfo { holder, name: hello.name.clone(), class: hello.class, deadline_ns: None });
+        dev.arb.add_client(ClientInfo { holder, name: hello.name.clone(), class: hello.class, deadline_ns: None });
         restatic(dev, &self.cfg);
         let view = vec![0; nodes];
         self.clients.insert(
@@ -485,7 +469,7 @@ impl Decider {
     /// Units a client holds (leased, draining or reserved nodes).
     pub fn units_held(&self, id: u32) -> usize {
         let Some(c) = self.clients.get(&id) else { return 0 };
-        let pool = &self.devices[c.device].pool;
+        let pool = &self.devices[c.device].arb.pool;
         pool.active_nodes()
             .iter()
             .filter(|&&n| holder_of(pool.state(n)) == Some(c.holder))
@@ -517,40 +501,41 @@ impl Decider {
         }
         let dev = &mut self.devices[c.device];
         dev.ready.retain(|e| e.client != id);
-        dev.infos.retain(|i| i.holder != c.holder);
+        dev.arb.remove_client(c.holder);
         restatic(dev, &self.cfg);
         let pending: Vec<NodeId> =
-            dev.pool.pending().iter().filter(|(_, r)| r.holder == c.holder).map(|(t, _)| *t).collect();
+            dev.arb.pool.pending().iter().filter(|(_, r)| r.holder == c.holder).map(|(t, _)| *t).collect();
         for t in pending {
-            let _ = dev.pool.unreserve(t);
+            let _ = dev.arb.pool.unreserve(t);
         }
         let mine: Vec<NodeId> = dev
+            .arb
             .pool
             .active_nodes()
             .iter()
             .copied()
-            .filter(|&n| holder_of(dev.pool.state(n)) == Some(c.holder))
+            .filter(|&n| holder_of(dev.arb.pool.state(n)) == Some(c.holder))
             .collect();
         for n in mine {
             dev.late[n.index()] = 0;
-            match *dev.pool.state(n) {
+            match *dev.arb.pool.state(n) {
                 NodeState::Leased { outstanding, .. } => {
                     for _ in 0..outstanding {
-                        let _ = dev.pool.complete(n);
+                        let _ = dev.arb.complete(n);
                     }
-                    let _ = dev.pool.release(n, c.holder);
+                    let _ = dev.arb.pool.release(n, c.holder);
                 }
                 NodeState::Draining { outstanding, .. } => {
                     for _ in 0..outstanding {
-                        let _ = dev.pool.complete(n);
+                        let _ = dev.arb.complete(n);
                     }
                 }
                 NodeState::Reserved { .. } => {
-                    let _ = dev.pool.unreserve(n);
+                    let _ = dev.arb.pool.unreserve(n);
                 }
                 NodeState::Idle => {}
             }
-            for b in &mut dev.lane_busy[n.index()] {
+            for b in &mut dev.arb.lane_busy_until[n.index()] {
                 *b = 0;
             }
         }
@@ -664,12 +649,7 @@ impl Decider {
     fn round(&mut self, di: usize, now: u64, _out: &mut TurnOutcome) -> usize {
         let dev = &mut self.devices[di];
         self.lingering |= release_idle_leases(dev, &self.clients, now, self.cfg.lease_linger_ns);
-        let mut plan = Vec::new();
-        {
-            let state = sched!(dev, now);
-            dev.policy.maintain(&state, &mut plan);
-        }
-        apply_preparations(&mut dev.pool, plan);
+        dev.arb.maintain(now);
         if dev.ready.is_empty() {
             return 0;
         }
@@ -703,24 +683,19 @@ impl Decider {
         let mut eligible = Vec::new();
         {
             let views = kernel_views(&dev.ready, &tried);
-            let state = sched!(dev, now);
-            dev.policy.begin_round(&views.iter().map(|v| v.1).collect::<Vec<_>>(), &state);
+            dev.arb.begin_round(&views.iter().map(|v| v.1).collect::<Vec<_>>(), now);
         }
         loop {
-            let (idx, node) = {
-                let v = kernel_views(&dev.ready, &tried);
-                if v.is_empty() {
-                    break;
+            let (idx, node) = match dev.arb.propose(&kernel_views(&dev.ready, &tried), now, |_, _| true, &mut eligible)
+            {
+                Proposal::Done | Proposal::Invalid => break,
+                Proposal::Skip(idx) => {
+                    tried[idx] = true;
+                    continue;
                 }
-                let queue: Vec<ReadyOpView<'_>> = v.iter().map(|x| x.1).collect();
-                let state = sched!(dev, now);
-                let Some(pick) = dev.policy.pick(&queue, &state) else { break };
-                let Some(&(idx, view)) = v.get(pick) else { break };
-                dev.pool.eligible(view.client, dev.ready[idx].min_units, &mut eligible);
-                (idx, dev.policy.select(&view, &eligible, &state))
+                Proposal::Bind(idx, node) => (idx, node),
             };
             tried[idx] = true;
-            let Some(node) = node else { continue };
             if bind_at(dev, clients, idx, node, now, &mut room, &mut self.counters) {
                 bound_idx.push(idx);
             }
@@ -734,21 +709,16 @@ impl Decider {
                 continue;
             }
             let e = &dev.ready[idx];
-            let holder = HolderId(e.client);
-            dev.pool.eligible(holder, e.min_units, &mut eligible);
-            let node = {
-                let view = ReadyGraphView {
-                    client: holder,
-                    op: OpId(e.op),
-                    graph: e.graph.as_ref().expect("filtered to graphs"),
-                    ready_since_ns: e.ready_since_ns,
-                    seq: e.seq,
-                    deadline_ns: e.deadline_ns,
-                    min_units: e.min_units,
-                };
-                let state = sched!(dev, now);
-                dev.policy.select_graph(&view, &eligible, &state)
+            let view = ReadyGraphView {
+                client: HolderId(e.client),
+                op: OpId(e.op),
+                graph: e.graph.as_ref().expect("filtered to graphs"),
+                ready_since_ns: e.ready_since_ns,
+                seq: e.seq,
+                deadline_ns: e.deadline_ns,
+                min_units: e.min_units,
             };
+            let node = dev.arb.propose_graph(&view, now, |_| true, &mut eligible);
             if let Some(node) = node {
                 if bind_at(dev, clients, idx, node, now, &mut room, &mut self.counters) {
                     bound_idx.push(idx);
@@ -767,7 +737,7 @@ impl Decider {
     /// Rewrites the lease view of every client of device `di` whose leases changed.
     fn publish_views(&mut self, di: usize) {
         let dev = &self.devices[di];
-        let pool = &dev.pool;
+        let pool = &dev.arb.pool;
         let mut states = Vec::new();
         for c in self.clients.values_mut().filter(|c| c.device == di) {
             states.clear();
@@ -872,7 +842,7 @@ impl Decider {
                 c.bound_per_s = (c.bound - b0) as f64 / (dt as f64 / 1e9);
                 c.bound_mark = (c.bound, now);
             }
-            let pool = &self.devices[c.device].pool;
+            let pool = &self.devices[c.device].arb.pool;
             let mut leases = Vec::new();
             let mut units = 0;
             for &n in pool.active_nodes() {
@@ -914,15 +884,16 @@ impl Decider {
                 device: d.index,
                 name: d.topology.device_name().to_owned(),
                 units: d.topology.unit_count(),
-                units_in_use: d.pool.active_units().len(),
-                nodes: d.pool.nodes().len(),
+                units_in_use: d.arb.pool.active_units().len(),
+                nodes: d.arb.pool.nodes().len(),
                 active: d
+                    .arb
                     .pool
                     .active_nodes()
                     .iter()
                     .map(|&n| {
-                        let who = holder_of(d.pool.state(n)).map_or(String::new(), |h| format!(" client {}", h.0));
-                        format!("{n} ({} units) {}{who}", d.pool.node(n).size(), d.pool.state(n).name())
+                        let who = holder_of(d.arb.pool.state(n)).map_or(String::new(), |h| format!(" client {}", h.0));
+                        format!("{n} ({} units) {}{who}", d.arb.pool.node(n).size(), d.arb.pool.state(n).name())
                     })
                     .collect(),
             })
@@ -944,14 +915,14 @@ impl Decider {
     /// disjoint and each belongs to a registered client (for tests).
     pub fn check_invariants(&self) -> Result<(), String> {
         for d in &self.devices {
-            let act = d.pool.active_nodes();
+            let act = d.arb.pool.active_nodes();
             for (i, &a) in act.iter().enumerate() {
                 for &b in &act[i + 1..] {
-                    if d.pool.node(a).units.intersects(&d.pool.node(b).units) {
+                    if d.arb.pool.node(a).units.intersects(&d.arb.pool.node(b).units) {
                         return Err(format!("active nodes {a} and {b} overlap"));
                     }
                 }
-                if let Some(h) = holder_of(d.pool.state(a)) {
+                if let Some(h) = holder_of(d.arb.pool.state(a)) {
                     if !self.clients.contains_key(&h.0) {
                         return Err(format!("node {a} is held by unknown client {}", h.0));
                     }
@@ -967,7 +938,7 @@ impl Decider {
 /// already leased on the old cut finishes there; the new cut applies as those leases drain.
 fn restatic(dev: &mut Device, cfg: &DecideConfig) {
     if cfg.policy == PolicyKind::Static {
-        dev.policy = cfg.policy.build(cfg.seed ^ u64::from(dev.index));
+        dev.arb.replace_policy(cfg.policy.build(cfg.seed ^ u64::from(dev.index)));
     }
 }
 
@@ -1011,43 +982,27 @@ fn kernel_views<'a>(ready: &'a [ReadyEntry], tried: &[bool]) -> Vec<(usize, Read
 /// of another client that waits ends the linger at once. Returns whether a lease still lingers.
 fn release_idle_leases(dev: &mut Device, clients: &BTreeMap<u32, Client>, now: u64, linger_ns: u64) -> bool {
     let waiting: Vec<HolderId> = dev.ready.iter().filter_map(|e| clients.get(&e.client).map(|c| c.holder)).collect();
+    for &n in dev.arb.pool.active_nodes() {
+        if !matches!(dev.arb.pool.state(n), NodeState::Leased { outstanding: 0, .. }) {
+            dev.idle_since[n.index()] = 0;
+        }
+    }
     let mut lingering = false;
-    let mut idle = Vec::new();
-    for &n in dev.pool.active_nodes() {
-        match *dev.pool.state(n) {
-            NodeState::Leased { holder, outstanding: 0 } => {
-                let since = &mut dev.idle_since[n.index()];
-                if *since == 0 {
-                    *since = now.max(1);
-                }
-                let others_wait = waiting.iter().any(|&h| h != holder);
-                if others_wait || now.saturating_sub(*since) >= linger_ns {
-                    idle.push((n, holder));
-                } else {
-                    lingering = true;
-                }
-            }
-            _ => dev.idle_since[n.index()] = 0,
+    let idle_since = &mut dev.idle_since;
+    dev.arb.release_idle(|n, holder| {
+        let since = &mut idle_since[n.index()];
+        if *since == 0 {
+            *since = now.max(1);
         }
-    }
-    for (n, h) in idle {
-        dev.idle_since[n.index()] = 0;
-        let _ = dev.pool.release(n, h);
-    }
+        let release = waiting.iter().any(|&h| h != holder) || now.saturating_sub(*since) >= linger_ns;
+        if release {
+            *since = 0;
+        } else {
+            lingering = true;
+        }
+        release
+    });
     lingering
-}
-
-fn apply_preparations(pool: &mut Pool, plan: Vec<Preparation>) {
-    for p in plan {
-        let r = match &p {
-            Preparation::Reserve(n, r) => pool.reserve(*n, *r),
-            Preparation::Reclaim(n, r) => pool.reclaim_for(*n, *r).map(|_| ()),
-            Preparation::Unreserve(n) => pool.unreserve(*n),
-        };
-        if let Err(e) = r {
-            tracing::debug!(?p, error = %e, "preparation rejected");
-        }
-    }
 }
 
 fn synthetic_kernel(dev: &mut Device, r: &wire::ReadyRecord) -> KernelLaunch {
@@ -1088,7 +1043,7 @@ fn apply(
                 }
             }
             if let Some(d) = r.deadline_ns {
-                if let Some(info) = dev.infos.iter_mut().find(|i| i.holder == c.holder) {
+                if let Some(info) = dev.arb.client_mut(c.holder) {
                     info.deadline_ns = Some(info.deadline_ns.map_or(d, |x| x.min(d)));
                 }
             }
@@ -1111,7 +1066,7 @@ fn apply(
             } else if dev.late[n.index()] > 0 {
                 dev.late[n.index()] -= 1;
             } else {
-                dev.pool.complete(n).map_err(|e| format!("completion of op {op}: {e}"))?;
+                dev.arb.complete(n).map_err(|e| format!("completion of op {op}: {e}"))?;
             }
             counters.completions += 1;
             if let Some(inf) = inflight {
@@ -1127,12 +1082,11 @@ fn apply(
                         submitted_ns: inf.submitted_ns,
                         completed_ns: completed_ns.min(now),
                     };
-                    let state = sched!(dev, now);
-                    dev.policy.on_complete(&done, &state);
+                    dev.arb.on_complete(&done, now);
                 }
             }
             if c.ledger.outstanding() == 0 {
-                if let Some(info) = dev.infos.iter_mut().find(|i| i.holder == c.holder) {
+                if let Some(info) = dev.arb.client_mut(c.holder) {
                     info.deadline_ns = None;
                 }
             }
@@ -1146,22 +1100,17 @@ fn apply(
                 deadline_ns: h.deadline_ns,
             };
             if let Some(d) = h.deadline_ns {
-                if let Some(info) = dev.infos.iter_mut().find(|i| i.holder == c.holder) {
+                if let Some(info) = dev.arb.client_mut(c.holder) {
                     info.deadline_ns = Some(d);
                 }
             }
-            let mut plan = Vec::new();
-            {
-                let state = sched!(dev, now);
-                dev.policy.prepare(&hint, &state, &mut plan);
-            }
-            apply_preparations(&mut dev.pool, plan);
+            dev.arb.prepare(&[hint], now);
         }
         Up::Continued { op, node, lane, submitted_ns } => {
             let n = NodeId(node);
-            match *dev.pool.state(n) {
+            match *dev.arb.pool.state(n) {
                 NodeState::Leased { holder, .. } if holder == c.holder => {
-                    dev.pool.begin_submit(n, c.holder).map_err(|e| format!("continued op {op}: {e}"))?;
+                    dev.arb.begin_submit(n, c.holder).map_err(|e| format!("continued op {op}: {e}"))?;
                 }
                 NodeState::Draining { holder, .. } if holder == c.holder => dev.late[n.index()] += 1,
                 s => return Err(format!("op {op} continued on node {n}, which is {} and not this client's", s.name())),
@@ -1186,14 +1135,14 @@ fn apply(
             // again to it (released and still free), or else as a stray outside every lease.
             let n = NodeId(node);
             let mut stray = false;
-            let state = *dev.pool.state(n);
+            let state = *dev.arb.pool.state(n);
             match state {
                 NodeState::Leased { holder, .. } if holder == c.holder => {
-                    dev.pool.begin_submit(n, c.holder).map_err(|e| format!("launched op {op}: {e}"))?;
+                    dev.arb.begin_submit(n, c.holder).map_err(|e| format!("launched op {op}: {e}"))?;
                 }
                 NodeState::Draining { holder, .. } if holder == c.holder => dev.late[n.index()] += 1,
-                NodeState::Idle if dev.pool.lease(n, c.holder).is_ok() => {
-                    dev.pool.begin_submit(n, c.holder).map_err(|e| format!("launched op {op}: {e}"))?;
+                NodeState::Idle if dev.arb.pool.lease(n, c.holder).is_ok() => {
+                    dev.arb.begin_submit(n, c.holder).map_err(|e| format!("launched op {op}: {e}"))?;
                 }
                 _ => {
                     stray = true;
@@ -1251,32 +1200,16 @@ fn bind_at(
 ) -> bool {
     let e = &dev.ready[idx];
     let Some(c) = clients.get_mut(&e.client) else { return false };
-    let holder = c.holder;
-    let valid = node.index() < dev.pool.nodes().len()
-        && dev.pool.is_eligible(node, holder)
-        && dev.pool.node(node).size() >= e.min_units
-        && room.get(&c.id).copied().unwrap_or(0) > 0;
-    if !valid {
-        return false;
-    }
-    if !matches!(dev.pool.state(node), NodeState::Leased { holder: h, .. } if *h == holder)
-        && dev.pool.lease(node, holder).is_err()
-    {
+    if room.get(&c.id).copied().unwrap_or(0) == 0 || dev.arb.admit(node, c.holder, e.min_units).is_err() {
         return false;
     }
     // The client's least-loaded lane on the node.
     let lane = (0..c.lanes).min_by_key(|&l| c.ledger.on_lane(node.0, l)).unwrap_or(0);
     if !c.ledger.bind(e.op, node.0, lane) {
+        let _ = dev.arb.complete(node);
         return false;
     }
-    if dev.pool.begin_submit(node, holder).is_err() {
-        return false;
-    }
-    let size = dev.pool.node(node).size();
-    let est = if e.graph.is_none() { dev.curves.time(&e.kernel, size, &dev.pool, &dev.profiles) as u64 } else { 0 };
-    if let Some(b) = dev.lane_busy[node.index()].get_mut(usize::from(lane)) {
-        *b = (*b).max(now) + est;
-    }
+    dev.arb.note_submitted(node, usize::from(lane), e.graph.is_none().then_some(&e.kernel), now);
     c.inflight.insert(
         e.op,
         Inflight {

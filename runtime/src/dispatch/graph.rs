@@ -16,8 +16,9 @@
 
 use vitamin_hal::{Backend, OpDesc, PhysicalPartition};
 
-use super::{sched_state, DispatchError, Dispatcher};
-use crate::policy::{Policy, ReadyGraphView, SchedState};
+use super::{DispatchError, Dispatcher};
+use crate::policy::{Policy, ReadyGraphView};
+use crate::pool::NodeId;
 
 impl<B: Backend, P: Policy> Dispatcher<B, P> {
     /// Offers every ready graph launch to the policy and binds the node it chooses. Appends the
@@ -39,12 +40,11 @@ impl<B: Backend, P: Policy> Dispatcher<B, P> {
                     deadline_ns: client.deadline_ns,
                     min_units: 0,
                 };
-                self.pool.eligible(view.client, 0, &mut eligible);
                 // Offer only nodes that can run it as bound (on the H200: the whole device, because
                 // a graph's kernels use every SM whatever stream launches it).
-                eligible.retain(|&n| self.partitions[n.0 as usize].can_execute(&entry.desc).is_ok());
-                let state = sched_state!(self, now);
-                self.policy.select_graph(&view, &eligible, &state)
+                let partitions = &self.partitions;
+                let fits = |n: &NodeId| partitions[n.index()].can_execute(&entry.desc).is_ok();
+                self.arbiter.propose_graph(&view, now, fits, &mut eligible)
             };
             let Some(node) = node else { continue };
             if self.bind_at(idx, node)? {

@@ -59,8 +59,9 @@ use vitamin_hal::{Backend, Fence, HalError, LaneId, LaneProgress, OpDesc, Physic
 pub use remote::{Remote, DEFAULT_FALLBACK_AFTER, RECONNECT_EVERY};
 pub use timeline::{Span, Timeline, SERVICE_NODE};
 
-use crate::policy::{ClientClass, ClientInfo, Completion, Curves, Hint, Policy, Preparation, ReadyOpView, SchedState};
-use crate::pool::{HolderId, NodeId, NodeState, Pool, PoolError, Realized};
+use crate::arbiter::state::{Applied, ArbiterState, Proposal, Refusal};
+use crate::policy::{ClientClass, ClientInfo, Completion, Hint, Policy, ReadyOpView};
+use crate::pool::{HolderId, NodeId, Pool, PoolError, Realized};
 use crate::profile::Profiles;
 use crate::vctx::{ContinuableOp, OpId, VirtualContext};
 
@@ -268,20 +269,6 @@ struct Inflight {
     pooled: bool,
 }
 
-/// The read-only view handed to policies (a macro so that it borrows fields, not `self`).
-macro_rules! sched_state {
-    ($s:ident, $now:expr) => {
-        SchedState {
-            pool: &$s.pool,
-            now_ns: $now,
-            profiles: &$s.profiles,
-            clients: &$s.infos,
-            lane_busy_until: &$s.lane_busy_until,
-        }
-    };
-}
-use sched_state;
-
 /// How a poll tracks completions on the partitions it polls.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Fencing {
@@ -304,18 +291,16 @@ struct Place {
 pub struct Dispatcher<B: Backend, P: Policy> {
     backend: B,
     config: DispatchConfig,
-    pool: Pool,
+    /// The decision half: lease state, policy, clients, predicted lane drain times.
+    arbiter: ArbiterState<P>,
     partitions: Vec<B::Partition>,
     service: B::Partition,
     lane_load: Vec<Vec<u32>>,
     lane_last_done: Vec<Vec<u64>>,
-    /// Predicted time each node lane drains (profile estimates of what was submitted).
-    lane_busy_until: Vec<Vec<u64>>,
     inflight: HashMap<(Option<NodeId>, Fence), Inflight>,
     /// Where each submitted, unsatisfied op sits, with its fence's sequence number on the lane.
     places: HashMap<(usize, OpId), (Place, u64)>,
     clients: Vec<Client>,
-    infos: Vec<ClientInfo>,
     ready: Vec<ReadyEntry>,
     /// Ops in `ready` (ready, not yet submitted).
     in_ready: HashSet<(usize, OpId)>,
@@ -326,10 +311,6 @@ pub struct Dispatcher<B: Backend, P: Policy> {
     /// Continuable ops not continued yet (lane too deep or policy said wait): retried each round
     /// until they are submitted or become ready.
     deferred: Vec<(usize, ContinuableOp)>,
-    policy: P,
-    profiles: Profiles,
-    /// Estimated times per launch and pool size (for `lane_busy_until`).
-    curves: Curves,
     stats: DispatchStats,
     timeline: Option<Timeline>,
     seq: u64,
@@ -362,7 +343,7 @@ pub struct Dispatcher<B: Backend, P: Policy> {
 impl<B: Backend, P: Policy> std::fmt::Debug for Dispatcher<B, P> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Dispatcher")
-            .field("policy", &self.policy.name())
+            .field("policy", &self.arbiter.policy.name())
             .field("nodes", &self.partitions.len())
             .field("clients", &self.clients.len())
             .field("ready", &self.ready.len())
@@ -396,24 +377,19 @@ impl<B: Backend, P: Policy> Dispatcher<B, P> {
             lane_last_done: (0..=n)
                 .map(|i| vec![0; if i == n { config.service_lanes.max(1) } else { config.lanes_per_node }])
                 .collect(),
-            lane_busy_until: vec![vec![0; config.lanes_per_node]; n],
+            arbiter: ArbiterState::new(pool, policy, profiles, config.lanes_per_node),
             backend,
             config,
-            pool,
             partitions,
             service,
             inflight: HashMap::default(),
             places: HashMap::default(),
             clients: Vec::new(),
-            infos: Vec::new(),
             ready: Vec::new(),
             in_ready: HashSet::default(),
             retry_unit_free: Vec::new(),
             submit_attempts: HashMap::default(),
             deferred: Vec::new(),
-            policy,
-            profiles,
-            curves: Curves::default(),
             stats: DispatchStats { per_node: vec![0; n], ..Default::default() },
             timeline,
             seq: 0,
@@ -435,7 +411,7 @@ impl<B: Backend, P: Policy> Dispatcher<B, P> {
     pub fn register(&mut self, vctx: Arc<VirtualContext>, name: impl Into<String>, class: ClientClass) -> HolderId {
         let holder = HolderId(self.clients.len() as u32);
         let info = ClientInfo { holder, name: name.into(), class, deadline_ns: None };
-        self.infos.push(info.clone());
+        self.arbiter.add_client(info.clone());
         self.clients.push(Client { vctx, info });
         self.satisfied.push(Vec::new());
         holder
@@ -445,16 +421,14 @@ impl<B: Backend, P: Policy> Dispatcher<B, P> {
     pub fn advise_deadline(&mut self, holder: HolderId, deadline_ns: Option<u64>) {
         if let Some(c) = self.clients.get_mut(holder.0 as usize) {
             c.info.deadline_ns = deadline_ns;
-            self.infos[holder.0 as usize].deadline_ns = deadline_ns;
+            self.arbiter.clients[holder.0 as usize].deadline_ns = deadline_ns;
         }
     }
 
     /// Advisory API: an op of `holder` expected at `ready_at_ns` wanting `demand_units`.
     pub fn advise(&mut self, hint: Hint) {
-        let mut plan = Vec::new();
-        let state = sched_state!(self, self.backend.now_ns());
-        self.policy.prepare(&hint, &state, &mut plan);
-        self.apply_preparations(plan);
+        let applied = self.arbiter.prepare(&[hint], self.backend.now_ns());
+        self.count_preparations(applied);
     }
 
     /// The backend.
@@ -463,7 +437,7 @@ impl<B: Backend, P: Policy> Dispatcher<B, P> {
     }
     /// The pool.
     pub fn pool(&self) -> &Pool {
-        &self.pool
+        &self.arbiter.pool
     }
     /// The settings.
     pub fn config(&self) -> &DispatchConfig {
@@ -473,12 +447,12 @@ impl<B: Backend, P: Policy> Dispatcher<B, P> {
     /// decides itself (lane continuation, launch-first, whole-device launches) follows the same
     /// rules. Its leases and rounds carry no state of the old policy's.
     pub fn replace_policy(&mut self, policy: P) {
-        self.policy = policy;
+        self.arbiter.policy = policy;
     }
 
     /// The policy.
     pub fn policy(&self) -> &P {
-        &self.policy
+        &self.arbiter.policy
     }
     /// Counters.
     pub fn stats(&self) -> &DispatchStats {
@@ -564,13 +538,9 @@ impl<B: Backend, P: Policy> Dispatcher<B, P> {
             progress += self.remote_round()?;
             self.lap(&mut clock, |p| &mut p.bind_ns);
         } else {
-            self.release_idle_leases();
-            let mut plan = Vec::new();
-            {
-                let state = sched_state!(self, self.now);
-                self.policy.maintain(&state, &mut plan);
-            }
-            self.apply_preparations(plan);
+            self.arbiter.release_idle(|_, _| true);
+            let applied = self.arbiter.maintain(self.now);
+            self.count_preparations(applied);
             self.lap(&mut clock, |p| &mut p.maintain_ns);
             progress += self.bind()?;
             self.lap(&mut clock, |p| &mut p.bind_ns);
@@ -744,17 +714,17 @@ impl<B: Backend, P: Policy> Dispatcher<B, P> {
             && desc.uses_units()
             && !spins_on_peers(desc)
             && matches!(**desc, OpDesc::Kernel(_) | OpDesc::Graph(_))
-            && self.partitions[self.pool.root().0 as usize].can_execute(desc).is_ok()
+            && self.partitions[self.arbiter.pool.root().0 as usize].can_execute(desc).is_ok()
     }
 
     /// Brings completions and leases up to date, then asks the policy for a lone fresh op's
     /// node without a round ([`Policy::solo_node`]); `None`: the policy has no direct answer.
     fn fresh_solo_node(&mut self, client: usize, op: OpId, desc: &Arc<OpDesc>) -> Option<NodeId> {
-        if !self.pool.is_quiescent() {
+        if !self.arbiter.pool.is_quiescent() {
             self.catch_up();
         }
         self.finish_completed();
-        self.release_idle_leases();
+        self.arbiter.release_idle(|_, _| true);
         crate::trace::step(10);
         self.now = self.backend.now_ns();
         self.seq += 1;
@@ -767,8 +737,7 @@ impl<B: Backend, P: Policy> Dispatcher<B, P> {
             deadline_ns: self.clients[client].info.deadline_ns,
             min_units: 0,
         };
-        let state = sched_state!(self, self.now);
-        self.policy.solo_node(&view, &state)
+        self.arbiter.solo_node(&view, self.now)
     }
 
     /// Launch-first eager binding (the shim's `VITAMIN_LAUNCH_FIRST`, on by default): binds a
@@ -801,13 +770,8 @@ impl<B: Backend, P: Policy> Dispatcher<B, P> {
             return None;
         };
         let holder = self.clients[client].info.holder;
-        let valid = (node.0 as usize) < self.partitions.len()
-            && self.pool.is_eligible(node, holder)
-            && self.partitions[node.0 as usize].can_execute(probe).is_ok();
-        let leased = valid
-            && (matches!(self.pool.state(node), NodeState::Leased { holder: h, .. } if *h == holder)
-                || self.pool.lease(node, holder).is_ok());
-        if !leased || self.pool.begin_submit(node, holder).is_err() {
+        let runs = self.partitions.get(node.index()).is_some_and(|p| p.can_execute(probe).is_ok());
+        if !runs || self.arbiter.admit(node, holder, 0).is_err() {
             self.stats.launch_first_declined.lease += 1;
             return None;
         }
@@ -819,7 +783,7 @@ impl<B: Backend, P: Policy> Dispatcher<B, P> {
         match submitted {
             Ok(fence) => Some(Ok(NativeLaunch { client, node, lane, fence })),
             Err(e) => {
-                let _ = self.pool.complete(node);
+                let _ = self.arbiter.complete(node);
                 match e {
                     HalError::Busy(_) => {
                         self.stats.launch_first_declined.busy += 1;
@@ -927,7 +891,10 @@ impl<B: Backend, P: Policy> Dispatcher<B, P> {
                 if self.inflight.is_empty() {
                     stalled += 1;
                     if stalled >= STALL_ROUNDS {
-                        return Err(DispatchError::Stalled { ready: self.ready.len(), policy: self.policy.name() });
+                        return Err(DispatchError::Stalled {
+                            ready: self.ready.len(),
+                            policy: self.arbiter.policy.name(),
+                        });
                     }
                     continue;
                 }
@@ -945,7 +912,7 @@ impl<B: Backend, P: Policy> Dispatcher<B, P> {
             }
         }
         let mut buf = Vec::new();
-        let root = self.pool.root();
+        let root = self.arbiter.pool.root();
         loop {
             let mut markers = 0;
             for ci in 0..self.clients.len() {
@@ -1030,12 +997,8 @@ impl<B: Backend, P: Policy> Dispatcher<B, P> {
             // Under a daemon the lookahead goes up with the ready records (its policy prepares).
             self.remote_hints(&hints);
         } else if !hints.is_empty() {
-            let mut plan = Vec::new();
-            let state = sched_state!(self, self.now);
-            for h in &hints {
-                self.policy.prepare(h, &state, &mut plan);
-            }
-            self.apply_preparations(plan);
+            let applied = self.arbiter.prepare(&hints, self.now);
+            self.count_preparations(applied);
         }
         Ok(n)
     }
@@ -1115,30 +1078,29 @@ impl<B: Backend, P: Policy> Dispatcher<B, P> {
                 let leased = if self.remote.is_some() {
                     self.remote_may_continue(node, lane)
                 } else {
-                    matches!(self.pool.state(node), NodeState::Leased { holder: h, .. } if *h == holder)
+                    self.arbiter.holds(node, holder)
                 };
                 if !leased {
                     return Continuation::No;
                 }
                 let (nd, ln) = (node.0 as usize, lane as usize);
                 let allowed = self.lane_load[nd][ln] < self.config.max_continuation_depth
-                    && self.lane_busy_until[nd][ln].saturating_sub(self.now) < self.config.max_continuation_ns
+                    && self.arbiter.lane_busy_until[nd][ln].saturating_sub(self.now) < self.config.max_continuation_ns
                     && self.partitions[nd].can_execute(desc).is_ok()
                     && match desc.as_kernel() {
                         // Under a daemon the policy reads a mirror of the lease view.
                         Some(k) if self.remote.is_some() => self.remote_policy_continues(ci, op, k, node),
                         Some(k) => {
-                            let state = sched_state!(self, self.now);
                             let view = ReadyOpView {
                                 client: holder,
                                 op,
                                 kernel: k,
-                                ready_since_ns: state.now_ns,
+                                ready_since_ns: self.now,
                                 seq: self.seq,
                                 deadline_ns: self.clients[ci].info.deadline_ns,
                                 min_units: 0,
                             };
-                            self.policy.continue_on_lane(&view, node, &state)
+                            self.arbiter.continue_on_lane(&view, node, self.now)
                         }
                         None => true,
                     };
@@ -1159,39 +1121,13 @@ impl<B: Backend, P: Policy> Dispatcher<B, P> {
         if self.remote.is_some() {
             self.remote_continued(ci, op, node, lane)
         } else {
-            self.pool.begin_submit(node, self.clients[ci].info.holder).is_ok()
+            self.arbiter.begin_submit(node, self.clients[ci].info.holder).is_ok()
         }
     }
 
-    fn apply_preparations(&mut self, plan: Vec<Preparation>) {
-        for p in plan {
-            let r: Result<(), PoolError> = match &p {
-                Preparation::Reserve(n, r) => self.pool.reserve(*n, *r),
-                Preparation::Reclaim(n, r) => self.pool.reclaim_for(*n, *r).map(|_| ()),
-                Preparation::Unreserve(n) => self.pool.unreserve(*n),
-            };
-            match r {
-                Ok(()) => self.stats.preparations += 1,
-                Err(e) => {
-                    self.stats.preparations_rejected += 1;
-                    tracing::debug!(?p, error = %e, "preparation rejected");
-                }
-            }
-        }
-    }
-
-    fn release_idle_leases(&mut self) {
-        let mut idle = SmallVec::<[(NodeId, HolderId); 8]>::new();
-        for &id in self.pool.active_nodes() {
-            if let NodeState::Leased { holder, outstanding: 0 } = *self.pool.state(id) {
-                idle.push((id, holder));
-            }
-        }
-        for (id, holder) in idle {
-            if let Err(e) = self.pool.release(id, holder) {
-                tracing::warn!(node = %id, error = %e, "releasing an idle lease failed");
-            }
-        }
+    fn count_preparations(&mut self, applied: Applied) {
+        self.stats.preparations += applied.applied;
+        self.stats.preparations_rejected += applied.rejected;
     }
 
     fn bind(&mut self) -> Result<usize, DispatchError> {
@@ -1205,35 +1141,34 @@ impl<B: Backend, P: Policy> Dispatcher<B, P> {
         let now = self.backend.now_ns();
         {
             let views = views(&self.ready, &self.clients, &tried);
-            let state = sched_state!(self, now);
-            self.policy.begin_round(&views.iter().map(|v| v.1).collect::<Vec<_>>(), &state);
+            self.arbiter.begin_round(&views.iter().map(|v| v.1).collect::<Vec<_>>(), now);
         }
         loop {
-            let (idx, node) = {
-                let v = views(&self.ready, &self.clients, &tried);
-                if v.is_empty() {
-                    break;
-                }
-                let queue: Vec<ReadyOpView<'_>> = v.iter().map(|x| x.1).collect();
-                let state = sched_state!(self, now);
-                let Some(pick) = self.policy.pick(&queue, &state) else { break };
-                let Some(&(idx, view)) = v.get(pick) else {
-                    tracing::warn!(pick, "policy picked outside the queue");
+            let proposal = {
+                let (ready, partitions) = (&self.ready, &self.partitions);
+                // Cooperative and cluster launches run unchanged only where they fit: offer only
+                // those nodes (other launches fit every node, and checking costs a backend call).
+                let fits = |idx: usize, n: NodeId| {
+                    let desc = &ready[idx].desc;
+                    let attrs = desc.as_kernel().map(|k| k.attributes());
+                    !attrs.is_some_and(|a| a.needs_coresidency() || a.cluster().is_some())
+                        || partitions[n.index()].can_execute(desc).is_ok()
+                };
+                self.arbiter.propose(&views(ready, &self.clients, &tried), now, fits, &mut eligible)
+            };
+            let (idx, node) = match proposal {
+                Proposal::Done => break,
+                Proposal::Invalid => {
                     self.stats.rejected += 1;
                     break;
-                };
-                self.pool.eligible(view.client, 0, &mut eligible);
-                // Cooperative and cluster launches run unchanged only where they fit: offer only those
-                // nodes (other launches fit every node, and checking costs a backend call).
-                let attrs = view.kernel.attributes();
-                if attrs.needs_coresidency() || attrs.cluster().is_some() {
-                    let desc = &self.ready[idx].desc;
-                    eligible.retain(|&n| self.partitions[n.0 as usize].can_execute(desc).is_ok());
                 }
-                (idx, self.policy.select(&view, &eligible, &state))
+                Proposal::Skip(idx) => {
+                    tried[idx] = true;
+                    continue;
+                }
+                Proposal::Bind(idx, node) => (idx, node),
             };
             tried[idx] = true;
-            let Some(node) = node else { continue };
             if self.bind_at(idx, node)? {
                 submitted.push(idx);
             }
@@ -1258,24 +1193,13 @@ impl<B: Backend, P: Policy> Dispatcher<B, P> {
     fn bind_at(&mut self, idx: usize, node: NodeId) -> Result<bool, DispatchError> {
         let entry = &self.ready[idx];
         let holder = self.clients[entry.client].info.holder;
-        // Validate the proposal: eligible for this client, executable unchanged, gate open.
-        let valid = (node.0 as usize) < self.partitions.len()
-            && self.pool.is_eligible(node, holder)
-            && self.partitions[node.0 as usize].can_execute(&entry.desc).is_ok();
-        if !valid {
+        // Validate the proposal: executable unchanged there (the executor's check), then eligible
+        // for this client with its gate open (the arbiter's).
+        let runs = self.partitions.get(node.index()).is_some_and(|p| p.can_execute(&entry.desc).is_ok());
+        let admitted = if runs { self.arbiter.admit(node, holder, 0) } else { Err(Refusal::Ineligible) };
+        if let Err(why) = admitted {
             self.stats.rejected += 1;
-            tracing::debug!(%node, op = ?entry.op, "policy proposal rejected");
-            return Ok(false);
-        }
-        if !matches!(self.pool.state(node), NodeState::Leased { holder: h, .. } if *h == holder) {
-            if let Err(e) = self.pool.lease(node, holder) {
-                self.stats.rejected += 1;
-                tracing::debug!(%node, error = %e, "lease refused");
-                return Ok(false);
-            }
-        }
-        if self.pool.begin_submit(node, holder).is_err() {
-            self.stats.rejected += 1;
+            tracing::debug!(%node, op = ?entry.op, ?why, "policy proposal rejected");
             return Ok(false);
         }
         let lane = least_loaded(&self.lane_load[node.0 as usize]);
@@ -1325,7 +1249,7 @@ impl<B: Backend, P: Policy> Dispatcher<B, P> {
                     Some(_) if self.remote.is_some() && continued => self.remote_completed(client, op),
                     Some(_) if self.remote.is_some() => {}
                     Some(n) => {
-                        let _ = self.pool.complete(n);
+                        let _ = self.arbiter.pool.complete(n);
                     }
                     None => {}
                 }
@@ -1367,10 +1291,7 @@ impl<B: Backend, P: Policy> Dispatcher<B, P> {
         let Place { node, lane } = at;
         let now = self.backend.now_ns();
         if let Some(n) = node {
-            let size = self.pool.node(n).size();
-            let est = desc.as_kernel().map_or(0.0, |k| self.curves.time(k, size, &self.pool, &self.profiles)) as u64;
-            let busy = &mut self.lane_busy_until[n.0 as usize][lane as usize];
-            *busy = (*busy).max(now) + est;
+            self.arbiter.note_submitted(n, lane as usize, desc.as_kernel(), now);
             self.lane_load[n.0 as usize][lane as usize] += 1;
             if desc.uses_units() {
                 self.stats.per_node[n.0 as usize] += 1;
@@ -1516,18 +1437,17 @@ impl<B: Backend, P: Policy> Dispatcher<B, P> {
         if let Some(nd) = inf.node {
             self.lane_load[nd.0 as usize][fence.lane as usize] -= 1;
             if self.lane_load[nd.0 as usize][fence.lane as usize] == 0 {
-                self.lane_busy_until[nd.0 as usize][fence.lane as usize] = now;
+                self.arbiter.note_lane_drained(nd, fence.lane as usize, now);
             }
             if inf.remote {
                 self.remote_completed(inf.client, inf.op);
             }
             if !inf.pooled {
                 // Placed by a daemon: its lease accounting is the daemon's, not the local pool's.
-            } else if let Err(e) = self.pool.complete(nd) {
+            } else if let Err(e) = self.arbiter.complete(nd) {
                 tracing::warn!(node = %nd, error = %e, "pool completion accounting failed");
             }
             if let (true, Some(k)) = (inf.pooled, inf.desc.as_kernel()) {
-                let state = sched_state!(self, now);
                 let c = Completion {
                     client: self.clients[inf.client].info.holder,
                     kernel: k,
@@ -1535,7 +1455,7 @@ impl<B: Backend, P: Policy> Dispatcher<B, P> {
                     submitted_ns: inf.submitted,
                     completed_ns: now,
                 };
-                self.policy.on_complete(&c, &state);
+                self.arbiter.on_complete(&c, now);
             }
         }
         if let Some(t) = &mut self.timeline {
@@ -1556,7 +1476,7 @@ impl<B: Backend, P: Policy> Dispatcher<B, P> {
 
     /// Units currently leased, draining or reserved.
     pub fn active_units(&self) -> UnitSet {
-        self.pool.active_units()
+        self.arbiter.pool.active_units()
     }
 }
 

@@ -183,9 +183,9 @@ impl<B: Backend, P: Policy> Dispatcher<B, P> {
                 self.config.lanes_per_node
             )));
         }
-        let same = self.policy.name() == w.policy;
+        let same = self.arbiter.policy.name() == w.policy;
         let (continues, shares) =
-            (same && self.policy.continues_from_leases(), same && self.policy.shares_whole_device());
+            (same && self.arbiter.policy.continues_from_leases(), same && self.arbiter.policy.shares_whole_device());
         let mut remote = remote;
         remote.policy_continues = continues;
         remote.shares_whole_device = shares;
@@ -220,15 +220,15 @@ impl<B: Backend, P: Policy> Dispatcher<B, P> {
         }
         let Ok(epoch) = r.client.lease_view_raw(&mut r.view_buf) else { return true };
         if r.mirror.as_ref().is_none_or(|(e, _)| *e != epoch) {
-            r.mirror = Some((epoch, mirror_pool(self.pool.hierarchy(), &r.view_buf)));
+            r.mirror = Some((epoch, mirror_pool(self.arbiter.pool.hierarchy(), &r.view_buf)));
         }
         let Some((_, pool)) = r.mirror.as_ref() else { return true };
         let state = SchedState {
             pool,
             now_ns: self.now,
-            profiles: &self.profiles,
-            clients: &self.infos,
-            lane_busy_until: &self.lane_busy_until,
+            profiles: &self.arbiter.profiles,
+            clients: &self.arbiter.clients,
+            lane_busy_until: &self.arbiter.lane_busy_until,
         };
         let view = ReadyOpView {
             client: MIRROR_SELF,
@@ -239,7 +239,7 @@ impl<B: Backend, P: Policy> Dispatcher<B, P> {
             deadline_ns: self.clients[ci].info.deadline_ns,
             min_units: 0,
         };
-        self.policy.continue_on_lease(&view, node, &state)
+        self.arbiter.policy.continue_on_lease(&view, node, &state)
     }
 
     /// Launch-first under the daemon: each fresh kernel launch not sent up yet (nor refused by a
@@ -267,9 +267,9 @@ impl<B: Backend, P: Policy> Dispatcher<B, P> {
         if open.is_empty() {
             return Ok(0);
         }
-        open.sort_by_key(|&n| std::cmp::Reverse(self.pool.node(n).size()));
+        open.sort_by_key(|&n| std::cmp::Reverse(self.arbiter.pool.node(n).size()));
         if r.mirror.as_ref().is_none_or(|(e, _)| *e != epoch) {
-            r.mirror = Some((epoch, mirror_pool(self.pool.hierarchy(), &r.view_buf)));
+            r.mirror = Some((epoch, mirror_pool(self.arbiter.pool.hierarchy(), &r.view_buf)));
         }
         let mut n = 0;
         let mut i = 0;
@@ -293,9 +293,9 @@ impl<B: Backend, P: Policy> Dispatcher<B, P> {
             let state = SchedState {
                 pool,
                 now_ns: self.now,
-                profiles: &self.profiles,
-                clients: &self.infos,
-                lane_busy_until: &self.lane_busy_until,
+                profiles: &self.arbiter.profiles,
+                clients: &self.arbiter.clients,
+                lane_busy_until: &self.arbiter.lane_busy_until,
             };
             let view = ReadyOpView {
                 client: MIRROR_SELF,
@@ -307,7 +307,7 @@ impl<B: Backend, P: Policy> Dispatcher<B, P> {
                 min_units: 0,
             };
             let partitions = &self.partitions;
-            let policy = &mut self.policy;
+            let policy = &mut self.arbiter.policy;
             let chosen = open.iter().copied().find(|&node| {
                 partitions[node.0 as usize].can_execute(&desc).is_ok() && policy.continue_on_lease(&view, node, &state)
             });
@@ -359,9 +359,10 @@ impl<B: Backend, P: Policy> Dispatcher<B, P> {
         if !a.needs_coresidency() && a.cluster().is_none() {
             return false;
         }
-        let root = self.pool.root();
+        let root = self.arbiter.pool.root();
         self.partitions[root.0 as usize].can_execute(d).is_ok()
             && self
+                .arbiter
                 .pool
                 .nodes()
                 .iter()
@@ -403,7 +404,7 @@ impl<B: Backend, P: Policy> Dispatcher<B, P> {
     /// daemon, which hands them to its policy's `prepare` (TPOT-First reserves for them).
     pub(super) fn remote_hints(&mut self, hints: &[crate::policy::Hint]) {
         // The daemon refuses a demand beyond the device (it disconnects the client).
-        let units = self.pool.node(self.pool.root()).size();
+        let units = self.arbiter.pool.node(self.arbiter.pool.root()).size();
         let Some(r) = self.remote.as_mut() else { return };
         for h in hints {
             let (kernel, grid, block) = match h.op.as_deref() {
@@ -450,7 +451,7 @@ impl<B: Backend, P: Policy> Dispatcher<B, P> {
         r.unsent = kept;
         let mut launched = self.remote_launch_first()?;
         let Some(r) = self.remote.as_mut() else { return Ok(launched) };
-        let root_units = self.pool.node(self.pool.root()).size() as u16;
+        let root_units = self.arbiter.pool.node(self.arbiter.pool.root()).size() as u16;
         let (max_ready, max_out) = (r.client.welcome().max_ready as usize, r.client.welcome().max_outstanding as usize);
         for e in &self.ready {
             let id = wire_id(e.client, e.op);
@@ -487,7 +488,7 @@ impl<B: Backend, P: Policy> Dispatcher<B, P> {
                 }
                 let mut best = root_units;
                 let mut why = None;
-                for n in self.pool.nodes() {
+                for n in self.arbiter.pool.nodes() {
                     let size = n.size() as u16;
                     match self.partitions[n.id.0 as usize].can_execute(&e.desc) {
                         Ok(()) if size < best => best = size,
@@ -583,9 +584,10 @@ impl<B: Backend, P: Policy> Dispatcher<B, P> {
             // Returned as completed; sent again with a higher floor: the smallest size above this
             // node's among the nodes that run it (node shape, not size alone, decides for cluster
             // launches, so a larger node may refuse what a smaller one runs).
-            let size = self.pool.nodes().get(node.0 as usize).map_or(0, |n| n.size() as u16);
-            let root = self.pool.node(self.pool.root()).size() as u16;
+            let size = self.arbiter.pool.nodes().get(node.0 as usize).map_or(0, |n| n.size() as u16);
+            let root = self.arbiter.pool.node(self.arbiter.pool.root()).size() as u16;
             let next = self
+                .arbiter
                 .pool
                 .nodes()
                 .iter()
