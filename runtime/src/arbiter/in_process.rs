@@ -19,7 +19,7 @@ use std::sync::Arc;
 use vitamin_hal::{Dim3, FunctionKind, FunctionRef, GraphLaunch, KernelArgs, KernelLaunch, LaunchAttributes, Topology};
 
 use super::state::{ArbiterState, Proposal};
-use super::{Arbiter, Binding, Class, ClientId, Completion, LeaseView, ReadyRecord};
+use super::{Arbiter, ArbiterError, Binding, Class, ClientId, Completion, LeaseView, ReadyRecord};
 use crate::policy::{self, ClientClass, ClientInfo, Hint, Policy, ReadyGraphView, ReadyOpView};
 use crate::pool::{HolderId, NodeId, Pool};
 use crate::profile::Profiles;
@@ -144,7 +144,7 @@ fn views<'a>(ready: &'a [Ready], tried: &[bool]) -> Vec<(usize, ReadyOpView<'a>)
 }
 
 impl<P: Policy> Arbiter for InProcess<P> {
-    fn register(&mut self, class: Class) -> ClientId {
+    fn register(&mut self, class: Class) -> Result<ClientId, ArbiterError> {
         let id = ClientId(self.state.clients().len() as u32);
         let class = match class.tpot_target_ns {
             0 => ClientClass::BestEffort,
@@ -156,10 +156,10 @@ impl<P: Policy> Arbiter for InProcess<P> {
             class,
             deadline_ns: None,
         });
-        id
+        Ok(id)
     }
 
-    fn ready(&mut self, records: &[ReadyRecord]) {
+    fn ready(&mut self, records: &[ReadyRecord]) -> Result<(), ArbiterError> {
         let largest = self.state.pool().node(self.state.pool().root()).size();
         for r in records {
             // No node runs it unchanged: the executor fails it (as the dispatcher's intake does);
@@ -176,9 +176,10 @@ impl<P: Policy> Arbiter for InProcess<P> {
             }
             self.ready.push(ready);
         }
+        Ok(())
     }
 
-    fn completed(&mut self, completions: &[Completion]) {
+    fn completed(&mut self, completions: &[Completion]) -> Result<(), ArbiterError> {
         for c in completions {
             let Some((node, lane, probe)) = self.bound.remove(&(c.client, c.op)) else { continue };
             if let Some(l) = self.lane_load.get_mut(node.index()).and_then(|l| l.get_mut(lane as usize)) {
@@ -199,9 +200,10 @@ impl<P: Policy> Arbiter for InProcess<P> {
                 self.state.on_complete(&done, c.completed_ns);
             }
         }
+        Ok(())
     }
 
-    fn bindings(&mut self, now_ns: u64, out: &mut Vec<Binding>) {
+    fn bindings(&mut self, now_ns: u64, out: &mut Vec<Binding>) -> Result<(), ArbiterError> {
         self.state.release_idle(|_, _| true);
         self.rejected += self.state.maintain(now_ns).rejected;
         let hints: Vec<Hint> = self
@@ -268,9 +270,10 @@ impl<P: Policy> Arbiter for InProcess<P> {
         for idx in done.into_iter().rev() {
             self.ready.remove(idx);
         }
+        Ok(())
     }
 
-    fn lease_view(&self, client: ClientId) -> LeaseView {
-        self.state.lease_view(Self::holder(client))
+    fn lease_view(&self, client: ClientId) -> Result<LeaseView, ArbiterError> {
+        Ok(self.state.lease_view(Self::holder(client)))
     }
 }

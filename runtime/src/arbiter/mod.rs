@@ -198,18 +198,36 @@ pub struct LeaseView {
     pub draining: NodeSet,
 }
 
-/// The arbiter: owns the lease state and runs the policy over plain records.
+/// Why an arbiter could not take a record or answer.
+#[derive(Debug, thiserror::Error)]
+pub enum ArbiterError {
+    /// The client was never registered here.
+    #[error("client {0:?} is not registered")]
+    UnknownClient(ClientId),
+    /// The arbiter cannot be reached or refused the session (the daemon: not running, gone,
+    /// refused, or it disconnected this client); the executor then decides alone.
+    #[error("arbiter unavailable: {0}")]
+    Unavailable(String),
+    /// The up ring stayed full for the arbiter's wait: nothing was lost, send again later.
+    #[error("the arbiter is not taking records now (up ring full)")]
+    Busy,
+}
+
+/// The arbiter: owns the lease state and runs the policy over plain records. Two
+/// implementations: [`InProcess`] and the daemon's ([`crate::daemon::arbiter::DaemonArbiter`],
+/// one session per client over the socket and shared-memory rings).
 pub trait Arbiter: Send {
     /// Registers a client with its class.
-    fn register(&mut self, class: Class) -> ClientId;
+    fn register(&mut self, class: Class) -> Result<ClientId, ArbiterError>;
     /// Ready ops, up.
-    fn ready(&mut self, records: &[ReadyRecord]);
+    fn ready(&mut self, records: &[ReadyRecord]) -> Result<(), ArbiterError>;
     /// Finished bindings, up.
-    fn completed(&mut self, completions: &[Completion]);
-    /// Runs the policy at `now_ns` and appends its decisions to `out`.
-    fn bindings(&mut self, now_ns: u64, out: &mut Vec<Binding>);
+    fn completed(&mut self, completions: &[Completion]) -> Result<(), ArbiterError>;
+    /// Runs the policy at `now_ns` (in-process; the daemon decides on its own clock and this
+    /// collects what it decided) and appends its decisions to `out`.
+    fn bindings(&mut self, now_ns: u64, out: &mut Vec<Binding>) -> Result<(), ArbiterError>;
     /// What `client` holds now.
-    fn lease_view(&self, client: ClientId) -> LeaseView;
+    fn lease_view(&self, client: ClientId) -> Result<LeaseView, ArbiterError>;
 }
 
 #[cfg(test)]

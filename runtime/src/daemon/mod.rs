@@ -12,7 +12,9 @@
 //! - [`decide`]: the decision loop's state (pools, policies, clients); no sockets, no threads.
 //! - [`server`]: the daemon's threads (control, handshakes, decision loop) and
 //!   [`metrics`] (Prometheus text on loopback).
-//! - [`client`]: the client side of one session (the second `Arbiter` implementation plugs it in).
+//! - [`client`]: the client side of one session, which the executor drives
+//!   ([`crate::dispatch::Remote`]); [`arbiter`]: the record-level [`crate::arbiter::Arbiter`]
+//!   over such sessions, one per client (the second implementation beside the in-process one).
 //!
 //! ## Contract
 //! - A client sees only its own memfd. Everything it writes there is validated before use; a
@@ -26,6 +28,8 @@
 //!   for an op whose descriptor the client submits unchanged.
 //! - Every wait (socket I/O, ring sleep, lease-view read) has a deadline.
 
+#[cfg(not(loom))]
+pub mod arbiter;
 #[cfg(not(loom))]
 pub mod client;
 #[cfg(not(loom))]
