@@ -210,7 +210,7 @@ static DAEMONS: AtomicU32 = AtomicU32::new(0);
 
 proptest! {
     // Each case starts a daemon and opens a session per client: fewer cases.
-    #![proptest_config(ProptestConfig::with_cases(12))]
+    #![proptest_config(ProptestConfig::with_cases(32))]
     /// The same check against the daemon, through its record-level [`Arbiter`]: one real session
     /// (socket, sealed memfd, rings) per client with a daemon running in this process.
     #[test]
