@@ -227,7 +227,7 @@ impl<P: Policy> Arbiter for InProcess<P> {
             self.state.begin_round(&v.iter().map(|x| x.1).collect::<Vec<_>>(), now_ns);
         }
         loop {
-            let proposal = self.state.propose(&views(&self.ready, &tried), now_ns, |_, _| true, &mut eligible);
+            let proposal = self.state.propose(&views(&self.ready, &tried), now_ns, |_, _| {}, &mut eligible);
             let (idx, node) = match proposal {
                 Proposal::Done => break,
                 Proposal::Invalid => {

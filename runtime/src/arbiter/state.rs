@@ -204,12 +204,13 @@ impl<P: Policy> ArbiterState<P> {
 
     /// One Pick/Select step over the ready kernels `views` (each with its index in the caller's
     /// queue): the policy picks one, and selects a node among those eligible for its client, at
-    /// least its floor (`min_units`) and, by `fits`, running it unchanged.
+    /// least its floor (`min_units`) and kept by `filter(index, nodes)` (the executor drops the
+    /// nodes that do not run the op unchanged; called once per pick).
     pub fn propose(
         &mut self,
         views: &[(usize, ReadyOpView<'_>)],
         now_ns: u64,
-        mut fits: impl FnMut(usize, NodeId) -> bool,
+        mut filter: impl FnMut(usize, &mut Vec<NodeId>),
         eligible: &mut Vec<NodeId>,
     ) -> Proposal {
         if views.is_empty() {
@@ -223,7 +224,7 @@ impl<P: Policy> ArbiterState<P> {
             return Proposal::Invalid;
         };
         self.pool.eligible(view.client, view.min_units, eligible);
-        eligible.retain(|&n| fits(idx, n));
+        filter(idx, eligible);
         match self.policy.select(&view, eligible, &state) {
             Some(node) => Proposal::Bind(idx, node),
             None => Proposal::Skip(idx),

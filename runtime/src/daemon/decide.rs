@@ -686,8 +686,7 @@ impl Decider {
             dev.arb.begin_round(&views.iter().map(|v| v.1).collect::<Vec<_>>(), now);
         }
         loop {
-            let (idx, node) = match dev.arb.propose(&kernel_views(&dev.ready, &tried), now, |_, _| true, &mut eligible)
-            {
+            let (idx, node) = match dev.arb.propose(&kernel_views(&dev.ready, &tried), now, |_, _| {}, &mut eligible) {
                 Proposal::Done | Proposal::Invalid => break,
                 Proposal::Skip(idx) => {
                     tried[idx] = true;

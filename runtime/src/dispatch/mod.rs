@@ -1148,13 +1148,16 @@ impl<B: Backend, P: Policy> Dispatcher<B, P> {
                 let (ready, partitions) = (&self.ready, &self.partitions);
                 // Cooperative and cluster launches run unchanged only where they fit: offer only
                 // those nodes (other launches fit every node, and checking costs a backend call).
-                let fits = |idx: usize, n: NodeId| {
+                let filter = |idx: usize, nodes: &mut Vec<NodeId>| {
                     let desc = &ready[idx].desc;
-                    let attrs = desc.as_kernel().map(|k| k.attributes());
-                    !attrs.is_some_and(|a| a.needs_coresidency() || a.cluster().is_some())
-                        || partitions[n.index()].can_execute(desc).is_ok()
+                    if desc
+                        .as_kernel()
+                        .is_some_and(|k| k.attributes().needs_coresidency() || k.attributes().cluster().is_some())
+                    {
+                        nodes.retain(|n| partitions[n.index()].can_execute(desc).is_ok());
+                    }
                 };
-                self.arbiter.propose(&views(ready, &self.clients, &tried), now, fits, &mut eligible)
+                self.arbiter.propose(&views(ready, &self.clients, &tried), now, filter, &mut eligible)
             };
             let (idx, node) = match proposal {
                 Proposal::Done => break,
