@@ -18,9 +18,7 @@
 use vitamin_hal::KernelLaunch;
 
 use super::LeaseView;
-use crate::policy::{
-    ClientInfo, Completion, Curves, Hint, Policy, Preparation, ReadyGraphView, ReadyOpView, SchedState,
-};
+use crate::policy::{ClientInfo, Completion, Curves, Hint, Policy, Preparation, ReadyGraphView, ReadyOpView};
 use crate::pool::{HolderId, NodeId, NodeState, Pool, PoolError, Transition};
 use crate::profile::Profiles;
 
@@ -102,11 +100,6 @@ impl<P: Policy> ArbiterState<P> {
         &self.pool
     }
 
-    /// The policy.
-    pub fn policy(&self) -> &P {
-        &self.policy
-    }
-
     /// Replaces the policy (its leases and rounds carry no state of the old one's).
     pub fn replace_policy(&mut self, policy: P) {
         self.policy = policy;
@@ -115,11 +108,6 @@ impl<P: Policy> ArbiterState<P> {
     /// The registered clients.
     pub fn clients(&self) -> &[ClientInfo] {
         &self.clients
-    }
-
-    /// The policy's view at `now_ns`.
-    pub fn state(&self, now_ns: u64) -> SchedState<'_> {
-        sched!(self, now_ns)
     }
 
     /// Registers a client (one lease holder).
@@ -138,7 +126,7 @@ impl<P: Policy> ArbiterState<P> {
     }
 
     /// Applies preparations that the pool accepts; the rest are counted and dropped.
-    pub fn apply(&mut self, plan: Vec<Preparation>) -> Applied {
+    fn apply(&mut self, plan: Vec<Preparation>) -> Applied {
         let mut a = Applied::default();
         for p in plan {
             let r = match &p {
@@ -306,11 +294,6 @@ impl<P: Policy> ArbiterState<P> {
         if let Some(busy) = self.lane_busy_until.get_mut(node.index()).and_then(|l| l.get_mut(lane)) {
             *busy = now_ns;
         }
-    }
-
-    /// Predicted time `lane` of `node` drains.
-    pub fn lane_busy_until(&self, node: NodeId, lane: usize) -> u64 {
-        self.lane_busy_until.get(node.index()).and_then(|l| l.get(lane)).copied().unwrap_or(0)
     }
 
     /// What `holder` leases: open gates (continuation stays local) and draining ones.

@@ -447,7 +447,7 @@ impl<B: Backend, P: Policy> Dispatcher<B, P> {
     /// decides itself (lane continuation, launch-first, whole-device launches) follows the same
     /// rules. Its leases and rounds carry no state of the old policy's.
     pub fn replace_policy(&mut self, policy: P) {
-        self.arbiter.policy = policy;
+        self.arbiter.replace_policy(policy);
     }
 
     /// The policy.
