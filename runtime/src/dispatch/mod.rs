@@ -1,5 +1,11 @@
 //! The dispatcher: binds ready ops of one or more virtual contexts to pool nodes.
 //!
+//! It is the executor of DESIGN.md's split: it owns the backend, the realized partitions, the
+//! lanes, what is in flight and every descriptor; the decisions are its [`ArbiterState`]'s (lease
+//! state, policy, the steps of a round: `crate::arbiter::state`), the same type the daemon runs per
+//! device. In-process the executor hands the policy the ops' own descriptors and reads the lease
+//! state directly; under a daemon ([`Remote`]) the decisions come from the daemon's state instead.
+//!
 //! One [`Dispatcher::pump`] round:
 //! 1. **Intake**: ready ops from every client's vCtx. Markers (event record/wait) complete at once;
 //!    unit-free ops (copies, fills, host functions) go to the client's lane of a service partition
