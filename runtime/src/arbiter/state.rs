@@ -23,11 +23,15 @@ use crate::pool::{HolderId, NodeId, NodeState, Pool, PoolError, Transition};
 use crate::profile::Profiles;
 
 /// The policy's read-only view of an [`ArbiterState`], borrowing its fields one by one, so that
-/// the policy (another field) can be borrowed mutably beside it.
+/// the policy (another field) can be borrowed mutably beside it. With a third argument, over that
+/// pool instead of the state's own (a client under a daemon: the mirror of its lease view).
 macro_rules! sched {
     ($a:expr, $now:expr) => {
+        $crate::arbiter::state::sched!($a, $now, &$a.pool)
+    };
+    ($a:expr, $now:expr, $pool:expr) => {
         $crate::policy::SchedState {
-            pool: &$a.pool,
+            pool: $pool,
             now_ns: $now,
             profiles: &$a.profiles,
             clients: &$a.clients,
@@ -35,6 +39,7 @@ macro_rules! sched {
         }
     };
 }
+pub(crate) use sched;
 
 /// The lease state, the policy and what it reads. See the module documentation.
 #[derive(Debug)]

@@ -38,10 +38,11 @@ use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 use vitamin_hal::{Backend, KernelLaunch, OpDesc, PhysicalPartition};
 
 use super::{DispatchError, Dispatcher};
+use crate::arbiter::state::sched;
 use crate::daemon::client::{Binding, DaemonClient};
 use crate::daemon::wire::{self, LeaseState, ReadyRecord};
 use crate::daemon::DaemonError;
-use crate::policy::{Policy, ReadyOpView, SchedState};
+use crate::policy::{Policy, ReadyOpView};
 use crate::pool::{HolderId, NodeId, Pool, Reservation};
 use crate::vctx::OpId;
 
@@ -124,6 +125,16 @@ impl Remote {
     /// Whether the daemon is gone (safe mode), and why.
     pub fn safe_mode(&self) -> Option<&str> {
         self.client.safe_mode()
+    }
+}
+
+impl Remote {
+    /// The mirror of the lease view at `epoch` (read into `view_buf`), rebuilt when stale.
+    fn mirror_at(&mut self, epoch: u32, hierarchy: &std::sync::Arc<crate::pool::Hierarchy>) -> &Pool {
+        if self.mirror.as_ref().is_none_or(|(e, _)| *e != epoch) {
+            self.mirror = Some((epoch, mirror_pool(hierarchy, &self.view_buf)));
+        }
+        &self.mirror.as_ref().expect("set above").1
     }
 }
 
@@ -219,17 +230,8 @@ impl<B: Backend, P: Policy> Dispatcher<B, P> {
             return true;
         }
         let Ok(epoch) = r.client.lease_view_raw(&mut r.view_buf) else { return true };
-        if r.mirror.as_ref().is_none_or(|(e, _)| *e != epoch) {
-            r.mirror = Some((epoch, mirror_pool(self.arbiter.pool.hierarchy(), &r.view_buf)));
-        }
-        let Some((_, pool)) = r.mirror.as_ref() else { return true };
-        let state = SchedState {
-            pool,
-            now_ns: self.now,
-            profiles: &self.arbiter.profiles,
-            clients: &self.arbiter.clients,
-            lane_busy_until: &self.arbiter.lane_busy_until,
-        };
+        let pool = r.mirror_at(epoch, self.arbiter.pool.hierarchy());
+        let state = sched!(self.arbiter, self.now, pool);
         let view = ReadyOpView {
             client: MIRROR_SELF,
             op,
@@ -268,9 +270,7 @@ impl<B: Backend, P: Policy> Dispatcher<B, P> {
             return Ok(0);
         }
         open.sort_by_key(|&n| std::cmp::Reverse(self.arbiter.pool.node(n).size()));
-        if r.mirror.as_ref().is_none_or(|(e, _)| *e != epoch) {
-            r.mirror = Some((epoch, mirror_pool(self.arbiter.pool.hierarchy(), &r.view_buf)));
-        }
+        r.mirror_at(epoch, self.arbiter.pool.hierarchy());
         let mut n = 0;
         let mut i = 0;
         while i < self.ready.len() {
@@ -290,13 +290,7 @@ impl<B: Backend, P: Policy> Dispatcher<B, P> {
             let OpDesc::Kernel(k) = &*desc else { unreachable!("checked above") };
             let Some(r) = self.remote.as_ref() else { return Ok(n) };
             let Some((_, pool)) = r.mirror.as_ref() else { return Ok(n) };
-            let state = SchedState {
-                pool,
-                now_ns: self.now,
-                profiles: &self.arbiter.profiles,
-                clients: &self.arbiter.clients,
-                lane_busy_until: &self.arbiter.lane_busy_until,
-            };
+            let state = sched!(self.arbiter, self.now, pool);
             let view = ReadyOpView {
                 client: MIRROR_SELF,
                 op,
@@ -682,7 +676,7 @@ mod tests {
     use vitamin_hal::{Dim3, FunctionKind, FunctionRef, KernelArgs, KernelLaunch, LaunchAttributes};
 
     use super::*;
-    use crate::policy::ThroughputOriented;
+    use crate::policy::{SchedState, ThroughputOriented};
     use crate::pool::NodeState;
     use crate::profile::Profiles;
 
