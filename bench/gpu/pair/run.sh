@@ -3,7 +3,9 @@
 # under time slicing, MPS, vitamin in-process (each job alone under `vitamin run --no-daemon`, MPS
 # underneath), vitamin Static 50/50 and Throughput through one `vitamin daemon`; each job alone
 # first. PART=throughput (default) or PART=digest (bitwise outputs: each job natively twice, then
-# the pair under the daemon). Staged by stage.sh into this folder (vitamin, libvitamin_cuda.so).
+# the pair under the daemon), or PART=scaling (what a fixed SM share gives each job: each alone under
+# MPS at CUDA_MPS_ACTIVE_THREAD_PERCENTAGE 25/50/75, then the pair at shares 75/25, 50/50 and 25/75).
+# Staged by stage.sh into this folder (vitamin, libvitamin_cuda.so).
 #   OUT=$OUT ROUNDS=2 SECONDS_=12 PART=throughput bash run.sh
 set -uo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -29,8 +31,10 @@ daemon_off() { "$V" daemon stop --socket "$SOCK" >> "$OUT/log.txt" 2>&1; sleep 0
 job() {
     local wrap=$1 model=$2 kind=$3 tag=$4; shift 4
     local out="$OUT/runs/$tag-$model.json" err="$OUT/runs/$tag-$model.err"
+    # PCT (set by the caller, PART=scaling): this job's MPS active thread percentage.
+    local pct=(); [ -n "${PCT:-}" ] && pct=(env "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=$PCT")
     case $wrap in
-        native) timeout 150 python3 "$HERE/job.py" "$model" "$kind" "$out" "$@" > /dev/null 2> "$err" ;;
+        native) timeout 150 "${pct[@]}" python3 "$HERE/job.py" "$model" "$kind" "$out" "$@" > /dev/null 2> "$err" ;;
         inproc) timeout 150 "$V" run --no-daemon -- python3 "$HERE/job.py" "$model" "$kind" "$out" "$@" > /dev/null 2> "$err" ;;
         daemon) timeout 150 "$V" run --daemon "$SOCK" -- python3 "$HERE/job.py" "$model" "$kind" "$out" "$@" > /dev/null 2> "$err" ;;
     esac
@@ -48,6 +52,12 @@ pair() { # WRAP TAG
     fi
     wait; rm -rf "$b"; log "pair $2 done"
 }
+pair_pct() { # GPT_PCT RESNET_PCT TAG: both natively under MPS, each limited to its share
+    local b; b=$(mktemp -d /tmp/pair-bar.XXXXXX)
+    PCT=$1 job native gpt throughput "$3" --seconds "$SECS" --barrier "$b" --peers 2 &
+    PCT=$2 job native resnet throughput "$3" --seconds "$SECS" --barrier "$b" --peers 2 &
+    wait; rm -rf "$b"; log "pair $3 done"
+}
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv > "$OUT/gpu.txt" 2>&1
 if [ "$PART" = throughput ]; then
     for R in $(seq 1 "$ROUNDS"); do
@@ -63,6 +73,18 @@ if [ "$PART" = throughput ]; then
                 *) daemon_on "$c"; pair daemon "r$R-daemon_$c"; daemon_off ;;
             esac
         done
+        mps_off
+    done
+elif [ "$PART" = scaling ]; then
+    for R in $(seq 1 "$ROUNDS"); do
+        job native gpt throughput "r$R-alone" --seconds "$SECS"; log "alone gpt r$R"
+        job native resnet throughput "r$R-alone" --seconds "$SECS"; log "alone resnet r$R"
+        mps_on
+        pcts="25 50 75"; [ $((R % 2)) = 0 ] && pcts="75 50 25"
+        for p in $pcts; do
+            for m in gpt resnet; do PCT=$p job native "$m" throughput "r$R-pct$p" --seconds "$SECS"; log "$m at $p% r$R"; done
+        done
+        for p in $pcts; do pair_pct "$p" $((100 - p)) "r$R-split$p"; done
         mps_off
     done
 else

@@ -1,10 +1,13 @@
 """Summarizes bench/gpu/pair/run.sh's runs (a Markdown table on stdout).
 
-  python3 summary.py RUNS_DIR throughput|digest
+  python3 summary.py RUNS_DIR throughput|digest|scaling
 
 throughput: per configuration and round, each job's steps/s over its steps/s alone in the same
 round, and their sum (aggregate normalized throughput); median and range over rounds.
 digest: each job's parameter digest per run, and whether every run matches the first native one.
+scaling: each job alone at an MPS thread percentage (25, 50, 75) over the job alone, and the pair at
+shares (GPT/ResNet-50) 75/25, 50/50, 25/75; the best sum of the alone curves at complementary shares is
+what a fixed split of the SMs could give the pair if the jobs did not slow each other down.
 """
 import glob
 import json
@@ -68,6 +71,47 @@ def throughput(runs):
     return "\n".join(out)
 
 
+def scaling(runs):
+    rounds = sorted({int(t.split("-")[0][1:]) for t, _ in runs if re.match(r"r\d+-", t)})
+    pcts = (25, 50, 75)
+
+    def norm(tag, m):
+        vals = []
+        for r in rounds:
+            a = runs.get((f"r{r}-alone", m), {}).get("steps_per_s")
+            g = runs.get((f"r{r}-{tag}", m), {}).get("steps_per_s")
+            if a and g:
+                vals.append(g / a)
+        return vals
+
+    def cell(vals):
+        if not vals:
+            return "-"
+        return f"{statistics.median(vals):.3f}" + (f" ({min(vals):.3f}-{max(vals):.3f})" if len(vals) > 1 else "")
+
+    out = ["| MPS thread percentage | GPT alone (norm.) | ResNet-50 alone (norm.) |", "| --- | --- | --- |"]
+    curve = {}
+    for p in pcts:
+        curve[p] = {m: norm(f"pct{p}", m) for m in ("gpt", "resnet")}
+        out.append(f"| {p}% | {cell(curve[p]['gpt'])} | {cell(curve[p]['resnet'])} |")
+    out += ["", "| shares GPT / ResNet-50 | GPT (norm.) | ResNet-50 (norm.) | aggregate | "
+            "sum of the alone curves |", "| --- | --- | --- | --- | --- |"]
+    bound = None
+    for p in pcts:
+        g, n = norm(f"split{p}", "gpt"), norm(f"split{p}", "resnet")
+        ag, an = curve[p]["gpt"], curve.get(100 - p, {}).get("resnet", [])
+        agg = [x + y for x, y in zip(g, n)] if len(g) == len(n) else []
+        alone_sum = statistics.median(ag) + statistics.median(an) if ag and an else None
+        if alone_sum is not None:
+            bound = alone_sum if bound is None else max(bound, alone_sum)
+        out.append(f"| {p} / {100 - p} | {cell(g)} | {cell(n)} | **{cell(agg)}** | "
+                   f"{'-' if alone_sum is None else f'{alone_sum:.3f}'} |")
+    out.append("")
+    out.append("Best sum of the alone curves at complementary shares: "
+               + ("-" if bound is None else f"{bound:.3f}"))
+    return "\n".join(out)
+
+
 def digest(runs):
     out = ["| job | run | digest (first 16) | equal to native1 |", "| --- | --- | --- | --- |"]
     ok = True
@@ -86,4 +130,4 @@ def digest(runs):
 if __name__ == "__main__":
     d, part = sys.argv[1], sys.argv[2]
     runs = load(d)
-    print(throughput(runs) if part == "throughput" else digest(runs))
+    print({"throughput": throughput, "digest": digest, "scaling": scaling}[part](runs))

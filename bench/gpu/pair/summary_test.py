@@ -38,7 +38,27 @@ def test_digest_flags_a_mismatch():
         assert summary.digest(summary.load(d)).endswith("all identical: yes")
 
 
+
+
+def test_scaling_normalizes_the_shares_and_bounds_a_fixed_split():
+    with tempfile.TemporaryDirectory() as d:
+        write(d, "r1-alone-gpt.json", {"steps_per_s": 10.0})
+        write(d, "r1-alone-resnet.json", {"steps_per_s": 20.0})
+        for p, (g, n) in {25: (4.0, 6.0), 50: (7.0, 12.0), 75: (9.0, 18.0)}.items():
+            write(d, f"r1-pct{p}-gpt.json", {"steps_per_s": g})
+            write(d, f"r1-pct{p}-resnet.json", {"steps_per_s": n})
+            write(d, f"r1-split{p}-gpt.json", {"steps_per_s": g * 0.9})
+            write(d, f"r1-split{p}-resnet.json", {"steps_per_s": 10.0})
+        text = summary.scaling(summary.load(d))
+        assert "| 50% | 0.700 | 0.600 |" in text, text
+        # 75/25: GPT 0.9 alone at 75%, ResNet 0.3 alone at 25%; in the pair 0.81 + 0.5.
+        assert "| 75 / 25 | 0.810 | 0.500 | **1.310** | 1.200 |" in text, text
+        # The best complementary sum: 25/75 gives 0.4 + 0.9 = 1.3.
+        assert text.endswith("Best sum of the alone curves at complementary shares: 1.300"), text
+
+
 if __name__ == "__main__":
     test_throughput_normalizes_per_round_and_sums()
     test_digest_flags_a_mismatch()
-    print("summary_test: 2 passed")
+    test_scaling_normalizes_the_shares_and_bounds_a_fixed_split()
+    print("summary_test: 3 passed")
