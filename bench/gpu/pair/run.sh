@@ -40,10 +40,10 @@ job() {
     esac
     local rc=$?; [ $rc = 0 ] || log "$tag $model exit $rc: $(tail -c 400 "$err" | tr '\n' ' ')"
 }
-pair() { # WRAP TAG
+pair() { # WRAP TAG; GPT_PCT / RESNET_PCT (PART=scaling): each job's MPS share
     local b; b=$(mktemp -d /tmp/pair-bar.XXXXXX)
-    job "$1" gpt throughput "$2" --seconds "$SECS" --barrier "$b" --peers 2 &
-    job "$1" resnet throughput "$2" --seconds "$SECS" --barrier "$b" --peers 2 &
+    PCT=${GPT_PCT:-} job "$1" gpt throughput "$2" --seconds "$SECS" --barrier "$b" --peers 2 &
+    PCT=${RESNET_PCT:-} job "$1" resnet throughput "$2" --seconds "$SECS" --barrier "$b" --peers 2 &
     if [ "$1" = daemon ]; then
         # Mid-window: both jobs warm (their barrier files exist), half the window later.
         for _ in $(seq 1 600); do [ "$(ls "$b" | wc -l)" -ge 2 ] && break; sleep 0.2; done
@@ -51,12 +51,6 @@ pair() { # WRAP TAG
         "$V" daemon status --socket "$SOCK" --json > "$OUT/runs/$2-status.json" 2>&1
     fi
     wait; rm -rf "$b"; log "pair $2 done"
-}
-pair_pct() { # GPT_PCT RESNET_PCT TAG: both natively under MPS, each limited to its share
-    local b; b=$(mktemp -d /tmp/pair-bar.XXXXXX)
-    PCT=$1 job native gpt throughput "$3" --seconds "$SECS" --barrier "$b" --peers 2 &
-    PCT=$2 job native resnet throughput "$3" --seconds "$SECS" --barrier "$b" --peers 2 &
-    wait; rm -rf "$b"; log "pair $3 done"
 }
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv > "$OUT/gpu.txt" 2>&1
 if [ "$PART" = throughput ]; then
@@ -84,7 +78,7 @@ elif [ "$PART" = scaling ]; then
         for p in $pcts; do
             for m in gpt resnet; do PCT=$p job native "$m" throughput "r$R-pct$p" --seconds "$SECS"; log "$m at $p% r$R"; done
         done
-        for p in $pcts; do pair_pct "$p" $((100 - p)) "r$R-split$p"; done
+        for p in $pcts; do GPT_PCT=$p RESNET_PCT=$((100 - p)) pair native "r$R-split$p"; done
         mps_off
     done
 else

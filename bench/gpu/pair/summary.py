@@ -39,8 +39,13 @@ def load(d):
     return runs
 
 
+def rounds_of(runs):
+    """The round numbers of the `rN-...` runs, ascending."""
+    return sorted({int(t.split("-")[0][1:]) for t, _ in runs if re.match(r"r\d+-", t)})
+
+
 def throughput(runs):
-    rounds = sorted({int(t.split("-")[0][1:]) for t, _ in runs if re.match(r"r\d+-", t)})
+    rounds = rounds_of(runs)
     rows, agg = [], {}
     for c in CONFIGS:
         per = []
@@ -72,7 +77,7 @@ def throughput(runs):
 
 
 def scaling(runs):
-    rounds = sorted({int(t.split("-")[0][1:]) for t, _ in runs if re.match(r"r\d+-", t)})
+    rounds = rounds_of(runs)
     pcts = (25, 50, 75)
 
     def norm(tag, m):
