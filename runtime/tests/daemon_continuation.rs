@@ -279,3 +279,53 @@ fn a_launch_on_a_node_another_client_holds_is_a_stray_not_a_fault() {
     assert_eq!(a_st.outstanding, 1, "a's op still outstanding on its lease");
     assert!(st.clients.iter().any(|c| c.name == "b"), "b still connected");
 }
+
+/// A lone client's drained lease lingers at the daemon (for launch-first), but when the client's
+/// next op goes up anyway (its policy wants a wider node), the linger ends before the round is
+/// planned: the op gets the whole device, not the widest node beside the client's own idle
+/// lease. Without this, a lone client's 8-kernel operator that followed small launches was bound
+/// to the two halves in turn, each beside its own lingering lease on the other (measured on the
+/// H200: kernels 106 us instead of 49.6 us, docs/results/daemon-overhead-h200.md, run 3).
+#[test]
+fn a_lone_clients_wide_op_is_not_kept_beside_its_own_lingering_lease() {
+    // A linger far longer than the test: every drained lease would linger throughout.
+    let daemon = start_with("own-linger", PolicyKind::Throughput, |c| c.decide.lease_linger_ns = 60_000_000_000);
+    let (d, mut disp, v) = client(&daemon, PolicyKind::Throughput);
+    let s = v.create_stream(StreamKind::NonBlocking, 0);
+    // Small launches first, each followed by a synchronize: the daemon binds a smallest node and
+    // its lease lingers once drained.
+    for _ in 0..3 {
+        v.record_op(s, busy(&d, 1)).unwrap();
+        disp.run_until_idle().expect("dispatch");
+        v.stream_synchronize(s).expect("no asynchronous failure");
+    }
+    let before = disp.stats().per_node.clone();
+    // Then wide launches, each followed by a synchronize (the operator's pattern).
+    let reps = 12;
+    for _ in 0..reps {
+        for _ in 0..4 {
+            v.record_op(s, busy(&d, 132 * 64)).unwrap();
+        }
+        disp.run_until_idle().expect("dispatch");
+        v.stream_synchronize(s).expect("no asynchronous failure");
+    }
+    assert_eq!(v.outstanding(), 0, "every op completed");
+    let pool = disp.pool();
+    let root = pool.root();
+    let wide: Vec<(usize, u64)> = disp
+        .stats()
+        .per_node
+        .iter()
+        .zip(&before)
+        .enumerate()
+        .filter(|&(_, (&after, &b))| after > b)
+        .map(|(i, (&after, &b))| (pool.nodes()[i].size(), after - b))
+        .collect();
+    let on_root = disp.stats().per_node[root.index()] - before[root.index()];
+    assert_eq!(
+        on_root,
+        reps * 4,
+        "every wide op ran on the whole device ({} units); (node size, ops) used: {wide:?}",
+        pool.node(root).size()
+    );
+}

@@ -2,11 +2,15 @@
 
   python3 job.py gpt|resnet throughput OUT.json [--barrier DIR --peers N] [--seconds S]
   python3 job.py gpt|resnet digest OUT.json [--steps N]
+  python3 job.py gpt|resnet idle OUT.json --barrier DIR [--seconds S]
 
 throughput: warm up, wait at the barrier until every peer is warm, then train for S seconds
 (wall clock, synchronized at both ends) and write steps/s. digest: a fixed number of steps in the
 deterministic configuration (fixed seed and data, deterministic algorithms, no autotuning) and
 the SHA-256 of every parameter's bytes plus the losses, so two runs can be compared bitwise.
+idle: a peer that only holds a CUDA context (under a Static daemon it holds a share and leaves it
+unused): it writes DIR/idle.ready once its context exists and exits when DIR/stop appears (or after
+S seconds).
 """
 import argparse
 import hashlib
@@ -99,7 +103,7 @@ def barrier(d, name, peers, limit=180):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("model", choices=["gpt", "resnet"])
-    ap.add_argument("kind", choices=["throughput", "digest"])
+    ap.add_argument("kind", choices=["throughput", "digest", "idle"])
     ap.add_argument("out")
     ap.add_argument("--seconds", type=float, default=15)
     ap.add_argument("--steps", type=int, default=12)
@@ -113,6 +117,14 @@ def main():
         torch.backends.cudnn.deterministic = True
     else:
         torch.backends.cudnn.benchmark = True
+    if a.kind == "idle":
+        torch.ones(1, device=dev).sum().item()
+        open(os.path.join(a.barrier, "idle.ready"), "w").close()
+        t = time.time()
+        while not os.path.exists(os.path.join(a.barrier, "stop")) and time.time() - t < a.seconds:
+            time.sleep(0.05)
+        json.dump({"model": a.model, "idle_s": time.time() - t}, open(a.out, "w"))
+        return
     net, step = build(a.model, dev)
     if a.kind == "digest":
         losses = [step().item() for _ in range(a.steps)]

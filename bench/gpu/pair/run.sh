@@ -4,7 +4,11 @@
 # underneath), vitamin Static 50/50 and Throughput through one `vitamin daemon`; each job alone
 # first. PART=throughput (default) or PART=digest (bitwise outputs: each job natively twice, then
 # the pair under the daemon), or PART=scaling (what a fixed SM share gives each job: each alone under
-# MPS at CUDA_MPS_ACTIVE_THREAD_PERCENTAGE 25/50/75, then the pair at shares 75/25, 50/50 and 25/75).
+# MPS at CUDA_MPS_ACTIVE_THREAD_PERCENTAGE 25/50/75, then the pair at shares 75/25, 50/50 and 25/75),
+# or PART=share (each job alone on half the device: an MPS 50% share, then vitamin Static 50/50 through
+# the daemon beside an idle peer that holds the other half; no interference, only the partition).
+# Every part starts with a short native GPT run that is not counted (WARMUP=0 skips it): the call's
+# first job ran slow (docs/results/daemon-pair.md, run 5).
 # Staged by stage.sh into this folder (vitamin, libvitamin_cuda.so).
 #   OUT=$OUT ROUNDS=2 SECONDS_=12 PART=throughput bash run.sh
 set -uo pipefail
@@ -53,6 +57,7 @@ pair() { # WRAP TAG; GPT_PCT / RESNET_PCT (PART=scaling): each job's MPS share
     wait; rm -rf "$b"; log "pair $2 done"
 }
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv > "$OUT/gpu.txt" 2>&1
+if [ "${WARMUP:-1}" = 1 ]; then job native gpt throughput warmup --seconds 3; log "warm-up done"; fi
 if [ "$PART" = throughput ]; then
     for R in $(seq 1 "$ROUNDS"); do
         job native gpt throughput "r$R-alone" --seconds "$SECS"; log "alone gpt r$R"
@@ -79,6 +84,25 @@ elif [ "$PART" = scaling ]; then
             for m in gpt resnet; do PCT=$p job native "$m" throughput "r$R-pct$p" --seconds "$SECS"; log "$m at $p% r$R"; done
         done
         for p in $pcts; do GPT_PCT=$p RESNET_PCT=$((100 - p)) pair native "r$R-split$p"; done
+        mps_off
+    done
+elif [ "$PART" = share ]; then
+    for R in $(seq 1 "$ROUNDS"); do
+        job native gpt throughput "r$R-alone" --seconds "$SECS"; log "alone gpt r$R"
+        job native resnet throughput "r$R-alone" --seconds "$SECS"; log "alone resnet r$R"
+        mps_on
+        for m in gpt resnet; do
+            PCT=50 job native "$m" throughput "r$R-mps50" --seconds "$SECS"; log "$m at 50% r$R"
+            # The idle peer registers first (the first cut), the job takes the second, as in the pair.
+            daemon_on static
+            b=$(mktemp -d /tmp/pair-idle.XXXXXX)
+            job daemon "$m" idle "r$R-idlepeer_$m" --barrier "$b" --seconds 150 &
+            for _ in $(seq 1 600); do [ -e "$b/idle.ready" ] && break; sleep 0.2; done
+            job daemon "$m" throughput "r$R-static_half" --seconds "$SECS" &
+            local_job=$!
+            sleep $((SECS / 2 + 8)); "$V" daemon status --socket "$SOCK" > "$OUT/runs/r$R-static_half-$m-status.txt" 2>&1
+            wait $local_job; touch "$b/stop"; wait; rm -rf "$b"; daemon_off; log "$m static half r$R"
+        done
         mps_off
     done
 else

@@ -1,6 +1,6 @@
 """Summarizes bench/gpu/pair/run.sh's runs (a Markdown table on stdout).
 
-  python3 summary.py RUNS_DIR throughput|digest|scaling
+  python3 summary.py RUNS_DIR throughput|digest|scaling|share
 
 throughput: per configuration and round, each job's steps/s over its steps/s alone in the same
 round, and their sum (aggregate normalized throughput); median and range over rounds.
@@ -8,6 +8,8 @@ digest: each job's parameter digest per run, and whether every run matches the f
 scaling: each job alone at an MPS thread percentage (25, 50, 75) over the job alone, and the pair at
 shares (GPT/ResNet-50) 75/25, 50/50, 25/75; the best sum of the alone curves at complementary shares is
 what a fixed split of the SMs could give the pair if the jobs did not slow each other down.
+share: each job alone on half the device, under an MPS 50% share and under vitamin Static (the
+daemon, an idle peer holding the other half), over the job alone on the whole device.
 """
 import glob
 import json
@@ -117,6 +119,32 @@ def scaling(runs):
     return "\n".join(out)
 
 
+def share(runs):
+    rounds = rounds_of(runs)
+    out = ["| job | alone, whole device (steps/s) | MPS 50% share (norm.) | vitamin Static half (norm.) | "
+           "Static / MPS |", "| --- | --- | --- | --- | --- |"]
+    for m in ("gpt", "resnet"):
+        alone, mps, half = [], [], []
+        for r in rounds:
+            a = runs.get((f"r{r}-alone", m), {}).get("steps_per_s")
+            p = runs.get((f"r{r}-mps50", m), {}).get("steps_per_s")
+            h = runs.get((f"r{r}-static_half", m), {}).get("steps_per_s")
+            if a:
+                alone.append(a)
+                if p:
+                    mps.append(p / a)
+                if h:
+                    half.append(h / a)
+
+        def med(v, f="{:.3f}"):
+            return "-" if not v else f.format(statistics.median(v)) + (
+                f" ({min(v):.3f}-{max(v):.3f})" if len(v) > 1 else "")
+
+        ratio = f"{statistics.median(half) / statistics.median(mps):.3f}" if mps and half else "-"
+        out.append(f"| {m} | {med(alone, '{:.2f}')} | {med(mps)} | {med(half)} | {ratio} |")
+    return "\n".join(out)
+
+
 def digest(runs):
     out = ["| job | run | digest (first 16) | equal to native1 |", "| --- | --- | --- | --- |"]
     ok = True
@@ -135,4 +163,4 @@ def digest(runs):
 if __name__ == "__main__":
     d, part = sys.argv[1], sys.argv[2]
     runs = load(d)
-    print({"throughput": throughput, "digest": digest, "scaling": scaling}[part](runs))
+    print({"throughput": throughput, "digest": digest, "scaling": scaling, "share": share}[part](runs))

@@ -57,8 +57,23 @@ def test_scaling_normalizes_the_shares_and_bounds_a_fixed_split():
         assert text.endswith("Best sum of the alone curves at complementary shares: 1.300"), text
 
 
+def test_share_normalizes_each_half_by_the_whole_device():
+    with tempfile.TemporaryDirectory() as d:
+        for r in (1, 2):
+            write(d, f"r{r}-alone-gpt.json", {"steps_per_s": 10.0})
+            write(d, f"r{r}-alone-resnet.json", {"steps_per_s": 20.0})
+            write(d, f"r{r}-mps50-gpt.json", {"steps_per_s": 8.0})
+            write(d, f"r{r}-mps50-resnet.json", {"steps_per_s": 16.0})
+            write(d, f"r{r}-static_half-gpt.json", {"steps_per_s": 8.0 if r == 1 else 6.0})
+        write(d, "r1-idlepeer_gpt-gpt.json", {"idle_s": 9.0})
+        text = summary.share(summary.load(d))
+        assert "| gpt | 10.00 (10.000-10.000) | 0.800 (0.800-0.800) | 0.700 (0.600-0.800) | 0.875 |" in text, text
+        assert "| resnet | 20.00 (20.000-20.000) | 0.800 (0.800-0.800) | - | - |" in text, text
+
+
 if __name__ == "__main__":
     test_throughput_normalizes_per_round_and_sums()
     test_digest_flags_a_mismatch()
     test_scaling_normalizes_the_shares_and_bounds_a_fixed_split()
-    print("summary_test: 3 passed")
+    test_share_normalizes_each_half_by_the_whole_device()
+    print("summary_test: 4 passed")

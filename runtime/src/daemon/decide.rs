@@ -648,7 +648,7 @@ impl Decider {
 
     fn round(&mut self, di: usize, now: u64, _out: &mut TurnOutcome) -> usize {
         let dev = &mut self.devices[di];
-        self.lingering |= release_idle_leases(dev, &self.clients, now, self.cfg.lease_linger_ns);
+        self.lingering |= release_idle_leases(dev, now, self.cfg.lease_linger_ns);
         dev.arb.maintain(now);
         if dev.ready.is_empty() {
             return 0;
@@ -976,11 +976,14 @@ fn kernel_views<'a>(ready: &'a [ReadyEntry], tried: &[bool]) -> Vec<(usize, Read
 }
 
 /// Releases leases with nothing outstanding. A lease lingers for `linger_ns` after its work
-/// drained while no other client has an op waiting, so that a client's next launch after a
-/// synchronize can go out on it at once (launch-first) instead of waiting for a round trip; an op
-/// of another client that waits ends the linger at once. Returns whether a lease still lingers.
-fn release_idle_leases(dev: &mut Device, clients: &BTreeMap<u32, Client>, now: u64, linger_ns: u64) -> bool {
-    let waiting: Vec<HolderId> = dev.ready.iter().filter_map(|e| clients.get(&e.client).map(|c| c.holder)).collect();
+/// drained while no op waits at the daemon, so that a client's next launch after a synchronize
+/// can go out on it at once (launch-first) instead of waiting for a round trip. Any op waiting
+/// ends every linger at once: another client's, and the holder's own too (its client sent it up
+/// rather than launch it there, so the lease only blocks the wider nodes that overlap it: a lone
+/// client's wide ops were otherwise planned on the widest node beside its own idle lease,
+/// docs/results/daemon-overhead-h200.md, run 3). Returns whether a lease still lingers.
+fn release_idle_leases(dev: &mut Device, now: u64, linger_ns: u64) -> bool {
+    let waiting = !dev.ready.is_empty();
     for &n in dev.arb.pool.active_nodes() {
         if !matches!(dev.arb.pool.state(n), NodeState::Leased { outstanding: 0, .. }) {
             dev.idle_since[n.index()] = 0;
@@ -988,12 +991,12 @@ fn release_idle_leases(dev: &mut Device, clients: &BTreeMap<u32, Client>, now: u
     }
     let mut lingering = false;
     let idle_since = &mut dev.idle_since;
-    dev.arb.release_idle(|n, holder| {
+    dev.arb.release_idle(|n, _holder| {
         let since = &mut idle_since[n.index()];
         if *since == 0 {
             *since = now.max(1);
         }
-        let release = waiting.iter().any(|&h| h != holder) || now.saturating_sub(*since) >= linger_ns;
+        let release = waiting || now.saturating_sub(*since) >= linger_ns;
         if release {
             *since = 0;
         } else {
