@@ -3,9 +3,10 @@
 `vitamin daemon --timeline`) as a PNG: one row per SM, each op drawn over the SMs of the pool node it
 was bound to, coloured by client.
 
-usage: scripts/plot_timeline.py TRACE.json OUT.png [--from-ms A] [--to-ms B] [--last-ms W] [--title T]
+usage: scripts/plot_timeline.py TRACE.json OUT.png [--from-ms A] [--to-ms B] [--last-ms W [--ago-ms E]] [--title T]
 `--last-ms W` shows the trace's last W ms (a daemon's trace is on the host's monotonic clock), with
-times relative to the start of that window. Needs matplotlib (pip install matplotlib)."""
+times relative to the start of that window; with `--ago-ms E` the window ends E ms before the trace's
+end (away from the jobs' final synchronizations). Needs matplotlib (pip install matplotlib)."""
 import argparse
 import json
 import re
@@ -32,12 +33,12 @@ def load(path):
     return labels, [e for e in ev if e.get("ph") == "X"]
 
 
-def select(spans, from_ms, to_ms, last_ms):
+def select(spans, from_ms, to_ms, last_ms, ago_ms=0.0):
     """(spans shown, with ts relative to the window's origin, window start ms, window end ms)."""
     if last_ms is not None:
-        end = max((e["ts"] + e["dur"] for e in spans), default=0.0)
+        end = max((e["ts"] + e["dur"] for e in spans), default=0.0) - ago_ms * 1e3
         t0 = end - last_ms * 1e3
-        shown = [dict(e, ts=e["ts"] - t0) for e in spans if e["ts"] + e["dur"] >= t0]
+        shown = [dict(e, ts=e["ts"] - t0) for e in spans if e["ts"] + e["dur"] >= t0 and e["ts"] <= end]
         return shown, 0.0, last_ms
     return [e for e in spans if from_ms * 1e3 <= e["ts"] <= to_ms * 1e3], from_ms, to_ms
 
@@ -49,11 +50,12 @@ def main(argv=None):
     ap.add_argument("--from-ms", type=float, default=0.0)
     ap.add_argument("--to-ms", type=float, default=20.0)
     ap.add_argument("--last-ms", type=float, help="show the trace's last W ms instead")
+    ap.add_argument("--ago-ms", type=float, default=0.0, help="with --last-ms: end the window this long before the end")
     ap.add_argument("--title", default="vitamin binding timeline (simulated H200): each launch, unchanged, "
                                         "on the SMs of the pool node it was bound to")
     a = ap.parse_args(argv)
     labels, spans = load(a.trace)
-    shown, lo_ms, hi_ms = select(spans, a.from_ms, a.to_ms, a.last_ms)
+    shown, lo_ms, hi_ms = select(spans, a.from_ms, a.to_ms, a.last_ms, a.ago_ms)
     if not shown:
         print(f"{a.trace}: no spans in the window", file=sys.stderr)
         return 1

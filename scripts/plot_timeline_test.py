@@ -34,6 +34,10 @@ def main():
         assert (lo, hi, len(shown)) == (0.0, 1.0, 12), (lo, hi, len(shown))
         assert min(e["ts"] for e in shown) >= -100.0 and max(e["ts"] for e in shown) < 1000.0
         assert pt.select(spans, 0.0, 20.0, None)[0] == [], "absolute windows still select by absolute time"
+        # A 1 ms window ending 5 ms before the end: client 1's ops 39-49 (49 starts at 4900 us of
+        # 9990, ends at 4990 = the window's end), and not client 2's (it starts after the window).
+        shown, _, _ = pt.select(spans, 0.0, 20.0, 1.0, 5.0)
+        assert {e["cat"] for e in shown} == {"gpt (client 1)"} and len(shown) == 11, len(shown)
         try:
             import matplotlib  # noqa: F401
         except ImportError:

@@ -98,9 +98,11 @@ elif [ "$PART" = share ]; then
             b=$(mktemp -d /tmp/pair-idle.XXXXXX)
             job daemon "$m" idle "r$R-idlepeer_$m" --barrier "$b" --seconds 150 &
             for _ in $(seq 1 600); do [ -e "$b/idle.ready" ] && break; sleep 0.2; done
-            job daemon "$m" throughput "r$R-static_half" --seconds "$SECS" &
+            # Its barrier counts the peer's idle.ready and its own: it starts once warm.
+            job daemon "$m" throughput "r$R-static_half" --seconds "$SECS" --barrier "$b" --peers 2 &
             local_job=$!
-            sleep $((SECS / 2 + 8)); "$V" daemon status --socket "$SOCK" > "$OUT/runs/r$R-static_half-$m-status.txt" 2>&1
+            for _ in $(seq 1 600); do [ "$(ls "$b" | wc -l)" -ge 2 ] && break; sleep 0.2; done
+            sleep $((SECS / 2)); "$V" daemon status --socket "$SOCK" > "$OUT/runs/r$R-static_half-$m-status.txt" 2>&1
             wait $local_job; touch "$b/stop"; wait; rm -rf "$b"; daemon_off; log "$m static half r$R"
         done
         mps_off
