@@ -63,6 +63,13 @@ def setup(digest, seed=0):
         torch.use_deterministic_algorithms(True, warn_only=True)
         torch.backends.cudnn.benchmark = False
         torch.backends.cudnn.deterministic = True
+        # Attention by its math backend (matmuls and a softmax): the cuDNN backend's backward is
+        # not deterministic (it warned, and a GPT tenant's digest differed run to run:
+        # docs/results/eval.md, determinism run 1), nor are the fused backends' backward passes
+        # guaranteed to be.
+        torch.backends.cuda.enable_cudnn_sdp(False)
+        torch.backends.cuda.enable_flash_sdp(False)
+        torch.backends.cuda.enable_mem_efficient_sdp(False)
     else:
         torch.backends.cudnn.benchmark = True
     torch.manual_seed(seed)
