@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Several checks in one device call (bench/README.md): the steps named in $STEPS run in order, each
+# under its own time limit (cut to what is left of LIMIT seconds, default 585), and everything they
+# write is packed into $OUT/all.tgz (one file back). Run from the repository root on the GPU machine,
+# after staging here (each step's stage script) and carrying .device:
+#   STEPS="ovd share dg tp eval:determinism~rounds=1" bash bench/gpu/session.sh
+# Steps: ovd (bench/gpu/pair/overhead_daemon.sh, OVD_ROUNDS), share / dg / tp (bench/gpu/pair/run.sh
+# PART=share / digest / throughput, TP_ROUNDS), eval:GROUP[:PART][~rounds=N][~configs=a,b]
+# (bench/eval/run_group.sh with those options and the time left as its budget).
+set -uo pipefail
+R=$(pwd); W=/tmp/sess; rm -rf $W; mkdir -p $W
+T0=$(date +%s)
+left() { echo $(( ${LIMIT:-585} - ($(date +%s) - T0) )); }
+run_step() { # NAME MAXSECONDS CMD...
+    local name=$1 max=$2; shift 2
+    local l; l=$(left); [ "$l" -lt "$max" ] && max=$((l - 15))
+    [ "$max" -lt 20 ] && { echo "skip $name (no time)" >> $W/steps.txt; return; }
+    mkdir -p $W/$name
+    local t=$(date +%s)
+    OUT=$W/$name timeout "$max" "$@" > $W/$name/stdout.txt 2>&1
+    echo "$name rc=$? ${max}s-limit took $(( $(date +%s) - t ))s" >> $W/steps.txt
+}
+nvidia-smi > $W/nvidia-smi.txt 2>&1
+for s in $STEPS; do
+    case $s in
+        ovd) run_step ovd 90 env ROUNDS=${OVD_ROUNDS:-5} bash $R/.device/overhead/overhead_daemon.sh ;;
+        share) run_step share 220 env ROUNDS=1 SECONDS_=6 PART=share bash $R/.device/pair/run.sh ;;
+        dg) run_step dg 150 env PART=digest WARMUP=0 bash $R/.device/pair/run.sh ;;
+        tp) run_step tp 400 env ROUNDS=${TP_ROUNDS:-1} SECONDS_=8 WARMUP=0 bash $R/.device/pair/run.sh ;;
+        eval:*) # eval:GROUP[:PART][~rounds=N][~configs=a,b]
+            spec=${s#eval:}; g=${spec%%~*}; extra=()
+            IFS='~' read -ra kv <<< "$spec"
+            for x in "${kv[@]:1}"; do extra+=("--${x%%=*}" "${x#*=}"); done
+            run_step "eval-${g//:/-}" 590 bash $R/.device/eval/run_group.sh "$g" "${extra[@]}" --budget $(( $(left) - 25 )) ;;
+    esac
+done
+cd $W && tar czf /tmp/all.tgz . && mv /tmp/all.tgz "$OUT/all.tgz"
+cat $W/steps.txt
