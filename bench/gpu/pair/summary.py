@@ -46,6 +46,13 @@ def rounds_of(runs):
     return sorted({int(t.split("-")[0][1:]) for t, _ in runs if re.match(r"r\d+-", t)})
 
 
+def cell(vals, fmt="{:.3f}"):
+    """The median of `vals` (formatted by `fmt`) and, over several, their range; "-" for none."""
+    if not vals:
+        return "-"
+    return fmt.format(statistics.median(vals)) + (f" ({min(vals):.3f}-{max(vals):.3f})" if len(vals) > 1 else "")
+
+
 def throughput(runs):
     rounds = rounds_of(runs)
     rows, agg = [], {}
@@ -91,11 +98,6 @@ def scaling(runs):
                 vals.append(g / a)
         return vals
 
-    def cell(vals):
-        if not vals:
-            return "-"
-        return f"{statistics.median(vals):.3f}" + (f" ({min(vals):.3f}-{max(vals):.3f})" if len(vals) > 1 else "")
-
     out = ["| MPS thread percentage | GPT alone (norm.) | ResNet-50 alone (norm.) |", "| --- | --- | --- |"]
     curve = {}
     for p in pcts:
@@ -135,13 +137,8 @@ def share(runs):
                     mps.append(p / a)
                 if h:
                     half.append(h / a)
-
-        def med(v, f="{:.3f}"):
-            return "-" if not v else f.format(statistics.median(v)) + (
-                f" ({min(v):.3f}-{max(v):.3f})" if len(v) > 1 else "")
-
         ratio = f"{statistics.median(half) / statistics.median(mps):.3f}" if mps and half else "-"
-        out.append(f"| {m} | {med(alone, '{:.2f}')} | {med(mps)} | {med(half)} | {ratio} |")
+        out.append(f"| {m} | {cell(alone, '{:.2f}')} | {cell(mps)} | {cell(half)} | {ratio} |")
     return "\n".join(out)
 
 

@@ -204,7 +204,7 @@ impl<P: Policy> Arbiter for InProcess<P> {
     }
 
     fn bindings(&mut self, now_ns: u64, out: &mut Vec<Binding>) -> Result<(), ArbiterError> {
-        self.state.release_idle(|_, _| true);
+        self.state.release_idle(|_| true);
         self.rejected += self.state.maintain(now_ns).rejected;
         let hints: Vec<Hint> = self
             .ready

@@ -169,9 +169,9 @@ impl<P: Policy> ArbiterState<P> {
         self.apply(plan)
     }
 
-    /// Releases every lease with nothing outstanding for which `release(node, holder)` says so
-    /// (the daemon lets a lease linger a while; in-process every idle lease goes).
-    pub fn release_idle(&mut self, mut release: impl FnMut(NodeId, HolderId) -> bool) {
+    /// Releases every lease with nothing outstanding for which `release(node)` says so (the
+    /// daemon lets a lease linger a while; in-process every idle lease goes).
+    pub fn release_idle(&mut self, mut release: impl FnMut(NodeId) -> bool) {
         let idle: smallvec::SmallVec<[(NodeId, HolderId); 8]> = self
             .pool
             .active_nodes()
@@ -182,7 +182,7 @@ impl<P: Policy> ArbiterState<P> {
             })
             .collect();
         for (n, holder) in idle {
-            if release(n, holder) {
+            if release(n) {
                 if let Err(e) = self.pool.release(n, holder) {
                     tracing::warn!(node = %n, error = %e, "releasing an idle lease failed");
                 }

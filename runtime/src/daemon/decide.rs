@@ -991,7 +991,7 @@ fn release_idle_leases(dev: &mut Device, now: u64, linger_ns: u64) -> bool {
     }
     let mut lingering = false;
     let idle_since = &mut dev.idle_since;
-    dev.arb.release_idle(|n, _holder| {
+    dev.arb.release_idle(|n| {
         let since = &mut idle_since[n.index()];
         if *since == 0 {
             *since = now.max(1);

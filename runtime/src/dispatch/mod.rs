@@ -544,7 +544,7 @@ impl<B: Backend, P: Policy> Dispatcher<B, P> {
             progress += self.remote_round()?;
             self.lap(&mut clock, |p| &mut p.bind_ns);
         } else {
-            self.arbiter.release_idle(|_, _| true);
+            self.arbiter.release_idle(|_| true);
             let applied = self.arbiter.maintain(self.now);
             self.count_preparations(applied);
             self.lap(&mut clock, |p| &mut p.maintain_ns);
@@ -730,7 +730,7 @@ impl<B: Backend, P: Policy> Dispatcher<B, P> {
             self.catch_up();
         }
         self.finish_completed();
-        self.arbiter.release_idle(|_, _| true);
+        self.arbiter.release_idle(|_| true);
         crate::trace::step(10);
         self.now = self.backend.now_ns();
         self.seq += 1;
