@@ -98,6 +98,11 @@ def load_group(path):
         t.setdefault("startup_s", 15)
         t.setdefault("role", "train")
         t.setdefault("latency", False)
+        for key in ("tpot_from_alone", "ttft_from_alone"):
+            fa = t.get(key)
+            if fa is not None and not (isinstance(fa, dict) and isinstance(fa.get("field"), str)
+                                       and isinstance(fa.get("factor"), (int, float)) and fa["factor"] > 0):
+                raise GroupError(f"tenant {name}: {key!r} must be {{\"field\": NAME, \"factor\": X > 0}}")
     for part, cs in g.get("parts", {}).items():
         for c in cs:
             if c not in g["configs"]:
@@ -367,7 +372,7 @@ class Systems:
         self.stop_mps()
 
 
-def tenant_command(g, config, name, systems):
+def tenant_command(g, config, name, systems, tpot_ms=None):
     t = g["tenants"][name]
     cmd = [os.path.expandvars(a) for a in t["cmd"]]
     if cmd[0] in ("python3", "python"):
@@ -379,8 +384,9 @@ def tenant_command(g, config, name, systems):
         pre = [systems.vitamin, "run", "--daemon", systems.sock]
         if t["latency"]:
             pre += ["--class", "latency"]
-            if t.get("tpot_ms"):
-                pre += ["--tpot-ms", str(t["tpot_ms"])]
+            tpot = tpot_ms if tpot_ms is not None else t.get("tpot_ms")
+            if tpot:
+                pre += ["--tpot-ms", f"{tpot:g}"]
         return pre + ["--"] + cmd
     return cmd
 
@@ -410,12 +416,43 @@ def headline(res):
     return "result"
 
 
-def run_one(g, r, config, scenario, tenants, systems, rundir, log, hard_deadline=None):
+SLO_ENV = {"tpot": "EVAL_TPOT_SLO_MS", "ttft": "EVAL_TTFT_SLO_MS"}
+
+
+def derived_slos(g, r, tenants, alone):
+    """SLO targets taken from this round's alone runs: for each tenant with `tpot_from_alone` or
+    `ttft_from_alone` ({"field": F, "factor": X}), X times field F of its alone result in round `r`
+    (`alone` maps (round, tenant) to that result). Returns {kind: {tenant: {"ms", "source"}}} for
+    kind tpot / ttft; a tenant whose alone run gave no such field keeps its fixed `tpot_ms` /
+    `ttft_ms` (none for TTFT), and the record says so."""
+    out = {}
+    for kind in SLO_ENV:
+        for name in tenants:
+            fa = g["tenants"][name].get(kind + "_from_alone")
+            if not fa:
+                continue
+            v = (alone.get((r, name)) or {}).get(fa["field"])
+            if isinstance(v, (int, float)) and v > 0:
+                d = {"ms": round(float(fa["factor"]) * v, 3),
+                     "source": f"{fa['factor']:g} x alone {fa['field']} {v:.3f} (round {r})"}
+            else:
+                d = {"ms": g["tenants"][name].get(kind + "_ms"), "source": f"fixed: no alone {fa['field']} in round {r}"}
+            out.setdefault(kind, {})[name] = d
+    return out
+
+
+def run_one(g, r, config, scenario, tenants, systems, rundir, log, hard_deadline=None, slos=None):
     """Runs one scenario under one configuration; returns its record. No tenant outlives
-    `hard_deadline` (time.monotonic(); the end of the call's budget)."""
+    `hard_deadline` (time.monotonic(); the end of the call's budget). `slos`: derived targets
+    (derived_slos): a tenant's TPOT target is its `--tpot-ms` under vitamin and its
+    `EVAL_TPOT_SLO_MS`; its TTFT target its `EVAL_TTFT_SLO_MS`."""
+    slos = slos or {}
+    tpot = slos.get("tpot", {})
     tag = f"r{r}-{config}-{scenario.replace(':', '_').replace('+', '_')}"
     scen = next((s for s in g["scenarios"] if s["name"] == scenario), {})
     rec = {"round": r, "config": config, "scenario": scenario, "tenants": {}, "ok": False}
+    if slos:
+        rec["slo_targets"] = slos
     t_begin = time.monotonic()
     mps, _, policy = CONFIGS[config]
     if not systems.set_mps(mps):
@@ -441,13 +478,17 @@ def run_one(g, r, config, scenario, tenants, systems, rundir, log, hard_deadline
                 "EVAL_CONFIG": config,
                 "PYTHONUNBUFFERED": "1",
             })
+            for kind, var in SLO_ENV.items():
+                ms = slos.get(kind, {}).get(name, {}).get("ms")
+                if ms:
+                    env[var] = f"{ms:g}"
             if config == "mps_pct":
                 share = scen.get("mps_pct", {}).get(name, max(1, 100 // len(tenants)))
                 env["CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"] = str(share)
             out = open(os.path.join(rundir, f"{tag}-{name}.out"), "wb")
             err = open(os.path.join(rundir, f"{tag}-{name}.err"), "wb")
             try:
-                p = subprocess.Popen(tenant_command(g, config, name, systems), env=env, cwd=HERE,
+                p = subprocess.Popen(tenant_command(g, config, name, systems, tpot.get(name, {}).get("ms")), env=env, cwd=HERE,
                                      stdout=out, stderr=err, start_new_session=True)
             except OSError as e:
                 rec["tenants"][name] = {"rc": None, "error": f"cannot start: {e}"}
@@ -601,10 +642,12 @@ def main(argv=None):
     meta = {"group": g["name"], "kind": g["kind"], "rounds": g["rounds"], "seconds": g["seconds"],
             "configs": g["configs"], "scenarios": g["scenarios"],
             "tenants": {k: {"cmd": v["cmd"], "role": v["role"], "latency": v["latency"],
-                            "tpot_ms": v.get("tpot_ms")} for k, v in g["tenants"].items()},
+                            "tpot_ms": v.get("tpot_ms"), "tpot_from_alone": v.get("tpot_from_alone"),
+                            "ttft_from_alone": v.get("ttft_from_alone")} for k, v in g["tenants"].items()},
             "estimate_s": est, "budget_s": budget, "date_utc": time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime()),
             "commit": _git_commit(), "host": os.uname().nodename}
     records = []
+    alone = {}  # (round, tenant) -> its alone result: derived TPOT targets
     old = {s: signal.signal(s, _on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
     t0 = time.monotonic()
     rc = 0
@@ -617,7 +660,14 @@ def main(argv=None):
                        "skipped": f"budget: needs ~{need:.0f} s, {left:.0f} s left"}
                 log(f"r{r} {i}/{len(runs)} {c} {s}: SKIPPED ({rec['skipped']})")
             else:
-                rec = run_one(g, r, c, s, ts, systems, rundir, log, hard_deadline=t0 + budget)
+                slos = derived_slos(g, r, ts, alone) if c != "alone" else {}
+                for kind, per in slos.items():
+                    for n, v in per.items():
+                        log(f"r{r} {c} {s}: {n} {kind.upper()} target {v['ms']} ms ({v['source']})")
+                rec = run_one(g, r, c, s, ts, systems, rundir, log, hard_deadline=t0 + budget, slos=slos)
+                if c == "alone":
+                    for n, t in rec["tenants"].items():
+                        alone[(r, n)] = t.get("result")
                 parts = []
                 for n, t in rec["tenants"].items():
                     st = f", start-up {t['startup_s']:.1f} s" if t.get("startup_s") is not None else ""

@@ -179,6 +179,43 @@ def test_end_to_end_rounds_barrier_and_environments():
         assert "a+b: 1.143x vs MPS" in text, text
 
 
+def test_slo_targets_come_from_the_rounds_alone_run():
+    with tempfile.TemporaryDirectory() as d:
+        tenants = {
+            "a": {"cmd": stub_cmd("--base", "10"), "startup_s": 1},
+            # b reports tpot_p50_ms 7 in every run; its target is twice its alone figure
+            "b": {"cmd": stub_cmd("--base", "4", "--role", "latency", "--tpot-p50", "7"), "startup_s": 1,
+                  "role": "latency", "latency": True, "tpot_ms": 30,
+                  "tpot_from_alone": {"field": "tpot_p50_ms", "factor": 2},
+                  "ttft_from_alone": {"field": "tpot_p50_ms", "factor": 3}},
+            # c has no such field: it keeps its fixed target
+            "c": {"cmd": stub_cmd("--base", "4", "--role", "latency"), "startup_s": 1, "role": "latency",
+                  "latency": True, "tpot_ms": 25, "tpot_from_alone": {"field": "tpot_p50_ms", "factor": 2}},
+        }
+        write_group(d, rounds=1, configs=["mps", "vitamin_tpot"], tenants=tenants,
+                    scenarios=[{"name": "a+b+c", "tenants": ["a", "b", "c"]}])
+        r = harness(d)
+        assert r.returncode == 0, r.stdout + r.stderr
+        runs = results(d)["runs"]
+        assert all(x["ok"] for x in runs), runs
+        for x in runs:
+            res = {n: t["result"] for n, t in x["tenants"].items()}
+            if x["config"] == "alone":
+                assert all(v["slo_seen"] is None and v["ttft_slo_seen"] is None for v in res.values()), res
+                continue
+            assert res["a"]["slo_seen"] is None and res["b"]["slo_seen"] == "14", res
+            assert res["c"]["slo_seen"] == "25", res
+            assert x["slo_targets"]["tpot"]["b"]["ms"] == 14.0, x["slo_targets"]
+            assert x["slo_targets"]["tpot"]["c"]["source"].startswith("fixed"), x["slo_targets"]
+            assert res["b"]["ttft_slo_seen"] == "21" and res["c"]["ttft_slo_seen"] is None, res
+            if x["config"] == "vitamin_tpot":
+                assert res["b"]["tpot_seen"] == "14" and res["c"]["tpot_seen"] == "25", res
+        write_group(d, tenants={"b": dict(tenants["b"], tpot_from_alone={"factor": 2})},
+                    scenarios=[{"name": "b", "tenants": ["b"]}])
+        r = harness(d)
+        assert r.returncode == 2 and "tpot_from_alone" in r.stderr, r.stderr
+
+
 def t_ok(t):
     return t["rc"] == 0 and not t["timed_out"] and t["startup_s"] is not None and t["startup_s"] >= 0
 

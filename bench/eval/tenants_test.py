@@ -161,6 +161,7 @@ def test_continuous_batcher_against_a_reference_model():
         if tp:
             assert abs(m["tpot_violation_pct"] - 100 * sum(x > 30 for x in tp) / len(tp)) < 1e-9
             assert min(tp) >= 25 - 1e-9  # a decode step of one request costs 25 ms here
+        assert [round(x, 3) for x in tp] == m["tpot_ms"] and len(m["ttft_ms"]) == 12
         assert m["output_tokens"] == sum(r.gen for r in reqs)
 
 

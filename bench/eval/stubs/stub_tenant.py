@@ -3,7 +3,7 @@ reports what it saw of its environment (MPS, share, vitamin policy and class) so
 check the orchestration. Its fake throughput is BASE x the factor of the configuration it ran under.
 
   python3 stub_tenant.py --base 10 [--warmup S] [--role train|latency] [--crash-under CONFIG]
-                         [--hang-under CONFIG] [--pid-file F]
+                         [--hang-under CONFIG] [--pid-file F] [--tpot-p50 MS]
 """
 import argparse
 import os
@@ -26,6 +26,7 @@ def main():
     ap.add_argument("--crash-under")
     ap.add_argument("--hang-under")
     ap.add_argument("--pid-file")
+    ap.add_argument("--tpot-p50", type=float, help="report this as tpot_p50_ms")
     a = ap.parse_args()
     config = os.environ.get("EVAL_CONFIG", "")
     if a.pid_file:
@@ -53,11 +54,15 @@ def main():
         "policy_seen": os.environ.get("EVAL_STUB_POLICY"),
         "class_seen": os.environ.get("EVAL_STUB_CLASS"),
         "tpot_seen": os.environ.get("EVAL_STUB_TPOT"),
+        "slo_seen": os.environ.get("EVAL_TPOT_SLO_MS"),
+        "ttft_slo_seen": os.environ.get("EVAL_TTFT_SLO_MS"),
         "ready_at_start": seen,
         "t_ready": t.t_ready,
         "throughput": a.base * f,
         "unit": "steps/s",
     }
+    if a.tpot_p50 is not None:
+        doc["tpot_p50_ms"] = a.tpot_p50
     if a.role == "latency":
         doc.update({"p50_ms": 10.0 / f, "p99_ms": 30.0 / f, "requests": 100})
     t.write(doc)

@@ -2,7 +2,8 @@
 by EVAL_SEED), each a --prompt token prefill and --gen greedy decode steps with a KV cache; one
 request at a time in arrival order (open loop: a late request queues). --rates splits the window in
 equal phases, one per rate, reported apart (`by_rate`) and together. Reports p50/p99 latency
-(arrival to last token, queueing included) and the per-token time. Model: transformers'
+(arrival to last token, queueing included) and the per-token time (`per_token_ms`: the request
+served before the window, prefill included, over --gen). Model: transformers'
 LlamaForCausalLM (random init, bf16) when importable, else the hand-written llm.Llama; `impl` says
 which.
 
@@ -146,7 +147,7 @@ def main():
         "requests": len(arrivals), "completed": len(ms), "not_started": not_started,
         "p50_ms": tenant.percentile(ms, 50), "p90_ms": tenant.percentile(ms, 90),
         "p99_ms": tenant.percentile(ms, 99), "max_ms": max(ms) if ms else None,
-        "service_before_window_ms": service_ms, "throughput": len(ms) / t.seconds, "unit": "requests/s",
+        "service_before_window_ms": service_ms, "per_token_ms": service_ms / a.gen, "throughput": len(ms) / t.seconds, "unit": "requests/s",
     })
 
 

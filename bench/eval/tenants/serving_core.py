@@ -143,5 +143,7 @@ def serving_metrics(requests, tpot_slo_ms, ttft_slo_ms, window_s):
         "ttft_violation_pct": 100.0 * sum(x > ttft_slo_ms for x in ttft) / len(ttft) if ttft else None,
         "tpot_slo_ms": tpot_slo_ms, "ttft_slo_ms": ttft_slo_ms,
         "output_tokens": out_tokens,
+        # per finished request, in arrival order: the violations can be recomputed at any SLO
+        "ttft_ms": [round(x, 3) for x in ttft], "tpot_ms": [round(x, 3) for x in tpot],
         "throughput": out_tokens / window_s, "unit": "tokens/s",
     }
