@@ -46,6 +46,8 @@ mod chaos;
 mod curves;
 mod exclusive;
 mod static_;
+#[cfg(test)]
+mod testkit;
 mod throughput;
 mod tpot;
 
@@ -330,8 +332,8 @@ impl PolicyKind {
     pub fn build(self, seed: u64) -> AnyPolicy {
         match self {
             PolicyKind::Throughput => AnyPolicy::Throughput(ThroughputOriented::default()),
-            PolicyKind::Tpot => AnyPolicy::Tpot(TpotFirst::default()),
-            PolicyKind::Exclusive => AnyPolicy::Exclusive(Exclusive),
+            PolicyKind::Tpot => AnyPolicy::Tpot(Box::default()),
+            PolicyKind::Exclusive => AnyPolicy::Exclusive(Exclusive::default()),
             PolicyKind::Static => AnyPolicy::Static(Static::default()),
             PolicyKind::Chaos => AnyPolicy::Chaos(Chaos::new(seed)),
         }
@@ -360,7 +362,7 @@ pub enum AnyPolicy {
     /// Throughput-Oriented.
     Throughput(ThroughputOriented),
     /// TPOT-First.
-    Tpot(TpotFirst),
+    Tpot(Box<TpotFirst>),
     /// Exclusive.
     Exclusive(Exclusive),
     /// Static.

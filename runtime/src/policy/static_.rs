@@ -219,83 +219,38 @@ mod tests {
     /// the share is then offered to its client.
     #[test]
     fn a_share_covered_by_another_clients_busy_lease_is_reclaimed() {
-        use vitamin_hal::{Dim3, FunctionKind, FunctionRef, KernelArgs, KernelLaunch, LaunchAttributes};
+        use crate::policy::testkit::{kernel, op, Fixture};
+        use crate::policy::ClientClass;
 
-        use crate::policy::{ClientClass, ClientInfo};
-        use crate::profile::Profiles;
-        use crate::vctx::OpId;
-
-        let mut pool = Pool::build(SimBackend::default_device().topology());
+        let mut f = Fixture::new(&[ClientClass::BestEffort, ClientClass::BestEffort]);
         let (a, b) = (HolderId(0), HolderId(1));
-        let clients: Vec<ClientInfo> = [a, b]
-            .iter()
-            .map(|&h| ClientInfo {
-                holder: h,
-                name: format!("c{}", h.0),
-                class: ClientClass::BestEffort,
-                deadline_ns: None,
-            })
-            .collect();
-        let profiles = Profiles::new("test");
-        let lanes = vec![Vec::new(); pool.nodes().len()];
-        let root = pool.root();
+        let root = f.pool.root();
         // b holds the whole device with work outstanding (its wide launch, then more continued there).
-        pool.lease(root, b).unwrap();
+        f.pool.lease(root, b).unwrap();
         for _ in 0..3 {
-            pool.begin_submit(root, b).unwrap();
+            f.pool.begin_submit(root, b).unwrap();
         }
-        let k = KernelLaunch::new(
-            FunctionRef::new(1, FunctionKind::Kernel, "k"),
-            Dim3::new(64, 1, 1),
-            Dim3::new(256, 1, 1),
-            0,
-            KernelArgs::from_layout(Vec::new(), Vec::new()).unwrap(),
-            LaunchAttributes::default(),
-        );
-        let view = ReadyOpView {
-            client: a,
-            op: OpId(1),
-            kernel: &k,
-            ready_since_ns: 0,
-            seq: 1,
-            deadline_ns: None,
-            min_units: 0,
-        };
+        let k = kernel("k", 64);
+        let view = op(&k, a, 1);
         let mut policy = Static::default();
         let mut eligible = Vec::new();
-        fn at<'a>(
-            pool: &'a Pool,
-            profiles: &'a Profiles,
-            clients: &'a [ClientInfo],
-            lanes: &'a [Vec<u64>],
-        ) -> SchedState<'a> {
-            SchedState { pool, now_ns: 0, profiles, clients, lane_busy_until: lanes }
-        }
-        pool.eligible(a, 0, &mut eligible);
-        assert_eq!(
-            policy.select(&view, &eligible, &at(&pool, &profiles, &clients, &lanes)),
-            None,
-            "a's share is covered by b's lease"
-        );
-        let share = Static::default_node(&at(&pool, &profiles, &clients, &lanes), a).unwrap();
+        f.pool.eligible(a, 0, &mut eligible);
+        assert_eq!(policy.select(&view, &eligible, &f.at(0)), None, "a's share is covered by b's lease");
+        let share = Static::default_node(&f.at(0), a).unwrap();
         let mut plan = Vec::new();
-        policy.maintain(&at(&pool, &profiles, &clients, &lanes), &mut plan);
+        policy.maintain(&f.at(0), &mut plan);
         let reclaim = plan.iter().find_map(|p| match p {
             Preparation::Reclaim(n, r) if r.holder == a => Some(*n),
             _ => None,
         });
         assert_eq!(reclaim, Some(share), "maintain reclaims a's share: {plan:?}");
-        pool.reclaim_for(share, Reservation { holder: a, tag: TAG_STATIC_RECLAIM }).unwrap();
-        assert!(matches!(pool.state(root), NodeState::Draining { .. }), "b's gate closes");
+        f.pool.reclaim_for(share, Reservation { holder: a, tag: TAG_STATIC_RECLAIM }).unwrap();
+        assert!(matches!(f.pool.state(root), NodeState::Draining { .. }), "b's gate closes");
         for _ in 0..3 {
-            pool.complete(root).unwrap();
+            f.pool.complete(root).unwrap();
         }
-        pool.eligible(a, 0, &mut eligible);
-        assert_eq!(
-            policy.select(&view, &eligible, &at(&pool, &profiles, &clients, &lanes)),
-            Some(share),
-            "the share is offered to a"
-        );
+        f.pool.eligible(a, 0, &mut eligible);
+        assert_eq!(policy.select(&view, &eligible, &f.at(0)), Some(share), "the share is offered to a");
     }
 
     #[test]
