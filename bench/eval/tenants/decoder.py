@@ -7,7 +7,7 @@ served before the window, prefill included, over --gen). Model: transformers'
 LlamaForCausalLM (random init, bf16) when importable, else the hand-written llm.Llama; `impl` says
 which.
 
-  python3 tenants/decoder.py --rate 10 | --rates 5,10,20 [--prompt 128] [--gen 16] [--size small] [--digest [--reshape 4]]
+  python3 tenants/decoder.py --rate 10 | --rates 2,4,6 [--prompt 128] [--gen 16] [--size small] [--digest [--reshape 4]]
 
 --digest: one fixed prompt, --gen greedy tokens; SHA-256 of the tokens and the last logits' bytes.
 --reshape K (with --digest, hand-written model only): the same decode with the LM head's reduction
