@@ -37,6 +37,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 # name -> (MPS on, wrapper, daemon policy)
 CONFIGS = {
     "alone": (False, "native", None),
+    "alone_mps": (True, "native", None),
     "timeslice": (False, "native", None),
     "mps": (True, "native", None),
     "mps_pct": (True, "native", None),
@@ -88,8 +89,9 @@ def load_group(path):
     g.setdefault("budget_s", 540)
     g.setdefault("grace_s", 30)
     g.setdefault("alone", True)
+    g.setdefault("alone_mps", False)
     for c in g["configs"]:
-        if c not in CONFIGS or c == "alone":
+        if c not in CONFIGS or c.startswith("alone"):
             raise GroupError(f"group {g['name']}: unknown configuration {c!r} (known: {', '.join(CONFIGS)})")
     g["tenants"] = {k: v for k, v in g["tenants"].items() if not k.startswith("_")}  # "_comment"
     for name, t in g["tenants"].items():
@@ -140,6 +142,9 @@ def plan(g):
         if g["alone"]:
             for t in used:
                 runs.append((r, "alone", "alone:" + t, [t]))
+        if g["alone_mps"]:  # each tenant alone under MPS too: a second normalization
+            for t in used:
+                runs.append((r, "alone_mps", "alone_mps:" + t, [t]))
         k = (r - 1) % len(configs)
         for c in configs[k:] + configs[:k]:
             for s in g["scenarios"]:
@@ -576,6 +581,8 @@ def main(argv=None):
     ap.add_argument("--configs", help="comma-separated subset/order of the group's configurations")
     ap.add_argument("--scenarios", help="comma-separated subset of the group's scenarios")
     ap.add_argument("--budget", type=float, help="seconds one call may take (default: the group's budget_s)")
+    ap.add_argument("--alone-mps", type=int, choices=[0, 1],
+                    help="1: each round also runs every tenant alone under MPS (a second normalization)")
     ap.add_argument("--dry-run", action="store_true", help="print the plan and the estimate, run nothing")
     ap.add_argument("--vitamin", default=os.environ.get("EVAL_VITAMIN", os.path.join(HERE, "vitamin")))
     ap.add_argument("--mps-control", default=os.environ.get("EVAL_MPS_CONTROL", "nvidia-cuda-mps-control"))
@@ -599,10 +606,12 @@ def main(argv=None):
             g["scenarios"] = [s for s in g["scenarios"] if s["name"] in want]
             if len(g["scenarios"]) != len(want):
                 raise GroupError(f"unknown scenario among {want}")
+        if a.alone_mps is not None:
+            g["alone_mps"] = bool(a.alone_mps)
         if a.budget is not None:
             g["budget_s"] = a.budget
         for c in g["configs"]:
-            if c not in CONFIGS or c == "alone":
+            if c not in CONFIGS or c.startswith("alone"):
                 raise GroupError(f"unknown configuration {c!r} (known: {', '.join(CONFIGS)})")
         if not g["configs"] or not g["scenarios"]:
             raise GroupError("nothing to run: no configuration or no scenario left")
@@ -640,6 +649,7 @@ def main(argv=None):
     systems = Systems(work, log, os.path.abspath(a.vitamin) if os.path.exists(a.vitamin) else a.vitamin,
                       a.mps_control)
     meta = {"group": g["name"], "kind": g["kind"], "rounds": g["rounds"], "seconds": g["seconds"],
+            "alone_mps": g["alone_mps"],
             "configs": g["configs"], "scenarios": g["scenarios"],
             "tenants": {k: {"cmd": v["cmd"], "role": v["role"], "latency": v["latency"],
                             "tpot_ms": v.get("tpot_ms"), "tpot_from_alone": v.get("tpot_from_alone"),
@@ -660,7 +670,7 @@ def main(argv=None):
                        "skipped": f"budget: needs ~{need:.0f} s, {left:.0f} s left"}
                 log(f"r{r} {i}/{len(runs)} {c} {s}: SKIPPED ({rec['skipped']})")
             else:
-                slos = derived_slos(g, r, ts, alone) if c != "alone" else {}
+                slos = derived_slos(g, r, ts, alone) if not c.startswith("alone") else {}
                 for kind, per in slos.items():
                     for n, v in per.items():
                         log(f"r{r} {c} {s}: {n} {kind.upper()} target {v['ms']} ms ({v['source']})")

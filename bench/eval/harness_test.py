@@ -179,6 +179,29 @@ def test_end_to_end_rounds_barrier_and_environments():
         assert "a+b: 1.143x vs MPS" in text, text
 
 
+def test_alone_under_mps_is_a_second_normalization():
+    with tempfile.TemporaryDirectory() as d:
+        write_group(d, rounds=1, configs=["mps", "vitamin_throughput"])
+        r = harness(d, "--alone-mps", "1")
+        assert r.returncode == 0, r.stdout + r.stderr
+        runs = results(d)["runs"]
+        assert all(x["ok"] for x in runs), runs
+        am = [x for x in runs if x["config"] == "alone_mps"]
+        assert sorted(x["scenario"] for x in am) == ["alone_mps:a", "alone_mps:b"], runs
+        assert all(t["result"]["mps_seen"] and t["result"]["policy_seen"] is None
+                   for x in am for t in x["tenants"].values()), am
+        sys.path.insert(0, HERE)
+        import summary
+        text = summary.render(summary.load(os.path.join(d, "out")), None)
+        # a: 10 x 0.7 under MPS over 10 x 0.8 alone under MPS; 10 x 0.8 under Throughput
+        assert "a+b MPS 0.875; a+b vitamin Throughput 1.000" in text, text
+        assert "Alone under MPS (median and range): a 8.00" in text, text
+        # without the option: no such runs, no such lines
+        write_group(d, rounds=1, configs=["mps"])
+        r = harness(d)
+        assert r.returncode == 0 and not any(x["config"] == "alone_mps" for x in results(d)["runs"])
+
+
 def test_slo_targets_come_from_the_rounds_alone_run():
     with tempfile.TemporaryDirectory() as d:
         tenants = {

@@ -126,15 +126,17 @@ class Index:
     def get(self, r, config, scenario):
         return self.by.get((r, config, scenario), {})
 
-    def alone(self, r, tenant):
-        return self.get(r, "alone", "alone:" + tenant).get(tenant)
+    def alone(self, r, tenant, kind="alone"):
+        """Tenant's alone result in round r: natively (`alone`) or under MPS (`alone_mps`)."""
+        return self.get(r, kind, f"{kind}:{tenant}").get(tenant)
 
-    def norm(self, r, config, scenario, tenants):
-        """Sum of the tenants' normalized throughputs in round r, None unless all are complete."""
+    def norm(self, r, config, scenario, tenants, kind="alone"):
+        """Sum of the tenants' normalized throughputs in round r (over their `kind` alone runs),
+        None unless all are complete."""
         got = self.get(r, config, scenario)
         parts = []
         for t in tenants:
-            a, b = self.alone(r, t), got.get(t)
+            a, b = self.alone(r, t, kind), got.get(t)
             if not a or not b or not a.get("throughput") or b.get("throughput") is None:
                 return None, None
             parts.append(b["throughput"] / a["throughput"])
@@ -179,6 +181,20 @@ def train_section(ix, plots):
         unit = next((ix.alone(r, t).get("unit", "/s") for r in ix.rounds if ix.alone(r, t)), "/s")
         alone.append(f"{t} {fmt(med(xs), 2)} {unit} ({spread(xs, 2)})")
     out += ["", "Alone (native, per-round normalization; median and range): " + "; ".join(alone), ""]
+    if any(ix.alone(r, t, "alone_mps") for r in ix.rounds for s in ix.scenarios for t in ix.members[s]):
+        # The same runs over each tenant alone under MPS: tells what MPS itself does to a job alone.
+        cells = []
+        for s in ix.scenarios:
+            ts = [t for t in ix.members[s] if ix.role.get(t) != "latency"]
+            for c in ix.configs:
+                aggs = [a for a, _ in (ix.norm(r, c, s, ts, "alone_mps") for r in ix.rounds) if a is not None]
+                cells.append(f"{s} {LABELS.get(c, c)} {fmt(med(aggs))}")
+        xs = []
+        for t in sorted({t for s in ix.scenarios for t in ix.members[s]}):
+            v = [ix.alone(r, t, "alone_mps").get("throughput") for r in ix.rounds if ix.alone(r, t, "alone_mps")]
+            xs.append(f"{t} {fmt(med(v), 2)} ({spread(v, 2)})")
+        out += ["Normalized by each tenant alone under MPS instead (aggregate medians): " + "; ".join(cells),
+                "", "Alone under MPS (median and range): " + "; ".join(xs), ""]
     if plots is not None:
         bars(plots, f"{ix.meta['group']}-throughput.png", ix.scenarios, ix.configs, table,
              "aggregate normalized throughput", ix.meta["group"], ref=1.0)

@@ -14,7 +14,7 @@ import time
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 import tenant  # noqa: E402
 
-FACTOR = {"alone": 1.0, "timeslice": 0.5, "mps": 0.7, "mps_pct": 0.6, "vitamin_static": 0.55,
+FACTOR = {"alone": 1.0, "alone_mps": 0.8, "timeslice": 0.5, "mps": 0.7, "mps_pct": 0.6, "vitamin_static": 0.55,
           "vitamin_exclusive": 0.5, "vitamin_throughput": 0.8, "vitamin_tpot": 0.75, "vitamin_inproc": 0.65}
 
 
