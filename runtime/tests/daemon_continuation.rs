@@ -79,7 +79,8 @@ fn client_as(
 fn a_whole_device_launch_is_shared_under_throughput_and_bound_under_exclusive() {
     use vitamin_runtime::policy::Policy;
     assert!(PolicyKind::Static.build(0).shares_whole_device());
-    assert!(!PolicyKind::Tpot.build(0).shares_whole_device());
+    assert!(PolicyKind::Tpot.build(0).shares_whole_device());
+    assert!(!PolicyKind::Exclusive.build(0).shares_whole_device());
     for (policy, shared) in [(PolicyKind::Throughput, 1), (PolicyKind::Exclusive, 0)] {
         let daemon = start(policy.name(), policy);
         let (d, mut disp, v) = client(&daemon, policy);
@@ -401,4 +402,51 @@ fn a_client_continuing_on_the_whole_device_does_not_starve_the_next() {
         );
         daemon.shutdown();
     }
+}
+
+/// Under TPOT-First a launch that only the whole device runs (500 cooperative blocks) of a
+/// best-effort client completes while a latency-critical client idles beside it with its standing
+/// reservation: it goes to the service partition, as under Throughput. Bound to the whole device it
+/// waited for the reservation for ever (on the H200 a ResNet-50 job beside an idle serving loop
+/// never finished its warm-up, docs/results/eval.md, serving run 1).
+#[test]
+fn a_whole_device_launch_does_not_wait_for_an_idle_latency_clients_reservation() {
+    let daemon = start("tpot-coop", PolicyKind::Tpot);
+    let (ld, mut ldisp, lv) =
+        client_as(&daemon, PolicyKind::Tpot, ClientClass::LatencyCritical { tpot_target_ns: 5_000_000 });
+    let ls = lv.create_stream(StreamKind::NonBlocking, 0);
+    lv.record_op(ls, busy(&ld, 4)).unwrap();
+    ldisp.run_until_idle().expect("dispatch");
+    lv.stream_synchronize(ls).expect("no asynchronous failure");
+    // The latency client now idles; its standing node is reserved (or re-reserved) at the daemon.
+    let t0 = std::time::Instant::now();
+    while !daemon.status().devices[0].active.iter().any(|a| a.contains("reserved")) {
+        assert!(t0.elapsed() < Duration::from_secs(5), "no standing reservation: {:?}", daemon.status().devices);
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    let (tx, rx) = std::sync::mpsc::channel();
+    let (d, mut disp, v) = client(&daemon, PolicyKind::Tpot);
+    std::thread::spawn(move || {
+        let f = d.kernel("busy").expect("sim reference kernel");
+        let coop = Arc::new(OpDesc::Kernel(KernelLaunch::new(
+            f,
+            Dim3::x(500),
+            Dim3::x(256),
+            0,
+            KernelArgs::pack(&[&2_000u32.to_le_bytes()]),
+            LaunchAttributes::new(true, None, None, Vec::new()),
+        )));
+        let s = v.create_stream(StreamKind::NonBlocking, 0);
+        v.record_op(s, busy(&d, 8)).unwrap();
+        v.record_op(s, coop).unwrap();
+        v.record_op(s, busy(&d, 8)).unwrap();
+        while v.outstanding() > 0 {
+            disp.run_until_idle().expect("dispatch");
+        }
+        let _ = tx.send(disp.stats().shared_whole_device);
+    });
+    let shared = rx.recv_timeout(Duration::from_secs(20)).expect("the whole-device launch completed");
+    assert_eq!(shared, 1, "it ran on the service partition");
+    drop(ldisp);
+    daemon.shutdown();
 }

@@ -269,6 +269,15 @@ impl Policy for TpotFirst {
         super::widest(eligible, state.pool)
     }
 
+    /// As Throughput-Oriented: a launch only the whole device runs unchanged (ResNet-50's cuDNN
+    /// cluster kernels) goes to the service partition beside the other clients' leases. Bound to
+    /// the whole device it would wait for every standing reservation, which stands as long as a
+    /// latency-critical client is registered, idle or not: on the H200 a ResNet-50 job beside an
+    /// idle serving loop never finished its warm-up (docs/results/eval.md, serving run 1).
+    fn shares_whole_device(&self) -> bool {
+        true
+    }
+
     fn continue_on_lane(&mut self, op: &ReadyOpView<'_>, node: NodeId, state: &SchedState<'_>) -> bool {
         target_of(state, op.client).is_some() || self.tput.continue_on_lane(op, node, state)
     }
@@ -289,9 +298,8 @@ mod tests {
     /// A latency-critical client's standing node, left idle while a best-effort client took the
     /// whole device (and keeps it busy by continuing there), is reclaimed once the client's op has
     /// waited a whole TPOT target: a reservation of a node under another client's lease fails,
-    /// and the client waited forever (measured on the H200: the decoder's requests took 10 s and
-    /// the serving tenant never finished its warm-up, docs/results/eval.md, mixed-resnet50 and
-    /// serving run 1).
+    /// and the client waited forever (measured on the H200: the decoder's requests took 10 s beside
+    /// ResNet-50, docs/results/eval.md, mixed-resnet50 run 1).
     #[test]
     fn a_standing_node_under_another_clients_busy_lease_is_reclaimed() {
         let mut f =
