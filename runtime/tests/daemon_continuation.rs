@@ -109,8 +109,15 @@ fn a_whole_device_launch_is_shared_under_throughput_and_bound_under_exclusive() 
 
 #[test]
 fn a_client_leaves_its_first_small_lease_when_its_launches_widen() {
-    let daemon = start("widen", PolicyKind::Throughput);
-    let (d, mut disp, v) = client(&daemon, PolicyKind::Throughput);
+    // TPOT-First decides a best-effort client's continuations by Throughput's rule.
+    for policy in [PolicyKind::Throughput, PolicyKind::Tpot] {
+        leaves_its_first_small_lease(policy);
+    }
+}
+
+fn leaves_its_first_small_lease(policy: PolicyKind) {
+    let daemon = start(&format!("widen-{policy}"), policy);
+    let (d, mut disp, v) = client(&daemon, policy);
 
     let s = v.create_stream(StreamKind::NonBlocking, 0);
     // One block first (the daemon binds it to a smallest node), then a chain of wide launches
@@ -135,7 +142,7 @@ fn a_client_leaves_its_first_small_lease_when_its_launches_widen() {
         .expect("some node ran ops");
     assert!(
         widest_used >= pool.node(pool.root()).size() / 2,
-        "the wide launches stayed on narrow nodes (widest used {widest_used}, smallest {smallest}): {:?}",
+        "{policy}: the wide launches stayed on narrow nodes (widest used {widest_used}, smallest {smallest}): {:?}",
         disp.stats().per_node
     );
     assert_eq!(v.outstanding(), 0, "every op completed");
@@ -207,8 +214,18 @@ fn the_daemon_writes_the_binding_timeline_when_it_stops() {
 /// next launch goes out at once on it (reported `Launched`) instead of waiting for a binding.
 #[test]
 fn the_first_launch_after_a_synchronize_goes_out_on_the_lingering_lease() {
-    let daemon = start("launch-first", PolicyKind::Throughput);
-    let (d, mut disp, v) = client(&daemon, PolicyKind::Throughput);
+    // Under TPOT-First a latency-critical client does so too (its decode after a synchronize).
+    for (policy, class) in [
+        (PolicyKind::Throughput, ClientClass::BestEffort),
+        (PolicyKind::Tpot, ClientClass::LatencyCritical { tpot_target_ns: 5_000_000 }),
+    ] {
+        launches_first_after_a_synchronize(policy, class);
+    }
+}
+
+fn launches_first_after_a_synchronize(policy: PolicyKind, class: ClientClass) {
+    let daemon = start(&format!("launch-first-{policy}"), policy);
+    let (d, mut disp, v) = client_as(&daemon, policy, class);
     let s = v.create_stream(StreamKind::NonBlocking, 0);
     let reps = 20;
     for _ in 0..reps {
@@ -222,7 +239,7 @@ fn the_first_launch_after_a_synchronize_goes_out_on_the_lingering_lease() {
     assert_eq!(launched + bound, reps, "every op placed once (launched {launched}, bound {bound})");
     // All but the first (which binds the lease). Without the linger about half went out at once
     // (9 of 20 when checked), the daemon having released the drained lease in between.
-    assert!(launched >= reps - 3, "launches after a synchronize went out at once: {launched} of {reps}");
+    assert!(launched >= reps - 3, "{policy}: launches after a synchronize went out at once: {launched} of {reps}");
     let deadline = std::time::Instant::now() + Duration::from_secs(5);
     while daemon.status().counters.launched < launched && std::time::Instant::now() < deadline {
         disp.run_until_idle().expect("dispatch");

@@ -134,6 +134,11 @@ impl DaemonClient {
         })
     }
 
+    /// The class this client registered with.
+    pub fn class(&self) -> ClientClass {
+        self.opts.class
+    }
+
     /// The daemon's welcome (client id, node count, limits, policy).
     pub fn welcome(&self) -> &Welcome {
         &self.welcome

@@ -75,6 +75,9 @@ pub struct Remote {
     policy_continues: bool,
     /// Whether the local policy is the daemon's and shares whole-device launches.
     shares_whole_device: bool,
+    /// This process as the one client of the mirror (holder `MIRROR_SELF`, its registered class):
+    /// the clients a policy sees when it decides over the mirror.
+    mirror_clients: Vec<crate::policy::ClientInfo>,
     bindings: Vec<Binding>,
     gone_since: Option<Instant>,
     last_attempt: Instant,
@@ -105,6 +108,7 @@ impl Remote {
             view_buf: Vec::new(),
             policy_continues: false,
             shares_whole_device: false,
+            mirror_clients: Vec::new(),
             bindings: Vec::new(),
             gone_since: None,
             last_attempt: Instant::now(),
@@ -200,6 +204,12 @@ impl<B: Backend, P: Policy> Dispatcher<B, P> {
         let mut remote = remote;
         remote.policy_continues = continues;
         remote.shares_whole_device = shares;
+        remote.mirror_clients = vec![crate::policy::ClientInfo {
+            holder: MIRROR_SELF,
+            name: String::new(),
+            class: remote.client.class(),
+            deadline_ns: None,
+        }];
         self.remote = Some(remote);
         Ok(())
     }
@@ -230,8 +240,11 @@ impl<B: Backend, P: Policy> Dispatcher<B, P> {
             return true;
         }
         let Ok(epoch) = r.client.lease_view_raw(&mut r.view_buf) else { return true };
-        let pool = r.mirror_at(epoch, self.arbiter.pool.hierarchy());
-        let state = sched!(self.arbiter, self.now, pool);
+        r.mirror_at(epoch, self.arbiter.pool.hierarchy());
+        let Some((_, pool)) = r.mirror.as_ref() else { return true };
+        // This process is the mirror's one client (`MIRROR_SELF`, the class it registered), so a
+        // policy that asks a client's class (TPOT-First) finds it.
+        let state = crate::policy::SchedState { clients: &r.mirror_clients, ..sched!(self.arbiter, self.now, pool) };
         let view = ReadyOpView {
             client: MIRROR_SELF,
             op,
@@ -290,7 +303,8 @@ impl<B: Backend, P: Policy> Dispatcher<B, P> {
             let OpDesc::Kernel(k) = &*desc else { unreachable!("checked above") };
             let Some(r) = self.remote.as_ref() else { return Ok(n) };
             let Some((_, pool)) = r.mirror.as_ref() else { return Ok(n) };
-            let state = sched!(self.arbiter, self.now, pool);
+            let state =
+                crate::policy::SchedState { clients: &r.mirror_clients, ..sched!(self.arbiter, self.now, pool) };
             let view = ReadyOpView {
                 client: MIRROR_SELF,
                 op,

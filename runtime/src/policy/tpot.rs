@@ -282,6 +282,18 @@ impl Policy for TpotFirst {
         target_of(state, op.client).is_some() || self.tput.continue_on_lane(op, node, state)
     }
 
+    /// Under a daemon, over the mirror of its lease view: a latency-critical client continues on
+    /// every lease it holds open (its next decode goes out at once, launch-first included), a
+    /// best-effort client by Throughput-Oriented's rule (it leaves a small lease for a clearly
+    /// better free node).
+    fn continues_from_leases(&self) -> bool {
+        true
+    }
+
+    fn continue_on_lease(&mut self, op: &ReadyOpView<'_>, node: NodeId, state: &SchedState<'_>) -> bool {
+        target_of(state, op.client).is_some() || self.tput.continue_on_lease(op, node, state)
+    }
+
     fn on_complete(&mut self, c: &Completion<'_>, state: &SchedState<'_>) {
         if target_of(state, c.client).is_some() {
             self.last_done.insert(c.client, c.completed_ns);
