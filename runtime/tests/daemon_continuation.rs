@@ -23,6 +23,23 @@ fn busy(d: &SimBackend, grid: u32) -> Arc<OpDesc> {
     Arc::new(OpDesc::Kernel(KernelLaunch::new(f, Dim3::x(grid), Dim3::x(256), 0, args, LaunchAttributes::none())))
 }
 
+/// Records on `s` a small launch, a cooperative launch that only the whole device holds (500
+/// blocks, 4 resident per unit: the widest node below the root holds fewer), and a small one.
+fn record_busy_coop_busy(d: &SimBackend, v: &VirtualContext, s: vitamin_runtime::vctx::StreamId) {
+    let f = d.kernel("busy").expect("sim reference kernel");
+    let coop = Arc::new(OpDesc::Kernel(KernelLaunch::new(
+        f,
+        Dim3::x(500),
+        Dim3::x(256),
+        0,
+        KernelArgs::pack(&[&2_000u32.to_le_bytes()]),
+        LaunchAttributes::new(true, None, None, Vec::new()),
+    )));
+    v.record_op(s, busy(d, 8)).unwrap();
+    v.record_op(s, coop).unwrap();
+    v.record_op(s, busy(d, 8)).unwrap();
+}
+
 fn start(tag: &str, policy: PolicyKind) -> Daemon {
     start_with(tag, policy, |_| {})
 }
@@ -87,19 +104,8 @@ fn a_whole_device_launch_is_shared_under_throughput_and_bound_under_exclusive() 
         let widest_below_root =
             disp.pool().nodes().iter().filter(|n| n.id != disp.pool().root()).map(|n| n.size()).max().unwrap();
         assert!(widest_below_root * 4 < 500, "the launch must fit only the root");
-        let f = d.kernel("busy").expect("sim reference kernel");
-        let coop = Arc::new(OpDesc::Kernel(KernelLaunch::new(
-            f,
-            Dim3::x(500),
-            Dim3::x(256),
-            0,
-            KernelArgs::pack(&[&2_000u32.to_le_bytes()]),
-            LaunchAttributes::new(true, None, None, Vec::new()),
-        )));
         let s = v.create_stream(StreamKind::NonBlocking, 0);
-        v.record_op(s, busy(&d, 8)).unwrap();
-        v.record_op(s, coop).unwrap();
-        v.record_op(s, busy(&d, 8)).unwrap();
+        record_busy_coop_busy(&d, &v, s);
         disp.run_until_idle().expect("dispatch");
         v.device_synchronize().expect("no asynchronous failure");
         assert_eq!(v.outstanding(), 0, "{}: every op completed", policy.name());
@@ -444,19 +450,8 @@ fn a_whole_device_launch_does_not_wait_for_an_idle_latency_clients_reservation()
     let (tx, rx) = std::sync::mpsc::channel();
     let (d, mut disp, v) = client(&daemon, PolicyKind::Tpot);
     std::thread::spawn(move || {
-        let f = d.kernel("busy").expect("sim reference kernel");
-        let coop = Arc::new(OpDesc::Kernel(KernelLaunch::new(
-            f,
-            Dim3::x(500),
-            Dim3::x(256),
-            0,
-            KernelArgs::pack(&[&2_000u32.to_le_bytes()]),
-            LaunchAttributes::new(true, None, None, Vec::new()),
-        )));
         let s = v.create_stream(StreamKind::NonBlocking, 0);
-        v.record_op(s, busy(&d, 8)).unwrap();
-        v.record_op(s, coop).unwrap();
-        v.record_op(s, busy(&d, 8)).unwrap();
+        record_busy_coop_busy(&d, &v, s);
         while v.outstanding() > 0 {
             disp.run_until_idle().expect("dispatch");
         }
