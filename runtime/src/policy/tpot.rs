@@ -3,7 +3,9 @@
 //! - **Standing reservation**: each latency-critical client keeps a reserved node of `M_TPOT`
 //!   units, the smallest pool size whose predicted step time (profile of its decode kernel x
 //!   kernels per step) fits in 80% of its TPOT target (a leaf until a decode was seen). It is
-//!   re-reserved whenever its lease drains.
+//!   re-reserved whenever its lease drains; where another client's lease covers it (a busy one,
+//!   kept open by continuation, never drains by itself), it is reclaimed once the client's oldest
+//!   op has waited a whole TPOT target with no node eligible.
 //! - **Deadlines**: a decode's deadline is the client's advised deadline, else the previous
 //!   decode completion + the TPOT target.
 //! - **Prepare**: for a lookahead hint (a decode recorded behind a copy, or advised), if the
@@ -11,6 +13,10 @@
 //!   reservation and reclaims the smallest wider node predicted to meet it (closing the gates of
 //!   overlapping best-effort leases so they drain while the predecessor still runs).
 //! - **Pick**: latency-critical ops first, earliest deadline first; then Throughput-Oriented.
+//! - **Under a daemon**: a launch only the whole device runs is shared on the service partition
+//!   (as Throughput-Oriented), never made to wait for standing reservations; over the lease
+//!   mirror a latency-critical client continues on every open lease (launch-first included) and
+//!   a best-effort one by Throughput-Oriented's rule.
 //! - **Select**: the prepared wider node, else the standing node, else the eligible node with the
 //!   best prediction. Best-effort ops follow Throughput-Oriented. Graph launches of a
 //!   latency-critical client: the prepared node, else the standing node, else the widest eligible.
