@@ -1,8 +1,12 @@
 //! TPOT-First: Throughput-Oriented plus protection of decode steps of latency-critical clients.
 //!
 //! - **Standing reservation**: each latency-critical client keeps a reserved node of `M_TPOT`
-//!   units, the smallest pool size whose predicted step time (profile of its decode kernel x
-//!   kernels per step) fits in 80% of its TPOT target (a leaf until a decode was seen). It is
+//!   units, the smallest pool size whose predicted time for the client's latest kernel (its
+//!   profile) fits in 80% of its TPOT target (a leaf until a kernel was seen). A kernel is taken
+//!   for a decode step: the many kernels of a real decode step are not summed, so the node is
+//!   sized small: 8 units, the smallest, for the serving loop and the decoder in every TPOT-First
+//!   run on the H200, the serving loop's TPOT 32-92 ms per request against 71-89 ms targets
+//!   (docs/results/eval.md, serving run 2). It is
 //!   re-reserved whenever its lease drains; where another client's lease covers it (a busy one,
 //!   kept open by continuation, never drains by itself), it is reclaimed once the client's oldest
 //!   op has waited a whole TPOT target with no node eligible.
