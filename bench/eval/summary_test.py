@@ -128,6 +128,8 @@ def test_serving_compares_tpot_first_with_throughput():
         text = summary.render(summary.load(out), None)
         assert ("srv+bg: TPOT-First vs Throughput-Oriented: TPOT SLO violations 20.00% -> 10.00% "
                 "(+50.0% relative reduction; goal >= 40%), TTFT violations +1.00 points (goal <= +2)") in text, text
+        assert ("TPOT SLO violations per round, Throughput -> TPOT-First: round 1 20.00% -> 10.00%; "
+                "round 2 20.00% -> 10.00%; round 3 20.00% -> 10.00%") in text, text
         assert "| srv+bg | srv alone (native) | 1.00 | 0.50 |" in text, text
         assert "| srv+bg | vitamin TPOT-First | 10.00 | 4.00 | 100.00 | - | - | - | 80 | 0.500 | 3 |" in text, text
 
