@@ -462,3 +462,38 @@ fn a_whole_device_launch_does_not_wait_for_an_idle_latency_clients_reservation()
     drop(ldisp);
     daemon.shutdown();
 }
+
+/// Under TPOT-First a latency-critical client whose steps (ops, then a synchronize) take longer
+/// than 80% of its target on its standing node gets a wider one: the daemon reports each busy
+/// period that ends with nothing of the client outstanding, continued and launched ops included.
+/// Sized by one kernel's profile alone, the standing node stayed the smallest (8 units) in every
+/// H200 run (docs/results/eval.md, serving run 2).
+#[test]
+fn a_latency_clients_slow_steps_widen_its_standing_node_under_a_daemon() {
+    let daemon = start("tpot-steps", PolicyKind::Tpot);
+    // A 100 us target: one simulated kernel (about 2 us on 8 units) fits its 80% on the smallest
+    // node, a step of four with the round trips to the daemon (hundreds of us) does not.
+    let class = ClientClass::LatencyCritical { tpot_target_ns: 100_000 };
+    let (d, mut disp, v) = client_as(&daemon, PolicyKind::Tpot, class);
+    let s = v.create_stream(StreamKind::NonBlocking, 0);
+    let units = |daemon: &Daemon| daemon.status().clients.first().map_or(0, |c| c.units);
+    let mut seen = Vec::new();
+    for _ in 0..12 {
+        for _ in 0..4 {
+            v.record_op(s, busy(&d, 8)).unwrap();
+        }
+        disp.run_until_idle().expect("dispatch");
+        v.stream_synchronize(s).expect("no asynchronous failure");
+        let deadline = std::time::Instant::now() + Duration::from_secs(5);
+        while daemon.status().clients.first().is_some_and(|c| c.outstanding > 0) && std::time::Instant::now() < deadline
+        {
+            disp.run_until_idle().expect("dispatch");
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        std::thread::sleep(Duration::from_millis(20));
+        seen.push(units(&daemon));
+    }
+    assert_eq!(v.outstanding(), 0);
+    let (first, last) = (seen[0], *seen.last().unwrap());
+    assert!(last > first, "the standing node widened step by step: units after each step {seen:?}");
+}

@@ -284,6 +284,11 @@ impl<P: Policy> ArbiterState<P> {
         self.policy.on_complete(done, &sched!(self, now_ns));
     }
 
+    /// The policy's feedback on a client left with nothing outstanding ([`Policy::on_idle`]).
+    pub fn on_idle(&mut self, holder: HolderId, busy_since_ns: u64, now_ns: u64) {
+        self.policy.on_idle(holder, busy_since_ns, &sched!(self, now_ns));
+    }
+
     /// Adds the profile estimate of `kernel` (`None`: no estimate, a graph) on `node` to the
     /// predicted drain time of its `lane`, submitted at `now_ns`.
     pub fn note_submitted(&mut self, node: NodeId, lane: usize, kernel: Option<&KernelLaunch>, now_ns: u64) {

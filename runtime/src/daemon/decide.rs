@@ -186,6 +186,9 @@ struct Client {
     departing_since: Option<u64>,
     /// The client's down-ring head when last seen moving (or the ring empty), and when.
     down_head: (u32, u64),
+    /// Since when the client has had an op outstanding without a break ([`crate::policy::Policy::on_idle`]
+    /// when it ends with nothing of it ready).
+    busy_since: Option<u64>,
 }
 
 /// What a turn did.
@@ -418,6 +421,7 @@ impl Decider {
                 floored: (0, 0),
                 departing_since: None,
                 down_head: (0, super::now_ns()),
+                busy_since: None,
             },
         );
         self.counters.clients_registered += 1;
@@ -1091,6 +1095,11 @@ fn apply(
                 if let Some(info) = dev.arb.client_mut(c.holder) {
                     info.deadline_ns = None;
                 }
+                if c.ledger.ready() == 0 {
+                    if let Some(since) = c.busy_since.take() {
+                        dev.arb.on_idle(c.holder, since, now);
+                    }
+                }
             }
         }
         Up::Hint(h) => {
@@ -1118,6 +1127,7 @@ fn apply(
                 s => return Err(format!("op {op} continued on node {n}, which is {} and not this client's", s.name())),
             }
             counters.continued += 1;
+            c.busy_since.get_or_insert(submitted_ns.min(now));
             c.inflight.insert(
                 op,
                 Inflight {
@@ -1153,6 +1163,7 @@ fn apply(
             }
             counters.launched += 1;
             counters.continued += 1;
+            c.busy_since.get_or_insert(submitted_ns.min(now));
             dev.idle_since[n.index()] = 0;
             c.inflight.insert(
                 op,
@@ -1212,6 +1223,7 @@ fn bind_at(
         return false;
     }
     dev.arb.note_submitted(node, usize::from(lane), e.graph.is_none().then_some(&e.kernel), now);
+    c.busy_since.get_or_insert(now);
     c.inflight.insert(
         e.op,
         Inflight {

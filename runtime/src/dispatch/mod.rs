@@ -251,6 +251,11 @@ pub struct PhaseTimes {
 struct Client {
     vctx: Arc<VirtualContext>,
     info: ClientInfo,
+    /// Ops in flight on a partition.
+    inflight: usize,
+    /// Since when the client has had an op in flight without a break ([`Policy::on_idle`] when it
+    /// ends with nothing of it ready).
+    busy_since: Option<u64>,
 }
 
 struct ReadyEntry {
@@ -418,7 +423,7 @@ impl<B: Backend, P: Policy> Dispatcher<B, P> {
         let holder = HolderId(self.clients.len() as u32);
         let info = ClientInfo { holder, name: name.into(), class, deadline_ns: None };
         self.arbiter.add_client(info.clone());
-        self.clients.push(Client { vctx, info });
+        self.clients.push(Client { vctx, info, inflight: 0, busy_since: None });
         self.satisfied.push(Vec::new());
         holder
     }
@@ -1316,6 +1321,9 @@ impl<B: Backend, P: Policy> Dispatcher<B, P> {
             self.clients[client].vctx.mark_submitted(op);
         }
         self.places.insert((client, op), (Place { node, lane }, fence.seq));
+        let c = &mut self.clients[client];
+        c.inflight += 1;
+        c.busy_since.get_or_insert(now);
         let remote = node.is_some() && self.remote.is_some();
         let pooled = node.is_some() && !remote;
         self.inflight
@@ -1439,6 +1447,14 @@ impl<B: Backend, P: Policy> Dispatcher<B, P> {
         }
         self.places.remove(&(inf.client, inf.op));
         self.stats.completed += 1;
+        let c = &mut self.clients[inf.client];
+        c.inflight = c.inflight.saturating_sub(1);
+        if c.inflight == 0 && !self.ready.iter().any(|e| e.client == inf.client) {
+            if let Some(since) = c.busy_since.take() {
+                let holder = c.info.holder;
+                self.arbiter.on_idle(holder, since, now);
+            }
+        }
         let slot = inf.node.map_or(self.partitions.len(), |n| n.0 as usize);
         let lane_done = &mut self.lane_last_done[slot][fence.lane as usize];
         let start = inf.submitted.max(*lane_done);

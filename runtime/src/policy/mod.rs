@@ -272,6 +272,12 @@ pub trait Policy: Send {
     /// Feedback: a kernel completed.
     fn on_complete(&mut self, _c: &Completion<'_>, _state: &SchedState<'_>) {}
 
+    /// Feedback: `client` has nothing outstanding any more (`state.now_ns`); its work had been
+    /// outstanding without a break since `busy_since_ns`. A client that synchronizes after each
+    /// step (a decode loop) reports each step's time this way, kernels continued on its own
+    /// leases included, which [`on_complete`](Self::on_complete) does not see under a daemon.
+    fn on_idle(&mut self, _client: HolderId, _busy_since_ns: u64, _state: &SchedState<'_>) {}
+
     /// A node for a lone ready `op` that the policy already knows without a round: exactly what
     /// [`begin_round`](Self::begin_round) + [`pick`](Self::pick) + [`select`](Self::select)
     /// would return for a queue of just `op` (the fast path of
@@ -419,6 +425,9 @@ impl Policy for AnyPolicy {
     }
     fn on_complete(&mut self, c: &Completion<'_>, state: &SchedState<'_>) {
         each!(self, p => p.on_complete(c, state))
+    }
+    fn on_idle(&mut self, client: HolderId, busy_since_ns: u64, state: &SchedState<'_>) {
+        each!(self, p => p.on_idle(client, busy_since_ns, state))
     }
     fn solo_node(&mut self, op: &ReadyOpView<'_>, state: &SchedState<'_>) -> Option<NodeId> {
         each!(self, p => p.solo_node(op, state))

@@ -1,13 +1,16 @@
 //! TPOT-First: Throughput-Oriented plus protection of decode steps of latency-critical clients.
 //!
 //! - **Standing reservation**: each latency-critical client keeps a reserved node of `M_TPOT`
-//!   units, the smallest pool size whose predicted time for the client's latest kernel (its
-//!   profile) fits in 80% of its TPOT target (a leaf until a kernel was seen). A kernel is taken
-//!   for a decode step: the many kernels of a real decode step are not summed, so the node is
-//!   sized small: 8 units, the smallest, for the serving loop and the decoder in every TPOT-First
-//!   run on the H200, the serving loop's TPOT 32-92 ms per request against 71-89 ms targets
-//!   (docs/results/eval.md, serving run 2). It is
-//!   re-reserved whenever its lease drains; where another client's lease covers it (a busy one,
+//!   units: the smallest pool size whose predicted time for the client's latest kernel (its
+//!   profile) fits in 80% of its TPOT target (a leaf until a kernel was seen), raised by what its
+//!   steps took. A kernel alone under-sizes a decode step of many kernels: the node was 8 units,
+//!   the smallest, for the serving loop and the decoder in every TPOT-First run on the H200, the
+//!   serving loop's TPOT 32-92 ms per request against 71-89 ms targets (docs/results/eval.md,
+//!   serving run 2). So each busy period of the client that ends with nothing of it outstanding
+//!   ([`Policy::on_idle`]: a step of a loop that synchronizes per token) is measured: one that took
+//!   more than 80% of the target raises the client's floor to the next size above its standing
+//!   node; after [`SHRINK_AFTER`] periods in a row within half of that, the floor steps one size
+//!   down. The standing node is re-reserved whenever its lease drains; where another client's lease covers it (a busy one,
 //!   kept open by continuation, never drains by itself), it is reclaimed once the client's oldest
 //!   op has waited a whole TPOT target with no node eligible.
 //! - **Deadlines**: a decode's deadline is the client's advised deadline, else the previous
@@ -41,6 +44,9 @@ pub const TAG_DEADLINE: u64 = 3;
 /// Fraction of the TPOT target the standing node's prediction must fit in.
 pub const STANDING_HEADROOM: f64 = 0.8;
 
+/// Busy periods in a row within half of the headroom before a client's size floor steps down.
+pub const SHRINK_AFTER: u32 = 64;
+
 /// The TPOT-First policy. See the module docs.
 #[derive(Debug, Default)]
 pub struct TpotFirst {
@@ -51,6 +57,9 @@ pub struct TpotFirst {
     last_done: HashMap<HolderId, u64>,
     /// Latency-critical clients with a ready op in the last round: since when the oldest waits.
     lc_waiting: HashMap<HolderId, u64>,
+    /// Per latency-critical client: the least standing size its measured steps asked for, and
+    /// how many busy periods in a row fit within half of the headroom.
+    floor: HashMap<HolderId, (usize, u32)>,
 }
 
 fn target_of(state: &SchedState<'_>, h: HolderId) -> Option<u64> {
@@ -86,14 +95,15 @@ impl TpotFirst {
 
     fn standing_size(&self, state: &SchedState<'_>, h: HolderId) -> usize {
         let (Some(k), Some(target)) = (self.decode.get(&h), target_of(state, h)) else {
-            return state.min_units();
+            return self.floor.get(&h).map_or(0, |f| f.0).max(state.min_units());
         };
         let budget = target as f64 * STANDING_HEADROOM;
         let sizes = Self::sizes(state);
+        let floor = self.floor.get(&h).map_or(0, |f| f.0);
         sizes
             .iter()
             .copied()
-            .find(|&m| state.profiles.estimate_ns(k, m) <= budget)
+            .find(|&m| m >= floor && state.profiles.estimate_ns(k, m) <= budget)
             .unwrap_or_else(|| sizes.last().copied().unwrap_or(1))
     }
 
@@ -304,6 +314,31 @@ impl Policy for TpotFirst {
         target_of(state, op.client).is_some() || self.tput.continue_on_lease(op, node, state)
     }
 
+    /// A latency-critical client's busy period (a step, for a loop that synchronizes per token)
+    /// against its target on the standing node's size: see the module docs.
+    fn on_idle(&mut self, client: HolderId, busy_since_ns: u64, state: &SchedState<'_>) {
+        let (Some(target), Some(&n)) = (target_of(state, client), self.standing.get(&client)) else { return };
+        let m = state.pool.node(n).size();
+        let took = state.now_ns.saturating_sub(busy_since_ns) as f64;
+        let budget = target as f64 * STANDING_HEADROOM;
+        let sizes = Self::sizes(state);
+        let f = self.floor.entry(client).or_insert((0, 0));
+        if took > budget {
+            if let Some(&up) = sizes.iter().find(|&&s| s > m) {
+                f.0 = f.0.max(up);
+            }
+            f.1 = 0;
+        } else if took <= budget / 2.0 && f.0 > 0 {
+            f.1 += 1;
+            if f.1 >= SHRINK_AFTER {
+                f.0 = sizes.iter().rev().find(|&&s| s < f.0).copied().unwrap_or(0);
+                f.1 = 0;
+            }
+        } else {
+            f.1 = 0;
+        }
+    }
+
     fn on_complete(&mut self, c: &Completion<'_>, state: &SchedState<'_>) {
         if target_of(state, c.client).is_some() {
             self.last_done.insert(c.client, c.completed_ns);
@@ -379,5 +414,67 @@ mod tests {
         let mut eligible = Vec::new();
         f.pool.eligible(a, 0, &mut eligible);
         assert_eq!(policy.select(&view, &eligible, &f.at(11 * ms)), Some(standing));
+    }
+
+    /// A busy period (a decode step) slower than 80% of the target on the standing node raises
+    /// the node one size; a run of [`SHRINK_AFTER`] quick ones lowers it again. Sized by one
+    /// kernel's profile alone, the serving loop and the decoder stood on 8 units in every H200 run
+    /// (docs/results/eval.md, serving run 2).
+    #[test]
+    fn a_step_slower_than_the_headroom_raises_the_standing_node_one_size() {
+        let mut f = Fixture::new(&[ClientClass::LatencyCritical { tpot_target_ns: 10_000_000 }]);
+        let a = HolderId(0);
+        let ms = 1_000_000;
+        let standing = Reservation { holder: a, tag: TAG_STANDING };
+        let mut policy = TpotFirst::default();
+        let mut plan = Vec::new();
+        policy.maintain(&f.at(0), &mut plan);
+        let first = match plan.as_slice() {
+            [Preparation::Reserve(n, r)] if *r == standing => *n,
+            other => panic!("a standing reservation first: {other:?}"),
+        };
+        f.pool.reserve(first, standing).unwrap();
+        let sizes = TpotFirst::sizes(&f.at(0));
+        assert_eq!(f.pool.node(first).size(), sizes[0]);
+        // Within the headroom (8 ms of 10): nothing changes.
+        policy.on_idle(a, 0, &f.at(8 * ms));
+        plan.clear();
+        policy.maintain(&f.at(8 * ms), &mut plan);
+        assert!(plan.is_empty(), "{plan:?}");
+        // Over it: the next size up replaces the standing node.
+        policy.on_idle(a, 10 * ms, &f.at(18 * ms + 1));
+        plan.clear();
+        policy.maintain(&f.at(19 * ms), &mut plan);
+        assert!(plan.iter().any(|p| matches!(p, Preparation::Unreserve(n) if *n == first)), "{plan:?}");
+        let wider = plan
+            .iter()
+            .find_map(|p| match p {
+                Preparation::Reserve(n, r) | Preparation::Reclaim(n, r) if *r == standing => Some(*n),
+                _ => None,
+            })
+            .expect("a wider standing node");
+        assert_eq!(f.pool.node(wider).size(), sizes[1]);
+        f.pool.unreserve(first).unwrap();
+        f.pool.reserve(wider, standing).unwrap();
+        // Quick steps (within half the headroom): the floor stands for SHRINK_AFTER - 1 of them...
+        let mut t = 20 * ms;
+        for _ in 0..SHRINK_AFTER - 1 {
+            policy.on_idle(a, t, &f.at(t + 4 * ms));
+            t += 5 * ms;
+        }
+        plan.clear();
+        policy.maintain(&f.at(t), &mut plan);
+        assert!(plan.is_empty(), "{plan:?}");
+        // ... and steps down after the last.
+        policy.on_idle(a, t, &f.at(t + 4 * ms));
+        plan.clear();
+        policy.maintain(&f.at(t + 5 * ms), &mut plan);
+        assert!(plan.iter().any(|p| matches!(p, Preparation::Unreserve(n) if *n == wider)), "{plan:?}");
+        assert!(
+            plan.iter().any(
+                |p| matches!(p, Preparation::Reserve(n, r) if *r == standing && f.pool.node(*n).size() == sizes[0])
+            ),
+            "{plan:?}"
+        );
     }
 }
