@@ -14,8 +14,8 @@ use crate::pool::{HolderId, NodeId, NodeState, Reservation};
 pub const TAG_EXCLUSIVE_TURN: u64 = 4;
 
 /// Least time a client holds the whole device before it is reclaimed for a waiting client: a
-/// time-slice of the order of the driver's own between contexts, long enough for a decode step
-/// or a few training kernels, short against a request's latency.
+/// chosen value (not measured against alternatives), long enough for a decode step or several
+/// training kernels, short against a request's latency.
 pub const TURN_NS: u64 = 10_000_000;
 
 /// The Exclusive baseline policy.
