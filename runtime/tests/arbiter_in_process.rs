@@ -353,3 +353,52 @@ fn a_wide_op_is_bound_while_another_client_keeps_its_lease_busy() {
         );
     }
 }
+
+/// Under TPOT-First a latency-critical client whose steps (its op bound, completed 2 ms later
+/// against a 1 ms target, the client then idle) overrun 80% of its target gets a wider standing
+/// reservation step by step; the in-process arbiter reports each busy period that ends.
+#[test]
+fn a_latency_clients_slow_steps_widen_its_standing_reservation() {
+    let backend = SimBackend::preset("h200").unwrap();
+    let mut arbiter = InProcess::new(backend.topology(), PolicyKind::Tpot.build(0), Profiles::new("test"), 4);
+    arbiter.intern("gemm");
+    let c = arbiter.register(Class { tpot_target_ns: 1_000_000, deadline_ns: 0 }).unwrap();
+    let holder = HolderId(c.0);
+    let standing = |a: &InProcess<_>| {
+        let pool = a.pool();
+        pool.nodes_by_size()
+            .iter()
+            .filter(|&&n| match pool.state(n) {
+                NodeState::Reserved { purpose } => purpose.holder == holder,
+                NodeState::Leased { holder: h, .. } => *h == holder,
+                _ => false,
+            })
+            .map(|&n| pool.node(n).size())
+            .max()
+            .unwrap_or(0)
+    };
+    let smallest = arbiter.pool().node(arbiter.pool().nodes_by_size()[0]).size();
+    arbiter.bindings(0, &mut Vec::new()).unwrap();
+    let (mut now, mut seen) = (1_000_000u64, vec![standing(&arbiter)]);
+    for i in 0..6u64 {
+        let o = Op { client: c.0, grid: 8, min_units: 0, graph: false, lookahead: 0 };
+        arbiter.ready(&[record(2 * i as usize, &o)]).unwrap();
+        let mut out = Vec::new();
+        arbiter.bindings(now, &mut out).unwrap();
+        assert_eq!(out.len(), 1, "step {i}: the op is bound");
+        now += 2_000_000;
+        let done = Completion {
+            client: c,
+            op: out[0].op,
+            node: out[0].node,
+            submitted_ns: now - 2_000_000,
+            completed_ns: now,
+        };
+        arbiter.completed(&[done]).unwrap();
+        arbiter.bindings(now, &mut Vec::new()).unwrap();
+        seen.push(standing(&arbiter));
+        now += 1_000;
+    }
+    assert_eq!(seen[0], smallest, "before a step, the smallest node: {seen:?}");
+    assert!(seen.windows(2).all(|w| w[1] > w[0]), "each slow step widened it one size: {seen:?}");
+}

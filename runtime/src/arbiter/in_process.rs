@@ -46,6 +46,9 @@ pub struct InProcess<P: Policy> {
     lane_load: Vec<Vec<u32>>,
     /// Where each bound, unfinished op sits, with its kernel probe (`None`: a graph launch).
     bound: HashMap<(ClientId, u64), Bound>,
+    /// Per client with ops bound: how many, and since when it has had one without a break
+    /// ([`Policy::on_idle`] when that ends with nothing of it ready).
+    busy: HashMap<ClientId, (usize, u64)>,
     seq: u64,
     /// Proposals the pool refused (counted, never applied).
     pub rejected: u64,
@@ -65,6 +68,7 @@ impl<P: Policy> InProcess<P> {
             ready: Vec::new(),
             lane_load: vec![vec![0; lanes]; n],
             bound: HashMap::new(),
+            busy: HashMap::new(),
             seq: 0,
             rejected: 0,
             unplaceable: 0,
@@ -118,6 +122,7 @@ impl<P: Policy> InProcess<P> {
         let probe = self.ready[idx].graph.is_none().then(|| self.ready[idx].kernel.clone());
         self.state.note_submitted(node, lane, probe.as_deref(), now_ns);
         self.bound.insert((r.client, r.op), (node, lane as u32, probe));
+        self.busy.entry(r.client).or_insert((0, now_ns)).0 += 1;
         Some(lane as u32)
     }
 }
@@ -198,6 +203,14 @@ impl<P: Policy> Arbiter for InProcess<P> {
                     completed_ns: c.completed_ns,
                 };
                 self.state.on_complete(&done, c.completed_ns);
+            }
+            if let Some(b) = self.busy.get_mut(&c.client) {
+                b.0 -= 1;
+                if b.0 == 0 && !self.ready.iter().any(|e| e.record.client == c.client) {
+                    let since = b.1;
+                    self.busy.remove(&c.client);
+                    self.state.on_idle(Self::holder(c.client), since, c.completed_ns);
+                }
             }
         }
         Ok(())

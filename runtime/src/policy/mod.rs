@@ -276,8 +276,7 @@ pub trait Policy: Send {
     /// outstanding without a break since `busy_since_ns`. A client that synchronizes after each
     /// step (a decode loop) reports each step's time this way, kernels continued on its own
     /// leases included, which [`on_complete`](Self::on_complete) does not see under a daemon.
-    /// Reported by the dispatcher (in process) and by the daemon, not by the plain-record
-    /// [`crate::arbiter::InProcess`] arbiter.
+    /// Reported by the dispatcher, the daemon and [`crate::arbiter::InProcess`].
     fn on_idle(&mut self, _client: HolderId, _busy_since_ns: u64, _state: &SchedState<'_>) {}
 
     /// A node for a lone ready `op` that the policy already knows without a round: exactly what
