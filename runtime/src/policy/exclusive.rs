@@ -111,10 +111,7 @@ mod tests {
         let mut plan = Vec::new();
         let mut eligible = Vec::new();
         // b holds the whole device with work outstanding; a's op waits.
-        f.pool.lease(root, b).unwrap();
-        for _ in 0..3 {
-            f.pool.begin_submit(root, b).unwrap();
-        }
+        f.lease_busy(root, b, 3);
         for (i, (holder, waiter)) in [(b, a), (a, b)].into_iter().enumerate() {
             let t0 = i as u64 * 10 * TURN_NS;
             let t = t0 + TURN_NS;
@@ -142,9 +139,7 @@ mod tests {
             plan.clear();
             policy.maintain(&f.at(t), &mut plan);
             assert!(plan.is_empty(), "{plan:?}");
-            for _ in 0..3 {
-                f.pool.complete(root).unwrap();
-            }
+            f.complete(root, 3);
             // The holder's next op, older or not, does not take the turn back before the waiter ran.
             let queue = [op(&k, holder, 5), op(&k, waiter, 10)];
             policy.begin_round(&queue, &f.at(t));
@@ -155,15 +150,10 @@ mod tests {
             assert_eq!(policy.select(&queue[0], &eligible, &f.at(t)), None);
             f.pool.eligible(waiter, 0, &mut eligible);
             assert_eq!(policy.select(&queue[1], &eligible, &f.at(t)), Some(root));
-            f.pool.lease(root, waiter).unwrap();
-            for _ in 0..3 {
-                f.pool.begin_submit(root, waiter).unwrap();
-            }
+            f.lease_busy(root, waiter, 3);
         }
         // A turn reserved for a client that stopped waiting is given back.
-        for _ in 0..3 {
-            f.pool.complete(root).unwrap();
-        }
+        f.complete(root, 3);
         f.pool.release(root, b).unwrap();
         f.pool.reserve(root, Reservation { holder: a, tag: TAG_EXCLUSIVE_TURN }).unwrap();
         policy.begin_round(&[op(&k, b, 20)], &f.at(0));

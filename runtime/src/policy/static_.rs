@@ -226,10 +226,7 @@ mod tests {
         let (a, b) = (HolderId(0), HolderId(1));
         let root = f.pool.root();
         // b holds the whole device with work outstanding (its wide launch, then more continued there).
-        f.pool.lease(root, b).unwrap();
-        for _ in 0..3 {
-            f.pool.begin_submit(root, b).unwrap();
-        }
+        f.lease_busy(root, b, 3);
         let k = kernel("k", 64);
         let view = op(&k, a, 1);
         let mut policy = Static::default();
@@ -246,9 +243,7 @@ mod tests {
         assert_eq!(reclaim, Some(share), "maintain reclaims a's share: {plan:?}");
         f.pool.reclaim_for(share, Reservation { holder: a, tag: TAG_STATIC_RECLAIM }).unwrap();
         assert!(matches!(f.pool.state(root), NodeState::Draining { .. }), "b's gate closes");
-        for _ in 0..3 {
-            f.pool.complete(root).unwrap();
-        }
+        f.complete(root, 3);
         f.pool.eligible(a, 0, &mut eligible);
         assert_eq!(policy.select(&view, &eligible, &f.at(0)), Some(share), "the share is offered to a");
     }

@@ -5,7 +5,7 @@ use vitamin_hal::sim::SimBackend;
 use vitamin_hal::{Backend, Dim3, FunctionKind, FunctionRef, KernelArgs, KernelLaunch, LaunchAttributes};
 
 use super::{ClientClass, ClientInfo, ReadyOpView, SchedState};
-use crate::pool::{HolderId, Pool};
+use crate::pool::{HolderId, NodeId, Pool};
 use crate::profile::Profiles;
 use crate::vctx::OpId;
 
@@ -32,6 +32,21 @@ impl Fixture {
             .collect();
         let lanes = vec![Vec::new(); pool.nodes().len()];
         Self { pool, profiles: Profiles::new("test"), clients, lanes }
+    }
+
+    /// `holder` leases `node` and keeps `ops` ops outstanding there (as lane continuation does).
+    pub fn lease_busy(&mut self, node: NodeId, holder: HolderId, ops: usize) {
+        self.pool.lease(node, holder).unwrap();
+        for _ in 0..ops {
+            self.pool.begin_submit(node, holder).unwrap();
+        }
+    }
+
+    /// `ops` ops outstanding on `node` complete.
+    pub fn complete(&mut self, node: NodeId, ops: usize) {
+        for _ in 0..ops {
+            self.pool.complete(node).unwrap();
+        }
     }
 
     /// What a policy sees at `now_ns`.

@@ -373,10 +373,7 @@ mod tests {
         };
         // Before it is applied, b takes the whole device and keeps work outstanding there.
         let root = f.pool.root();
-        f.pool.lease(root, b).unwrap();
-        for _ in 0..3 {
-            f.pool.begin_submit(root, b).unwrap();
-        }
+        f.lease_busy(root, b, 3);
         // While a has no op waiting, nothing of b is drained.
         plan.clear();
         policy.begin_round(&[], &f.at(0));
@@ -399,9 +396,7 @@ mod tests {
         assert!(!plan.iter().any(|p| matches!(p, Preparation::Reserve(..))), "no reservation that must fail: {plan:?}");
         f.pool.reclaim_for(standing, Reservation { holder: a, tag: TAG_STANDING }).unwrap();
         assert!(matches!(f.pool.state(root), NodeState::Draining { .. }), "b's gate closes");
-        for _ in 0..3 {
-            f.pool.complete(root).unwrap();
-        }
+        f.complete(root, 3);
         assert!(matches!(f.pool.state(standing), NodeState::Reserved { purpose } if purpose.holder == a));
         // Reserved now: maintain asks for nothing more of it.
         plan.clear();
