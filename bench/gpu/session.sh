@@ -5,7 +5,8 @@
 # after staging here (each step's stage script) and carrying .device:
 #   STEPS="ovd share dg tp eval:determinism~rounds=1" bash bench/gpu/session.sh
 # Steps: ovd (bench/gpu/pair/overhead_daemon.sh, OVD_ROUNDS), share / dg / tp (bench/gpu/pair/run.sh
-# PART=share / digest / throughput, TP_ROUNDS), eval:GROUP[:PART][~rounds=N][~configs=a,b]
+# PART=share / digest / throughput, TP_ROUNDS), apps (bench/gpu/apps/run_suite.sh on .device/apps with
+# the wheels in .whl, APPS_BUDGET seconds, default 330; carry .whl too), eval:GROUP[:PART][~rounds=N][~configs=a,b]
 # (bench/eval/run_group.sh with those options and the time left as its budget).
 set -uo pipefail
 R=$(pwd); W=/tmp/sess; rm -rf $W; mkdir -p $W
@@ -27,6 +28,9 @@ for s in $STEPS; do
         share) run_step share 220 env ROUNDS=1 SECONDS_=6 PART=share bash $R/.device/pair/run.sh ;;
         dg) run_step dg 150 env PART=digest WARMUP=0 bash $R/.device/pair/run.sh ;;
         tp) run_step tp 400 env ROUNDS=${TP_ROUNDS:-1} SECONDS_=8 WARMUP=0 bash $R/.device/pair/run.sh ;;
+        apps) run_step apps $(( ${APPS_BUDGET:-330} + 30 )) env SHIM=$R/.device/apps/libvitamin_cuda.so \
+                CHAOS=3 THROUGHPUT=2 JOBS=6 BUDGET_S=${APPS_BUDGET:-330} WHEELS=$R/.whl \
+                bash $R/bench/gpu/apps/run_suite.sh ;;
         eval:*) # eval:GROUP[:PART][~rounds=N][~configs=a,b]
             spec=${s#eval:}; g=${spec%%~*}; extra=()
             IFS='~' read -ra kv <<< "$spec"
