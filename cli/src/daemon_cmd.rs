@@ -273,12 +273,13 @@ pub fn render_status(st: &StatusReport) -> String {
     let per_op = if k.bound > 0 { k.cpu_ns as f64 / k.bound as f64 / 1e3 } else { 0.0 };
     let _ = writeln!(
         o,
-        "counters: bound {}, completions {}, continued {} (launched first {}, stray {}), refused records {}, clients disconnected {}, connections refused {}, wake-ups {}, loop cpu {:.1} ms ({per_op:.2} us/op)",
+        "counters: bound {}, completions {}, continued {} (launched first {}, stray {}, continued behind a stray {}), refused records {}, clients disconnected {}, connections refused {}, wake-ups {}, loop cpu {:.1} ms ({per_op:.2} us/op)",
         k.bound,
         k.completions,
         k.continued,
         k.launched,
         k.launched_stray,
+        k.continued_stray,
         k.refused_records,
         k.clients_disconnected,
         k.connections_refused,

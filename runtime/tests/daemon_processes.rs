@@ -220,7 +220,7 @@ fn run_child(role: &str) {
             say("STALLED");
             std::thread::sleep(CHILD_LIMIT);
         }
-        "torn" | "bad_node" | "unknown_op" | "bad_flags" | "flood" | "bad_index" => {
+        "torn" | "bad_node" | "unknown_op" | "bad_flags" | "flood" | "bad_index" | "bad_continue" => {
             let mut c = DaemonClient::connect(opts(role)).unwrap();
             match role {
                 "torn" => {
@@ -233,6 +233,11 @@ fn run_child(role: &str) {
                 }
                 "unknown_op" => {
                     c.stage_raw(&Up::Completion { op: 77, node: 0, completed_ns: 0 }.encode().to_words()).unwrap();
+                }
+                "bad_continue" => {
+                    // A continuation on a node it holds nothing of, behind no outstanding op.
+                    let up = Up::Continued { op: 5, node: 3, lane: 0, submitted_ns: 0 };
+                    c.stage_raw(&up.encode().to_words()).unwrap();
                 }
                 "bad_flags" => {
                     let mut r = Up::Ready(rec(1, 64)).encode();
@@ -486,7 +491,7 @@ fn hostile_clients_are_disconnected_alone() {
         workers.push((i, out.clone(), spawn("worker", d.socket(), &out, |_| {})));
     }
     let stalled = spawn("stalled", d.socket(), &dir.join("s.log"), |_| {});
-    let kinds = ["torn", "bad_node", "unknown_op", "bad_flags", "flood", "bad_index"];
+    let kinds = ["torn", "bad_node", "unknown_op", "bad_flags", "flood", "bad_index", "bad_continue"];
     let mut hostile = Vec::new();
     for k in kinds {
         hostile.push((k, spawn(k, d.socket(), &dir.join(format!("{k}.log")), |_| {})));

@@ -209,6 +209,10 @@ pub struct Counters {
     /// Of those, ops launched on a node no longer theirs (outside every lease's count).
     #[serde(default)]
     pub launched_stray: u64,
+    /// Ops continued behind a stray, on a lane of a node no longer the client's (counted in
+    /// `continued`; outside every lease's count, like the stray they follow).
+    #[serde(default)]
+    pub continued_stray: u64,
     /// Clients registered since start.
     pub clients_registered: u64,
     /// Clients disconnected for misbehaving.

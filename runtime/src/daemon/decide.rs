@@ -1119,25 +1119,27 @@ fn apply(
         }
         Up::Continued { op, node, lane, submitted_ns } => {
             let n = NodeId(node);
+            let mut stray = false;
             match *dev.arb.pool.state(n) {
                 NodeState::Leased { holder, .. } if holder == c.holder => {
                     dev.arb.begin_submit(n, c.holder).map_err(|e| format!("continued op {op}: {e}"))?;
                 }
                 NodeState::Draining { holder, .. } if holder == c.holder => dev.late[n.index()] += 1,
+                // Behind a stray launch (a `Launched` op on a node that was no longer the client's
+                // lease when the daemon read it) the client continues on that lane as on any other:
+                // its view showed the node open. Such an op is a stray too. Only a continuation
+                // behind no outstanding op of the client on that lane is a protocol violation.
+                _ if c.inflight.values().any(|i| i.node == node && i.lane == lane) => {
+                    stray = true;
+                    counters.continued_stray += 1;
+                }
                 s => return Err(format!("op {op} continued on node {n}, which is {} and not this client's", s.name())),
             }
             counters.continued += 1;
             c.busy_since.get_or_insert(submitted_ns.min(now));
             c.inflight.insert(
                 op,
-                Inflight {
-                    kernel: None,
-                    node,
-                    lane,
-                    continued: true,
-                    stray: false,
-                    submitted_ns: submitted_ns.min(now),
-                },
+                Inflight { kernel: None, node, lane, continued: true, stray, submitted_ns: submitted_ns.min(now) },
             );
         }
         Up::Launched { op, node, lane, submitted_ns } => {
