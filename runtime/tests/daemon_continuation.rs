@@ -387,6 +387,57 @@ fn a_continuation_behind_a_stray_launch_is_a_stray_not_a_fault() {
     assert_eq!(st.clients.iter().find(|c| c.name == "a").expect("a").outstanding, 1);
 }
 
+/// A launch-first op of a latency-critical client on the node that went back to its own standing
+/// reservation (its lease drained after the client read its view) is leased to it again, not
+/// taken for a stray: a stray stays outside every lease's count and lets the node be given away
+/// under it.
+#[test]
+fn a_launch_on_the_clients_own_standing_reservation_is_leased_to_it() {
+    use vitamin_runtime::daemon::now_ns;
+
+    let daemon = start("own-reservation", PolicyKind::Tpot);
+    let top = SimBackend::preset("h200").unwrap().topology().clone();
+    let mut c = DaemonClient::connect(ConnectOptions {
+        socket: daemon.socket().to_path_buf(),
+        name: "latency".into(),
+        device: 0,
+        topology: top,
+        class: ClientClass::LatencyCritical { tpot_target_ns: 20_000_000 },
+        lanes: 2,
+        timeout: Duration::from_secs(5),
+    })
+    .expect("registered");
+    let reserved = |daemon: &Daemon| {
+        daemon.status().clients.first().and_then(|c| c.leases.iter().find(|l| l.ends_with("reserved")).cloned())
+    };
+    let t = std::time::Instant::now();
+    while reserved(&daemon).is_none() && t.elapsed() < Duration::from_secs(5) {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let lease = reserved(&daemon).expect("TPOT-First reserves a standing node for a latency client");
+    let node: u16 = lease.trim_start_matches('#').split(' ').next().unwrap().parse().unwrap();
+    assert!(c.launched(1, node, 0, now_ns()).unwrap());
+    c.flush();
+    let t = std::time::Instant::now();
+    while daemon.status().counters.launched == 0 && t.elapsed() < Duration::from_secs(5) {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let st = daemon.status();
+    assert_eq!((st.counters.launched, st.counters.launched_stray), (1, 0), "{:?}", st.counters);
+    let me = st.clients.first().expect("still connected");
+    assert_eq!(me.outstanding, 1);
+    assert!(me.leases.iter().any(|l| l.starts_with(&format!("#{node} ")) && l.ends_with("leased")), "{:?}", me.leases);
+    assert!(c.complete(1, now_ns()).unwrap());
+    c.flush();
+    let t = std::time::Instant::now();
+    while daemon.status().clients.first().is_some_and(|c| c.outstanding > 0) && t.elapsed() < Duration::from_secs(5) {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let st = daemon.status();
+    assert_eq!(st.counters.clients_disconnected, 0, "{:?}", st.counters);
+    assert_eq!(st.clients.first().map(|c| c.outstanding), Some(0));
+}
+
 /// A lone client's drained lease lingers at the daemon (for launch-first), but when the client's
 /// next op goes up anyway (its policy wants a wider node), the linger ends before the round is
 /// planned: the op gets the whole device, not the widest node beside the client's own idle

@@ -1146,7 +1146,8 @@ fn apply(
             // The client saw the node as its own and open; the daemon may have closed, released or
             // even re-leased it since. Placement never changes an output, so the op is accepted
             // in every case: on its lease (gate open), counted late (draining), on the node leased
-            // again to it (released and still free), or else as a stray outside every lease.
+            // again to it (released and still free, or reserved for it again), or else as a stray
+            // outside every lease.
             let n = NodeId(node);
             let mut stray = false;
             let state = *dev.arb.pool.state(n);
@@ -1155,7 +1156,9 @@ fn apply(
                     dev.arb.begin_submit(n, c.holder).map_err(|e| format!("launched op {op}: {e}"))?;
                 }
                 NodeState::Draining { holder, .. } if holder == c.holder => dev.late[n.index()] += 1,
-                NodeState::Idle if dev.arb.pool.lease(n, c.holder).is_ok() => {
+                // Released since (idle), or back to this client's own standing reservation: leased
+                // to it again.
+                NodeState::Idle | NodeState::Reserved { .. } if dev.arb.pool.lease(n, c.holder).is_ok() => {
                     dev.arb.begin_submit(n, c.holder).map_err(|e| format!("launched op {op}: {e}"))?;
                 }
                 _ => {
