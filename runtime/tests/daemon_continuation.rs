@@ -255,14 +255,13 @@ fn launches_first_after_a_synchronize(policy: PolicyKind, class: ClientClass) {
     assert_eq!((k.launched, k.bound), (launched, bound), "the daemon counted them: {k:?}");
 }
 
-/// A `Launched` record naming a node another client holds (the view was stale) is accepted as a
-/// stray: no disconnect, the holder's lease untouched, its completion accepted.
-#[test]
-fn a_launch_on_a_node_another_client_holds_is_a_stray_not_a_fault() {
+/// A Throughput daemon with two best-effort clients, `a` with one op bound (on the node returned),
+/// `b` with nothing.
+fn bound_beside_another(tag: &str) -> (Daemon, DaemonClient, DaemonClient, u16) {
     use vitamin_runtime::daemon::now_ns;
     use vitamin_runtime::daemon::wire::{kernel_hash, ReadyRecord};
 
-    let daemon = start("stray", PolicyKind::Throughput);
+    let daemon = start(tag, PolicyKind::Throughput);
     let top = SimBackend::preset("h200").unwrap().topology().clone();
     let conn = |name: &str| {
         DaemonClient::connect(ConnectOptions {
@@ -276,7 +275,7 @@ fn a_launch_on_a_node_another_client_holds_is_a_stray_not_a_fault() {
         })
         .expect("registered")
     };
-    let (mut a, mut b) = (conn("a"), conn("b"));
+    let (mut a, b) = (conn("a"), conn("b"));
     let r = ReadyRecord {
         op: 1,
         flags: 0,
@@ -296,6 +295,16 @@ fn a_launch_on_a_node_another_client_holds_is_a_stray_not_a_fault() {
         a.bindings(&mut got, Duration::from_millis(20)).unwrap();
     }
     let node = got.first().expect("a is bound").node;
+    (daemon, a, b, node)
+}
+
+/// A `Launched` record naming a node another client holds (the view was stale) is accepted as a
+/// stray: no disconnect, the holder's lease untouched, its completion accepted.
+#[test]
+fn a_launch_on_a_node_another_client_holds_is_a_stray_not_a_fault() {
+    use vitamin_runtime::daemon::now_ns;
+
+    let (daemon, _a, mut b, node) = bound_beside_another("stray");
     assert!(b.launched(7, node, 0, now_ns()).unwrap());
     b.flush();
     assert!(b.complete(7, now_ns()).unwrap());
@@ -321,42 +330,8 @@ fn a_launch_on_a_node_another_client_holds_is_a_stray_not_a_fault() {
 #[test]
 fn a_continuation_behind_a_stray_launch_is_a_stray_not_a_fault() {
     use vitamin_runtime::daemon::now_ns;
-    use vitamin_runtime::daemon::wire::{kernel_hash, ReadyRecord};
 
-    let daemon = start("stray-cont", PolicyKind::Throughput);
-    let top = SimBackend::preset("h200").unwrap().topology().clone();
-    let conn = |name: &str| {
-        DaemonClient::connect(ConnectOptions {
-            socket: daemon.socket().to_path_buf(),
-            name: name.into(),
-            device: 0,
-            topology: top.clone(),
-            class: ClientClass::BestEffort,
-            lanes: 2,
-            timeout: Duration::from_secs(5),
-        })
-        .expect("registered")
-    };
-    let (mut a, mut b) = (conn("a"), conn("b"));
-    let r = ReadyRecord {
-        op: 1,
-        flags: 0,
-        min_units: 0,
-        kernel: kernel_hash("k"),
-        grid: [4096, 1, 1],
-        block: [256, 1, 1],
-        smem: 0,
-        ready_since_ns: now_ns(),
-        deadline_ns: None,
-    };
-    assert!(a.ready(r).unwrap());
-    a.flush();
-    let mut got = Vec::new();
-    let t = std::time::Instant::now();
-    while got.is_empty() && t.elapsed() < Duration::from_secs(5) {
-        a.bindings(&mut got, Duration::from_millis(20)).unwrap();
-    }
-    let node = got.first().expect("a is bound").node;
+    let (daemon, _a, mut b, node) = bound_beside_another("stray-cont");
     // b launches on a's node (a stale view) and continues behind it on the same lane.
     assert!(b.launched(7, node, 0, now_ns()).unwrap());
     assert!(b.continued(8, node, 0, now_ns()).unwrap());
