@@ -255,6 +255,29 @@ fn launches_first_after_a_synchronize(policy: PolicyKind, class: ClientClass) {
     assert_eq!((k.launched, k.bound), (launched, bound), "the daemon counted them: {k:?}");
 }
 
+/// Polls `done` every 5 ms for up to 5 s (the assertions after it say what was awaited).
+fn wait_until(mut done: impl FnMut() -> bool) {
+    let t = std::time::Instant::now();
+    while !done() && t.elapsed() < Duration::from_secs(5) {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// A record-level session (no dispatcher) of class `class` with `daemon`, on the simulated H200's
+/// topology with 2 lanes per node.
+fn session(daemon: &Daemon, name: &str, class: ClientClass) -> DaemonClient {
+    DaemonClient::connect(ConnectOptions {
+        socket: daemon.socket().to_path_buf(),
+        name: name.into(),
+        device: 0,
+        topology: SimBackend::preset("h200").unwrap().topology().clone(),
+        class,
+        lanes: 2,
+        timeout: Duration::from_secs(5),
+    })
+    .expect("registered")
+}
+
 /// A Throughput daemon with two best-effort clients, `a` with one op bound (on the node returned),
 /// `b` with nothing.
 fn bound_beside_another(tag: &str) -> (Daemon, DaemonClient, DaemonClient, u16) {
@@ -262,20 +285,7 @@ fn bound_beside_another(tag: &str) -> (Daemon, DaemonClient, DaemonClient, u16) 
     use vitamin_runtime::daemon::wire::{kernel_hash, ReadyRecord};
 
     let daemon = start(tag, PolicyKind::Throughput);
-    let top = SimBackend::preset("h200").unwrap().topology().clone();
-    let conn = |name: &str| {
-        DaemonClient::connect(ConnectOptions {
-            socket: daemon.socket().to_path_buf(),
-            name: name.into(),
-            device: 0,
-            topology: top.clone(),
-            class: ClientClass::BestEffort,
-            lanes: 2,
-            timeout: Duration::from_secs(5),
-        })
-        .expect("registered")
-    };
-    let (mut a, b) = (conn("a"), conn("b"));
+    let (mut a, b) = (session(&daemon, "a", ClientClass::BestEffort), session(&daemon, "b", ClientClass::BestEffort));
     let r = ReadyRecord {
         op: 1,
         flags: 0,
@@ -309,10 +319,7 @@ fn a_launch_on_a_node_another_client_holds_is_a_stray_not_a_fault() {
     b.flush();
     assert!(b.complete(7, now_ns()).unwrap());
     b.flush();
-    let t = std::time::Instant::now();
-    while daemon.status().counters.launched_stray == 0 && t.elapsed() < Duration::from_secs(5) {
-        std::thread::sleep(Duration::from_millis(5));
-    }
+    wait_until(|| daemon.status().counters.launched_stray > 0);
     std::thread::sleep(Duration::from_millis(50));
     let st = daemon.status();
     assert_eq!(st.counters.launched_stray, 1, "{:?}", st.counters);
@@ -336,10 +343,7 @@ fn a_continuation_behind_a_stray_launch_is_a_stray_not_a_fault() {
     assert!(b.launched(7, node, 0, now_ns()).unwrap());
     assert!(b.continued(8, node, 0, now_ns()).unwrap());
     b.flush();
-    let t = std::time::Instant::now();
-    while daemon.status().counters.continued_stray == 0 && t.elapsed() < Duration::from_secs(5) {
-        std::thread::sleep(Duration::from_millis(5));
-    }
+    wait_until(|| daemon.status().counters.continued_stray > 0);
     let st = daemon.status();
     assert_eq!((st.counters.launched_stray, st.counters.continued_stray), (1, 1), "{:?}", st.counters);
     assert_eq!(st.counters.clients_disconnected, 0, "nobody was cut off");
@@ -351,12 +355,7 @@ fn a_continuation_behind_a_stray_launch_is_a_stray_not_a_fault() {
     assert!(b.complete(7, now_ns()).unwrap());
     assert!(b.complete(8, now_ns()).unwrap());
     b.flush();
-    let t = std::time::Instant::now();
-    while daemon.status().clients.iter().any(|c| c.name == "b" && c.outstanding > 0)
-        && t.elapsed() < Duration::from_secs(5)
-    {
-        std::thread::sleep(Duration::from_millis(5));
-    }
+    wait_until(|| !daemon.status().clients.iter().any(|c| c.name == "b" && c.outstanding > 0));
     let st = daemon.status();
     assert_eq!(st.counters.clients_disconnected, 0, "{:?}", st.counters);
     assert_eq!(st.clients.iter().find(|c| c.name == "a").expect("a").outstanding, 1);
@@ -371,32 +370,16 @@ fn a_launch_on_the_clients_own_standing_reservation_is_leased_to_it() {
     use vitamin_runtime::daemon::now_ns;
 
     let daemon = start("own-reservation", PolicyKind::Tpot);
-    let top = SimBackend::preset("h200").unwrap().topology().clone();
-    let mut c = DaemonClient::connect(ConnectOptions {
-        socket: daemon.socket().to_path_buf(),
-        name: "latency".into(),
-        device: 0,
-        topology: top,
-        class: ClientClass::LatencyCritical { tpot_target_ns: 20_000_000 },
-        lanes: 2,
-        timeout: Duration::from_secs(5),
-    })
-    .expect("registered");
+    let mut c = session(&daemon, "latency", ClientClass::LatencyCritical { tpot_target_ns: 20_000_000 });
     let reserved = |daemon: &Daemon| {
         daemon.status().clients.first().and_then(|c| c.leases.iter().find(|l| l.ends_with("reserved")).cloned())
     };
-    let t = std::time::Instant::now();
-    while reserved(&daemon).is_none() && t.elapsed() < Duration::from_secs(5) {
-        std::thread::sleep(Duration::from_millis(5));
-    }
+    wait_until(|| reserved(&daemon).is_some());
     let lease = reserved(&daemon).expect("TPOT-First reserves a standing node for a latency client");
     let node: u16 = lease.trim_start_matches('#').split(' ').next().unwrap().parse().unwrap();
     assert!(c.launched(1, node, 0, now_ns()).unwrap());
     c.flush();
-    let t = std::time::Instant::now();
-    while daemon.status().counters.launched == 0 && t.elapsed() < Duration::from_secs(5) {
-        std::thread::sleep(Duration::from_millis(5));
-    }
+    wait_until(|| daemon.status().counters.launched > 0);
     let st = daemon.status();
     assert_eq!((st.counters.launched, st.counters.launched_stray), (1, 0), "{:?}", st.counters);
     let me = st.clients.first().expect("still connected");
@@ -404,10 +387,7 @@ fn a_launch_on_the_clients_own_standing_reservation_is_leased_to_it() {
     assert!(me.leases.iter().any(|l| l.starts_with(&format!("#{node} ")) && l.ends_with("leased")), "{:?}", me.leases);
     assert!(c.complete(1, now_ns()).unwrap());
     c.flush();
-    let t = std::time::Instant::now();
-    while daemon.status().clients.first().is_some_and(|c| c.outstanding > 0) && t.elapsed() < Duration::from_secs(5) {
-        std::thread::sleep(Duration::from_millis(5));
-    }
+    wait_until(|| daemon.status().clients.first().is_none_or(|c| c.outstanding == 0));
     let st = daemon.status();
     assert_eq!(st.counters.clients_disconnected, 0, "{:?}", st.counters);
     assert_eq!(st.clients.first().map(|c| c.outstanding), Some(0));
