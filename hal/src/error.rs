@@ -51,6 +51,10 @@ pub enum Incompatibility {
         /// Units in the device.
         device: usize,
     },
+    /// The partition does not exist: created on first use (an on-demand pool), its creation
+    /// failed, so nothing runs there.
+    #[error("the partition could not be created: {0}")]
+    NotRealized(String),
 }
 
 /// Errors from a backend.

@@ -1,17 +1,21 @@
 //! Pool hot paths on the simulated H200 tree (59 nodes): eligibility of every node for a holder,
-//! and lease + release. Target: under 1 us each. Results: docs/results/pool-bench.md.
+//! and lease + release. Target: under 1 us each. Group `pool_h200` is the default pool (conflicts
+//! by unit unions), `pool_h200_flat` the same benchmarks on the flat contrast (conflicts by
+//! pairwise scans, `pool = "flat"`). Results: docs/results/pool-bench.md.
 //!
 //! Run: `cargo bench -p vitamin-runtime --bench pool`
 
 use std::hint::black_box;
 
 use criterion::{criterion_group, criterion_main, Criterion};
+use std::sync::Arc;
 use vitamin_hal::sim::SimBackend;
 use vitamin_hal::{Backend, UnitSet};
-use vitamin_runtime::pool::{HolderId, NodeId, Pool, Reservation};
 
-fn h200() -> Pool {
-    Pool::build(SimBackend::preset("h200").unwrap().topology())
+use vitamin_runtime::pool::{Conflicts, Hierarchy, HolderId, NodeId, Pool, Reservation};
+
+fn h200_with(conflicts: Conflicts) -> Pool {
+    Pool::with_conflicts(Arc::new(Hierarchy::build(SimBackend::preset("h200").unwrap().topology())), conflicts)
 }
 
 fn node(p: &Pool, lo: usize, hi: usize) -> NodeId {
@@ -20,8 +24,8 @@ fn node(p: &Pool, lo: usize, hi: usize) -> NodeId {
 
 /// A busy pool: three holders with leases (one draining) and a reservation, leaving SMs 32..64
 /// and 96..112 free.
-fn busy_h200() -> Pool {
-    let mut p = h200();
+fn busy_h200_with(conflicts: Conflicts) -> Pool {
+    let mut p = h200_with(conflicts);
     let (a, b, c) = (HolderId(1), HolderId(2), HolderId(3));
     let n = node(&p, 0, 16);
     p.lease(n, a).unwrap();
@@ -36,7 +40,14 @@ fn busy_h200() -> Pool {
 }
 
 fn bench(c: &mut Criterion) {
-    let mut g = c.benchmark_group("pool_h200");
+    bench_group(c, "pool_h200", Conflicts::Unions);
+    bench_group(c, "pool_h200_flat", Conflicts::Pairwise);
+}
+
+fn bench_group(c: &mut Criterion, name: &str, conflicts: Conflicts) {
+    let h200 = || h200_with(conflicts);
+    let busy_h200 = || busy_h200_with(conflicts);
+    let mut g = c.benchmark_group(name);
     let mut out = Vec::with_capacity(64);
 
     let idle = h200();

@@ -344,6 +344,7 @@ pub const KEYS: &[Key] = &[
     advanced("paired_units", "auto"),
     advanced("rtc_library", "auto"),
     advanced("partitions", "auto"),
+    advanced("pool", "hierarchical"),
 ];
 
 /// The `[daemon]` section of the configuration file: the daemon's options (`vitamin daemon`

@@ -48,6 +48,7 @@ use vitamin_hal::{
 };
 use vitamin_runtime::dispatch::{DispatchConfig, DispatchStats, Dispatcher, Span, SERVICE_NODE};
 use vitamin_runtime::policy::{ClientClass, PolicyKind};
+use vitamin_runtime::pool::PoolLayout;
 use vitamin_runtime::profile::Profiles;
 use vitamin_runtime::{EventId, HolderId, OpId, StreamId, StreamKind, VctxId, VirtualContext};
 
@@ -339,6 +340,9 @@ fn run_case(case: &Case, policy: PolicyKind) -> Result<Outcome, String> {
         profile_phases: case.seed.is_multiple_of(5),
         // Waiting threads as pollers (the shim's wait assist) only changes when polls happen.
         waiters_poll: case.seed.is_multiple_of(7),
+        // Every pool layout: the same nodes, conflicts found another way, or partitions created
+        // on the dispatch path. None may change an order or an output.
+        pool: [PoolLayout::Hierarchical, PoolLayout::Flat, PoolLayout::OnDemand][(case.seed % 3) as usize],
     };
     let mut disp = Dispatcher::new(sim.clone(), policy.build(case.seed), Profiles::new("simulated H200"), config)
         .map_err(|e| format!("dispatcher: {e}"))?;

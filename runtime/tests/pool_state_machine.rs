@@ -8,13 +8,16 @@
 mod pool_support;
 
 use std::collections::{BTreeSet, HashMap};
+use std::sync::Arc;
 
 use pool_support::{arb_topology, h200, mi300x, reference_nodes};
 use proptest::prelude::*;
 use proptest::strategy::Union;
 use proptest_state_machine::{prop_state_machine, ReferenceStateMachine, StateMachineTest};
 use vitamin_hal::{Topology, UnitSet};
-use vitamin_runtime::pool::{HolderId, NodeId, NodeState, Pool, PoolError, Reservation, Transition};
+use vitamin_runtime::pool::{
+    Conflicts, Hierarchy, HolderId, NodeId, NodeState, Pool, PoolError, Reservation, Transition,
+};
 
 const HOLDERS: u32 = 3;
 const TAGS: u64 = 3;
@@ -497,12 +500,14 @@ fn check_pool_invariants(pool: &Pool) {
     assert_eq!(pool.claimed_units(), claimed);
 }
 
-impl StateMachineTest for PoolSm {
+impl<const PAIRWISE: bool> StateMachineTest for PoolSm<PAIRWISE> {
     type SystemUnderTest = Sut;
     type Reference = PoolModel;
 
     fn init_test(m: &Model) -> Sut {
-        let pool = Pool::build(&m.top);
+        let conflicts = if PAIRWISE { Conflicts::Pairwise } else { Conflicts::Unions };
+        let pool = Pool::with_conflicts(Arc::new(Hierarchy::build(&m.top)), conflicts);
+        assert_eq!(pool.conflicts(), conflicts);
         assert_eq!(pool.nodes().len(), m.units.len());
         let ids: Vec<NodeId> = m
             .units
@@ -529,7 +534,7 @@ impl StateMachineTest for PoolSm {
         assert_eq!(pending, m.pending, "pending reservations differ from the model");
         check_pool_invariants(pool);
 
-        // Eligibility (bitset-based) equals the model's pairwise answer, in ascending size.
+        // Eligibility (bitset-based or pairwise) equals the model's pairwise answer, in ascending size.
         let mut out = Vec::new();
         let min_sizes = [0, pool.node(pool.leaves()[0]).size() + 1, pool.node(pool.root()).size() / 2];
         for h in 0..HOLDERS {
@@ -585,10 +590,15 @@ impl StateMachineTest for PoolSm {
     }
 }
 
-struct PoolSm;
+/// The pool under test; `PAIRWISE`: the flat variant ([`Conflicts::Pairwise`]), which must answer
+/// every step exactly as the model (and so as the default) does.
+struct PoolSm<const PAIRWISE: bool>;
 
 prop_state_machine! {
     #![proptest_config(ProptestConfig { cases: 200, max_shrink_iters: 4096, ..ProptestConfig::default() })]
     #[test]
-    fn pool_matches_model(sequential 1..80 => PoolSm);
+    fn pool_matches_model(sequential 1..80 => PoolSm<false>);
+
+    #[test]
+    fn flat_pool_matches_model(sequential 1..80 => PoolSm<true>);
 }

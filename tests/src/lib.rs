@@ -216,7 +216,7 @@ pub fn check_cooperative_co_residency<D: TestDevice>(d: &D) {
 /// every launch under the Chaos policy (a random eligible pool node per op, lane continuation
 /// refused half the time). Every result must be bitwise equal to the same reduction run alone on
 /// the whole device, and launches must have landed on many different pool nodes.
-pub fn check_dispatcher_chaos_determinism<D: TestDevice + Clone>(d: &D) {
+pub fn check_dispatcher_chaos_determinism<D: TestDevice + Clone + 'static>(d: &D) {
     use vitamin_runtime::dispatch::{DispatchConfig, Dispatcher};
     use vitamin_runtime::policy::{ClientClass, PolicyKind};
     use vitamin_runtime::profile::Profiles;

@@ -54,6 +54,7 @@ use super::native::{NativeApi, PoolBackend};
 use crate::config::LogLevel;
 use crate::dispatch::{DispatchConfig, Dispatcher};
 use crate::policy::{AnyPolicy, ClientClass, Policy, PolicyKind};
+use crate::pool::PoolLayout;
 use crate::profile::Profiles;
 use crate::VirtualContext;
 
@@ -198,6 +199,10 @@ pub struct Tuning {
     /// `start_timeout_ms`: how long the first bind-mode call waits for the dispatcher thread to
     /// realize the pool before the process falls back to observe mode.
     pub start_timeout: Duration,
+    /// `pool`: how the pool is laid out and when its partitions are created.
+    pub pool: PoolLayout,
+    /// Whether `pool` was set to a value that is none of its three (then it is the default).
+    pub pool_unknown: bool,
     /// `fault_dispatch` (fault injection for tests): `panic:N` / `hang:N`, the dispatcher thread
     /// panics / stops making progress (holding its lock) at its first round after N ops were
     /// submitted.
@@ -274,6 +279,8 @@ impl Tuning {
                 .map_or(MAX_OUTSTANDING, |n| usize::try_from(n.max(1)).unwrap_or(usize::MAX)),
             max_staged_bytes: num("max_staged_bytes").unwrap_or(MAX_STAGED_BYTES),
             start_timeout: num("start_timeout_ms").map_or(START_TIMEOUT, |ms| Duration::from_millis(ms.max(1))),
+            pool: get("pool").as_deref().and_then(PoolLayout::parse).unwrap_or_default(),
+            pool_unknown: get("pool").is_some_and(|v| PoolLayout::parse(&v).is_none()),
             fault: get("fault_dispatch").as_deref().and_then(Fault::parse),
         }
     }
@@ -914,6 +921,12 @@ fn run<N: NativeApi>(
     let kind = backend.topology().unit_name().to_owned();
     let device = backend.topology().device_name().to_owned();
     let config = dispatch_config(&settings);
+    if settings.tuning.pool_unknown {
+        vlog!(
+            LogLevel::Warn,
+            "pool: unknown value (expected hierarchical, flat or on-demand); the pool is hierarchical"
+        );
+    }
     let policy = settings.policy.build(settings.seed);
     let mut d = match Dispatcher::new(backend, policy, Profiles::new(device.clone()), config) {
         Ok(d) => d,
@@ -1114,6 +1127,7 @@ fn run<N: NativeApi>(
         });
     }
     published["fence"] = d.backend().fence_mode().into();
+    published["pool"] = serde_json::to_value(d.pool_report()).unwrap_or_default();
     *stats.lock().unwrap_or_else(|e| e.into_inner()) = Some(published);
     // The process is exiting: leave the physical contexts to the driver instead of draining and
     // destroying every pool node here.
@@ -1437,6 +1451,7 @@ fn dispatch_config(settings: &Settings) -> DispatchConfig {
         max_continuation_ns: t.continuation_ns,
         profile_phases: t.profile_phases,
         waiters_poll: t.wait_assist,
+        pool: t.pool,
         ..DispatchConfig::default()
     }
 }

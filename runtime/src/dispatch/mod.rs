@@ -67,7 +67,10 @@ pub use timeline::{Span, Timeline, SERVICE_NODE};
 
 use crate::arbiter::state::{Applied, ArbiterState, Proposal, Refusal};
 use crate::policy::{ClientClass, ClientInfo, Completion, Hint, Policy, ReadyOpView};
-use crate::pool::{HolderId, NodeId, Pool, PoolError, Realized};
+use crate::pool::{
+    Conflicts, CreationReport, Creations, Factory, Hierarchy, HolderId, NodeId, NodePartition, Pool, PoolError,
+    PoolLayout, Realized,
+};
 use crate::profile::Profiles;
 use crate::vctx::{ContinuableOp, OpId, VirtualContext};
 
@@ -145,6 +148,8 @@ pub struct DispatchConfig {
     /// ([`Dispatcher::poll_completions`] through a wait assist): a waiting thread is then no
     /// reason for [`Dispatcher::needs_completions`].
     pub waiters_poll: bool,
+    /// How the pool is laid out and when its partitions are created (the `pool` key).
+    pub pool: PoolLayout,
 }
 
 impl Default for DispatchConfig {
@@ -159,8 +164,22 @@ impl Default for DispatchConfig {
             profile_phases: false,
             min_poll_interval_ns: 0,
             waiters_poll: false,
+            pool: PoolLayout::Hierarchical,
         }
     }
+}
+
+/// The pool as realized ([`Dispatcher::pool_report`]), for the census.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct PoolReport {
+    /// The `pool` key's value.
+    pub layout: PoolLayout,
+    /// Pool nodes.
+    pub nodes: usize,
+    /// Nodes whose partition exists now (all of them unless the pool is on demand).
+    pub created: usize,
+    /// Partitions created on the dispatch path (on-demand pools only).
+    pub on_demand: CreationReport,
 }
 
 /// Counters, stable JSON shape.
@@ -304,8 +323,12 @@ pub struct Dispatcher<B: Backend, P: Policy> {
     config: DispatchConfig,
     /// The decision half: lease state, policy, clients, predicted lane drain times.
     arbiter: ArbiterState<P>,
-    partitions: Vec<B::Partition>,
-    service: B::Partition,
+    /// One per pool node, by node id: created at start-up, or at first use in an on-demand pool.
+    partitions: Vec<NodePartition<B::Partition>>,
+    /// Copies and host functions (always created at start-up).
+    service: NodePartition<B::Partition>,
+    /// Partitions an on-demand pool created on the dispatch path.
+    creations: Arc<Creations>,
     lane_load: Vec<Vec<u32>>,
     lane_last_done: Vec<Vec<u64>>,
     inflight: HashMap<(Option<NodeId>, Fence), Inflight>,
@@ -363,15 +386,39 @@ impl<B: Backend, P: Policy> std::fmt::Debug for Dispatcher<B, P> {
     }
 }
 
-impl<B: Backend, P: Policy> Dispatcher<B, P> {
-    /// Builds the pool for the backend's topology and realizes every node (start-up cost).
+impl<B: Backend + Clone + 'static, P: Policy> Dispatcher<B, P> {
+    /// Builds the pool for the backend's topology and realizes its nodes as
+    /// [`DispatchConfig::pool`] says: every node now (start-up cost), or each at its first use.
     pub fn new(backend: B, policy: P, profiles: Profiles, config: DispatchConfig) -> Result<Self, DispatchError> {
         let kind = backend.topology().unit_name().to_owned();
-        let (pool, partitions) = Realized::create(&backend, config.lanes_per_node)?.into_parts();
+        let lanes = config.lanes_per_node;
+        let hierarchy = Arc::new(Hierarchy::build(backend.topology()));
+        let creations = Arc::new(Creations::default());
+        let (pool, partitions) = match config.pool {
+            PoolLayout::Hierarchical | PoolLayout::Flat => {
+                let (pool, parts) = Realized::from_hierarchy(&backend, hierarchy, lanes)?.into_parts();
+                let pool = match config.pool {
+                    PoolLayout::Flat => Pool::with_conflicts(pool.hierarchy().clone(), Conflicts::Pairwise),
+                    _ => pool,
+                };
+                (pool, parts.into_iter().map(NodePartition::ready).collect::<Vec<_>>())
+            }
+            PoolLayout::OnDemand => {
+                let maker = backend.clone();
+                let factory: Arc<Factory<B::Partition>> = Arc::new(move |u, l| maker.create_partition(u, l));
+                let parts = hierarchy
+                    .nodes()
+                    .iter()
+                    .map(|n| NodePartition::on_demand(n.units, lanes, factory.clone(), creations.clone()))
+                    .collect();
+                (Pool::new(hierarchy), parts)
+            }
+        };
         let all = backend.topology().all_units();
         let service = backend.create_partition(&all, config.service_lanes.max(1)).map_err(|source| {
             DispatchError::Realize { node: pool.root(), units: all.display(&kind).to_string(), source }
         })?;
+        let service = NodePartition::ready(service);
         let n = partitions.len();
         let timeline = config.record_timeline.then(|| Timeline {
             spans: Vec::new(),
@@ -393,6 +440,7 @@ impl<B: Backend, P: Policy> Dispatcher<B, P> {
             config,
             partitions,
             service,
+            creations,
             inflight: HashMap::default(),
             places: HashMap::default(),
             clients: Vec::new(),
@@ -417,7 +465,9 @@ impl<B: Backend, P: Policy> Dispatcher<B, P> {
             remote: None,
         })
     }
+}
 
+impl<B: Backend, P: Policy> Dispatcher<B, P> {
     /// Registers a client (one vCtx) and returns its lease-holder id.
     pub fn register(&mut self, vctx: Arc<VirtualContext>, name: impl Into<String>, class: ClientClass) -> HolderId {
         let holder = HolderId(self.clients.len() as u32);
@@ -489,11 +539,22 @@ impl<B: Backend, P: Policy> Dispatcher<B, P> {
         Some((progress, seq))
     }
 
-    /// The physical partition of `node` (`None`: the service partition).
+    /// The physical partition of `node` (`None`: the service partition), created now if the
+    /// pool is on demand and nothing has used it yet; `None` if its creation fails.
     pub fn partition(&self, node: Option<NodeId>) -> Option<&B::Partition> {
         match node {
-            Some(n) => self.partitions.get(n.0 as usize),
-            None => Some(&self.service),
+            Some(n) => self.partitions.get(n.0 as usize)?.get().ok(),
+            None => self.service.get().ok(),
+        }
+    }
+
+    /// How the pool was laid out and, for an on-demand pool, what its creations cost.
+    pub fn pool_report(&self) -> PoolReport {
+        PoolReport {
+            layout: self.config.pool,
+            nodes: self.partitions.len(),
+            created: self.partitions.iter().filter(|p| p.is_created()).count(),
+            on_demand: self.creations.report(),
         }
     }
 
@@ -1159,7 +1220,12 @@ impl<B: Backend, P: Policy> Dispatcher<B, P> {
                 let (ready, partitions) = (&self.ready, &self.partitions);
                 // Cooperative and cluster launches run unchanged only where they fit: offer only
                 // those nodes (other launches fit every node, and checking costs a backend call).
+                let on_demand = self.config.pool == PoolLayout::OnDemand;
                 let filter = |idx: usize, nodes: &mut Vec<NodeId>| {
+                    // A node of an on-demand pool whose creation failed takes no work.
+                    if on_demand {
+                        nodes.retain(|n| !partitions[n.index()].failed());
+                    }
                     let desc = &ready[idx].desc;
                     if desc
                         .as_kernel()

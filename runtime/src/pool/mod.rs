@@ -57,6 +57,15 @@
 //! intersection tests (a few word operations), independent of how many nodes are active.
 //! [`Pool::eligible`] scans the nodes once in ascending size order with that O(1) test.
 //!
+//! ## Layouts ([`PoolLayout`], the `pool` key)
+//! The default, `hierarchical`, creates every node's partition at start-up and finds conflicts
+//! with the unions above. Two contrasts of the paper's overhead experiment exist for measuring
+//! what each part buys: `flat` keeps the same nodes but finds conflicts by scanning the active
+//! nodes and pending targets pairwise ([`Conflicts::Pairwise`]; the answers are the same, the
+//! property test checks both against one model), and `on-demand` creates each node's partition
+//! the first time it is used, on the dispatch path ([`NodePartition`]), and keeps it. A daemon's
+//! lease state always uses the unions; the key sets the process's own pool.
+//!
 //! ## Reclamation decision
 //! [`Pool::reclaim_for`] closes the gates of **every** leased node overlapping the target,
 //! including those of the reservation's own holder: invariant 1 holds for all holders alike, so
@@ -67,10 +76,49 @@
 
 mod error;
 mod hierarchy;
+mod on_demand;
 mod realized;
 mod state;
 
+use serde::Serialize;
+
+/// How a process builds and realizes its pool (the `pool` key of the configuration).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum PoolLayout {
+    /// Every node created at start-up; conflicts by unit unions ([`Conflicts::Unions`]).
+    #[default]
+    Hierarchical,
+    /// Every node created at start-up; conflicts by pairwise scans ([`Conflicts::Pairwise`]).
+    Flat,
+    /// Each node created at its first use, on the dispatch path, then kept ([`NodePartition`]).
+    OnDemand,
+}
+
+impl PoolLayout {
+    /// `hierarchical`, `flat` or `on-demand` (case-insensitive; `on_demand` too); `None` for
+    /// anything else.
+    pub fn parse(v: &str) -> Option<PoolLayout> {
+        Some(match v.trim().to_ascii_lowercase().replace('_', "-").as_str() {
+            "hierarchical" => PoolLayout::Hierarchical,
+            "flat" => PoolLayout::Flat,
+            "on-demand" | "ondemand" => PoolLayout::OnDemand,
+            _ => return None,
+        })
+    }
+
+    /// The configuration value.
+    pub fn name(self) -> &'static str {
+        match self {
+            PoolLayout::Hierarchical => "hierarchical",
+            PoolLayout::Flat => "flat",
+            PoolLayout::OnDemand => "on-demand",
+        }
+    }
+}
+
 pub use error::PoolError;
 pub use hierarchy::{Hierarchy, Node, NodeId, NodeKind};
+pub use on_demand::{CreationReport, Creations, Factory, NodePartition};
 pub use realized::Realized;
-pub use state::{HolderId, Lease, NodeState, Pool, Reservation, Transition};
+pub use state::{Conflicts, HolderId, Lease, NodeState, Pool, Reservation, Transition};

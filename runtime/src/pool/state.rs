@@ -102,10 +102,28 @@ pub struct Transition {
     pub reserved: SmallVec<[(NodeId, Reservation); 1]>,
 }
 
+/// How a [`Pool`] finds the active nodes and pending targets a candidate's units touch.
+///
+/// Both answer every query identically (the state-machine property test runs them side by
+/// side); they differ only in cost. The flat variant is the contrast of the paper's overhead
+/// experiment ("conflicts are identified by hierarchy traversal rather than pairwise pCtx scans").
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Conflicts {
+    /// Two unions (active units, claimed units) kept incrementally: a test is two bitset
+    /// intersections, whatever the number of active nodes (the default).
+    #[default]
+    Unions,
+    /// A scan of every active node and every pending target, one intersection each (a flat
+    /// pool: no structure over the nodes).
+    Pairwise,
+}
+
 /// The lease state of every node of one device's pool. Plain data; the dispatcher owns it.
 #[derive(Debug, Clone)]
 pub struct Pool {
     hierarchy: Arc<Hierarchy>,
+    conflicts: Conflicts,
     states: Vec<NodeState>,
     /// Union of the units of active nodes (pairwise disjoint, so difference removes one node).
     active: UnitSet,
@@ -125,9 +143,15 @@ impl Pool {
 
     /// An all-idle pool over an existing hierarchy.
     pub fn new(hierarchy: Arc<Hierarchy>) -> Pool {
+        Pool::with_conflicts(hierarchy, Conflicts::Unions)
+    }
+
+    /// An all-idle pool over an existing hierarchy that finds conflicts as `conflicts` says.
+    pub fn with_conflicts(hierarchy: Arc<Hierarchy>, conflicts: Conflicts) -> Pool {
         let n = hierarchy.len();
         Pool {
             hierarchy,
+            conflicts,
             states: vec![NodeState::Idle; n],
             active: UnitSet::EMPTY,
             active_list: Vec::new(),
@@ -137,6 +161,11 @@ impl Pool {
     }
 
     // ---- structure -------------------------------------------------------------------------
+
+    /// How this pool finds conflicts.
+    pub fn conflicts(&self) -> Conflicts {
+        self.conflicts
+    }
 
     /// The immutable node structure.
     pub fn hierarchy(&self) -> &Arc<Hierarchy> {
@@ -232,7 +261,8 @@ impl Pool {
 
     /// Whether `holder` may lease (or keep using) `id` now: the node is idle and disjoint from
     /// every active node and every pending reservation's target, or already leased by `holder`
-    /// with its gate open, or reserved for `holder`. O(1): two bitset tests.
+    /// with its gate open, or reserved for `holder`. O(1) with [`Conflicts::Unions`]: two bitset
+    /// tests; one test per active node and pending target with [`Conflicts::Pairwise`].
     ///
     /// # Panics
     /// If `id` is not a node of this pool.
@@ -241,7 +271,7 @@ impl Pool {
         match self.states[i] {
             NodeState::Idle => {
                 let u = &self.hierarchy.nodes()[i].units;
-                !u.intersects(&self.active) && !u.intersects(&self.claimed)
+                !self.touches_active(u) && !self.touches_claimed(u)
             }
             NodeState::Leased { holder: h, .. } => h == holder,
             NodeState::Reserved { purpose } => purpose.holder == holder,
@@ -250,7 +280,9 @@ impl Pool {
     }
 
     /// Replaces `out` with the nodes of at least `min_units` units that `holder` may lease now
-    /// ([`Pool::is_eligible`]), in ascending size. One pass over the nodes with an O(1) test each.
+    /// ([`Pool::is_eligible`]), in ascending size. One pass over the nodes with an O(1) test each
+    /// ([`Conflicts::Unions`]), or a scan of the active nodes and pending targets each
+    /// ([`Conflicts::Pairwise`]).
     pub fn eligible(&self, holder: HolderId, min_units: usize, out: &mut Vec<NodeId>) {
         out.clear();
         let sizes = self.hierarchy.sizes();
@@ -258,9 +290,13 @@ impl Pool {
         let start = by_size.partition_point(|id| usize::from(sizes[id.index()]) < min_units);
         let blocked = self.active | self.claimed;
         let nodes = self.hierarchy.nodes();
+        let pairwise = self.conflicts == Conflicts::Pairwise;
         for &id in &by_size[start..] {
             let i = id.index();
             let ok = match self.states[i] {
+                NodeState::Idle if pairwise => {
+                    !self.touches_active(&nodes[i].units) && !self.touches_claimed(&nodes[i].units)
+                }
                 NodeState::Idle => !nodes[i].units.intersects(&blocked),
                 NodeState::Leased { holder: h, .. } => h == holder,
                 NodeState::Reserved { purpose } => purpose.holder == holder,
@@ -444,7 +480,7 @@ impl Pool {
             return Err(PoolError::AlreadyPending { node: target, reservation });
         }
         let u = self.units(target);
-        if u.intersects(&self.claimed) {
+        if self.touches_claimed(&u) {
             return Err(PoolError::Claimed { node: target, target: self.claim_blocker(&u) });
         }
         if let Some(&b) = self
@@ -496,7 +532,7 @@ impl Pool {
     /// Ok when `id`'s units touch no active node and no pending target.
     fn check_free(&self, id: NodeId) -> Result<(), PoolError> {
         let u = self.units(id);
-        if u.intersects(&self.active) {
+        if self.touches_active(&u) {
             let blocker = *self
                 .active_list
                 .iter()
@@ -504,10 +540,26 @@ impl Pool {
                 .expect("active units are the union of the active nodes' units");
             return Err(PoolError::Conflict { node: id, blocker, blocker_state: self.states[blocker.index()].name() });
         }
-        if u.intersects(&self.claimed) {
+        if self.touches_claimed(&u) {
             return Err(PoolError::Claimed { node: id, target: self.claim_blocker(&u) });
         }
         Ok(())
+    }
+
+    /// Whether `u` shares a unit with an active node.
+    fn touches_active(&self, u: &UnitSet) -> bool {
+        match self.conflicts {
+            Conflicts::Unions => u.intersects(&self.active),
+            Conflicts::Pairwise => self.active_list.iter().any(|&b| self.units(b).intersects(u)),
+        }
+    }
+
+    /// Whether `u` shares a unit with a pending reservation's target.
+    fn touches_claimed(&self, u: &UnitSet) -> bool {
+        match self.conflicts {
+            Conflicts::Unions => u.intersects(&self.claimed),
+            Conflicts::Pairwise => self.pending.iter().any(|(t, _)| self.units(*t).intersects(u)),
+        }
     }
 
     fn claim_blocker(&self, u: &UnitSet) -> NodeId {
@@ -545,7 +597,7 @@ impl Pool {
         while k < self.pending.len() {
             let (t, r) = self.pending[k];
             let u = self.units(t);
-            if u.intersects(&self.active) {
+            if self.touches_active(&u) {
                 k += 1;
                 continue;
             }
