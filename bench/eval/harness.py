@@ -43,12 +43,17 @@ CONFIGS = {
     "mps_pct": (True, "native", None),
     "vitamin_inproc": (True, "inproc", None),
     "vitamin_nomps": (False, "inproc", None),
+    "vitamin_flat": (False, "inproc", None),
+    "vitamin_ondemand": (False, "inproc", None),
     "vitamin_static": (True, "daemon", "static"),
     "vitamin_exclusive": (True, "daemon", "exclusive"),
     "vitamin_throughput": (True, "daemon", "throughput"),
     "vitamin_tpot": (True, "daemon", "tpot"),
     "vitamin_chaos": (True, "daemon", "chaos"),
 }
+# in-process configurations with another pool layout (the `[advanced] pool` key, docs/config.md);
+# the others run the default, hierarchical
+POOL_LAYOUTS = {"vitamin_flat": "flat", "vitamin_ondemand": "on-demand"}
 MPS_SWITCH_S = 4.0  # estimate for starting or stopping the MPS control daemon
 DAEMON_S = 3.0  # estimate for starting and stopping the vitamin daemon around one run
 TEARDOWN_S = 3.0  # estimate for tenants' exit after the window
@@ -377,16 +382,19 @@ class Systems:
         self.stop_mps()
 
 
-def tenant_command(g, config, name, systems, tpot_ms=None):
+def tenant_command(g, config, name, systems, tpot_ms=None, census=None):
+    """The tenant's command line under `config`; `census`: where `vitamin run` writes the main
+    process's census at exit (vitamin configurations only)."""
     t = g["tenants"][name]
     cmd = [os.path.expandvars(a) for a in t["cmd"]]
     if cmd[0] in ("python3", "python"):
         cmd[0] = sys.executable
     wrap = CONFIGS[config][1]
+    extra = ["--census", census] if census and wrap != "native" else []
     if wrap == "inproc":
-        return [systems.vitamin, "run", "--no-daemon", "--"] + cmd
+        return [systems.vitamin, "run", "--no-daemon"] + extra + ["--"] + cmd
     if wrap == "daemon":
-        pre = [systems.vitamin, "run", "--daemon", systems.sock]
+        pre = [systems.vitamin, "run", "--daemon", systems.sock] + extra
         if t["latency"]:
             pre += ["--class", "latency"]
             tpot = tpot_ms if tpot_ms is not None else t.get("tpot_ms")
@@ -419,6 +427,29 @@ def headline(res):
     if "throughput" in res:
         return f"{res['throughput']:.4g} {res.get('unit', '/s')}"
     return "result"
+
+
+def pool_digest(census_path):
+    """The pool figures of a vitamin run's census (None without one): realization time, nodes,
+    the layout and, for an on-demand pool, the partitions created on the dispatch path."""
+    try:
+        with open(census_path) as f:
+            doc = json.load(f)
+    except (OSError, ValueError):
+        return None
+    b = doc.get("bind") if isinstance(doc, dict) else None
+    if not isinstance(b, dict) or "realize_ms" not in b:
+        return None
+    pool = (b.get("dispatcher") or {}).get("pool") or {}
+    return {"realize_ms": b.get("realize_ms"), "nodes": b.get("nodes"), "layout": pool.get("layout"),
+            "created": pool.get("created"), "on_demand": pool.get("on_demand")}
+
+
+def write_layout_config(path, layout):
+    """A configuration file that selects pool `layout` (read through VITAMIN_CONFIG)."""
+    with open(path, "w") as f:
+        f.write(f'[advanced]\npool = "{layout}"\n')
+    return path
 
 
 SLO_ENV = {"tpot": "EVAL_TPOT_SLO_MS", "ttft": "EVAL_TTFT_SLO_MS"}
@@ -487,13 +518,18 @@ def run_one(g, r, config, scenario, tenants, systems, rundir, log, hard_deadline
                 ms = slos.get(kind, {}).get(name, {}).get("ms")
                 if ms:
                     env[var] = f"{ms:g}"
+            if config in POOL_LAYOUTS:
+                env["VITAMIN_CONFIG"] = write_layout_config(
+                    os.path.join(rundir, f"{tag}-config.toml"), POOL_LAYOUTS[config])
             if config == "mps_pct":
                 share = scen.get("mps_pct", {}).get(name, max(1, 100 // len(tenants)))
                 env["CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"] = str(share)
             out = open(os.path.join(rundir, f"{tag}-{name}.out"), "wb")
             err = open(os.path.join(rundir, f"{tag}-{name}.err"), "wb")
             try:
-                p = subprocess.Popen(tenant_command(g, config, name, systems, tpot.get(name, {}).get("ms")), env=env, cwd=HERE,
+                census = os.path.join(rundir, f"{tag}-{name}.census.json")
+                p = subprocess.Popen(tenant_command(g, config, name, systems, tpot.get(name, {}).get("ms"), census),
+                                     env=env, cwd=HERE,
                                      stdout=out, stderr=err, start_new_session=True)
             except OSError as e:
                 rec["tenants"][name] = {"rc": None, "error": f"cannot start: {e}"}
@@ -538,6 +574,9 @@ def run_one(g, r, config, scenario, tenants, systems, rundir, log, hard_deadline
             except (OSError, ValueError):
                 result = None
             t = {"rc": p.returncode, "timed_out": timed_out, "startup_s": startup, "result": result}
+            pool = pool_digest(os.path.join(rundir, f"{tag}-{name}.census.json"))
+            if pool is not None:
+                t["pool"] = pool
             if running and abort:
                 t["killed"] = f"stopped because {abort}"
             if p.returncode != 0 or result is None:

@@ -202,6 +202,35 @@ def test_alone_under_mps_is_a_second_normalization():
         assert r.returncode == 0 and not any(x["config"] == "alone_mps" for x in results(d)["runs"])
 
 
+def test_pool_layouts_run_in_process_with_their_config_and_census():
+    with tempfile.TemporaryDirectory() as d:
+        write_group(d, rounds=1, configs=["vitamin_nomps", "vitamin_flat", "vitamin_ondemand", "vitamin_throughput"])
+        r = harness(d)
+        assert r.returncode == 0, r.stdout + r.stderr
+        runs = [x for x in results(d)["runs"] if x["config"] != "alone"]
+        assert len(runs) == 4 and all(x["ok"] for x in runs), runs
+        want = {"vitamin_nomps": "hierarchical", "vitamin_flat": "flat", "vitamin_ondemand": "on-demand",
+                "vitamin_throughput": "hierarchical"}
+        for x in runs:
+            for n, t in x["tenants"].items():
+                v = t["result"]
+                assert not v["mps_seen"] or x["config"] == "vitamin_throughput", (x["config"], v)
+                cfg = v["vitamin_config_seen"]
+                if x["config"] in ("vitamin_flat", "vitamin_ondemand"):
+                    assert v["policy_seen"] == "inproc" and cfg and os.path.exists(cfg), (x["config"], v)
+                    assert f'pool = "{want[x["config"]]}"' in open(cfg).read()
+                else:
+                    assert cfg is None, (x["config"], cfg)
+                assert t["pool"]["layout"] == want[x["config"]], (x["config"], t)
+                assert t["pool"]["realize_ms"] == 12.5 and t["pool"]["nodes"] == 59
+        # native runs carry no census
+        assert all("pool" not in t for x in results(d)["runs"] if x["config"] == "alone"
+                   for t in x["tenants"].values())
+        sys.path.insert(0, HERE)
+        import summary
+        assert "vitamin in-process, no MPS, on-demand pool" in summary.render(summary.load(os.path.join(d, "out")), None)
+
+
 def test_slo_targets_come_from_the_rounds_alone_run():
     with tempfile.TemporaryDirectory() as d:
         tenants = {

@@ -37,6 +37,8 @@ LABELS = {
     "mps_pct": "MPS + thread %",
     "vitamin_inproc": "vitamin in-process",
     "vitamin_nomps": "vitamin in-process, no MPS",
+    "vitamin_flat": "vitamin in-process, no MPS, flat pool",
+    "vitamin_ondemand": "vitamin in-process, no MPS, on-demand pool",
     "vitamin_static": "vitamin Static",
     "vitamin_exclusive": "vitamin Exclusive",
     "vitamin_throughput": "vitamin Throughput",
@@ -112,8 +114,11 @@ class Index:
 
     def __init__(self, group):
         self.meta = group["meta"]
-        self.by, self.slo = {}, {}
+        self.by, self.slo, self.pool = {}, {}, {}
         for r in group["runs"]:
+            pools = {n: t["pool"] for n, t in r.get("tenants", {}).items() if t.get("rc") == 0 and t.get("pool")}
+            if pools:
+                self.pool[(r["round"], r["config"], r["scenario"])] = pools
             for kind, per in (r.get("slo_targets") or {}).items():
                 for t, v in per.items():
                     self.slo.setdefault(r["round"], {}).setdefault(kind, {})[t] = v.get("ms")
@@ -423,7 +428,33 @@ def overhead_section(ix, plots):
             out.append(f"| {t} | {LABELS.get(c, c)} | " + " | ".join(cells) + f" | {len(res)} |")
         out += ["", "In parentheses: the difference to native (vitamin's pool and runtime). Goals (issue 25): at "
                 "most 400 MiB GPU memory and 100 MiB host RSS.", ""]
+    out += pool_table(ix, [(t, c) for t, c, _ in rows if c != "alone"])
     return out
+
+
+def pool_table(ix, pairs):
+    """The pool as each vitamin configuration realized it (from the runs' censuses): layout, nodes,
+    partitions created at start and on the dispatch path, realization and creation times."""
+    lines = []
+    for t, c in pairs:
+        got = [ix.pool.get((r, c, s), {}).get(t) for r in ix.rounds for s in ix.scenarios]
+        got = [p for p in got if p]
+        if not got:
+            continue
+        od = [p.get("on_demand") or {} for p in got]
+        lines.append(f"| {t} | {LABELS.get(c, c)} | {got[0].get('layout') or '-'} | {fmt(med([p.get('nodes') for p in got]), 0)} | "
+                     f"{fmt(med([p.get('created') for p in got]), 0)} | {fmt(med([p.get('realize_ms') for p in got]), 1)} | "
+                     f"{spread([p.get('realize_ms') for p in got if p.get('realize_ms') is not None], 1)} | "
+                     f"{fmt(med([o.get('created') for o in od]), 0)} | {fmt(med([o.get('total_ms') for o in od]), 1)} | "
+                     f"{fmt(med([o.get('max_ms') for o in od]), 1)} | {len(got)} |")
+    if not lines:
+        return []
+    return ["| tenant | configuration | pool | nodes | partitions at exit | start-up realization ms (median) | range | "
+            "created on dispatch | creation ms total | longest creation ms | runs |",
+            "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"] + lines + [
+            "", "From each run's census: the pool's layout and nodes, the partitions that existed at exit, the time "
+            "the process took to realize its pool before the first launch, and (on-demand pools) the partitions "
+            "created on the dispatch path and how long those creations took.", ""]
 
 
 def digest_section(ix, _plots):

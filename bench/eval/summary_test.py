@@ -166,12 +166,20 @@ def test_overhead_and_footprint_against_native():
             runs.append(run(r, "vitamin_throughput", "operator", {"op": {"p50_us": 301.0, "p95_us": 404.0}}))
             runs.append(run(r, "vitamin_throughput", "footprint", {"fp": {
                 "vm_hwm_mib": 950.0, "gpu_used_mib": 800.0, "first_kernel_s": 4.5, "device_free_delta_mib": 900.0}}))
-        out = write(d, "overhead", "overhead", ["vitamin_throughput"],
+            pool = {"realize_ms": 100.0 + r, "nodes": 59, "layout": "on-demand", "created": 4,
+                    "on_demand": {"created": 4, "failed": 0, "total_ms": 40.0, "max_ms": 12.0}}
+            runs.append(run(r, "vitamin_ondemand", "operator", {"op": {"p50_us": 302.0, "p95_us": 420.0}}))
+            runs[-1]["tenants"]["op"]["pool"] = pool
+        out = write(d, "overhead", "overhead", ["vitamin_throughput", "vitamin_ondemand"],
                     [{"name": "operator", "tenants": ["op"]}, {"name": "footprint", "tenants": ["fp"]}],
                     {"op": "operator", "fp": "footprint"}, runs)
         text = summary.render(summary.load(out), None)
         assert "| op | vitamin Throughput | 301.0 | **404.0** | 404.0-404.0 | +1.0% | 3 |" in text, text
         assert "| fp | vitamin Throughput | 800 (+300.0) | 950 (+50.0) | 4.50 (+1.5) | 900 (+300.0) | 3 |" in text, text
+        assert "| op | vitamin in-process, no MPS, on-demand pool | 302.0 | **420.0** | 420.0-420.0 | +5.0% | 3 |" in text
+        assert ("| op | vitamin in-process, no MPS, on-demand pool | on-demand | 59 | 4 | 102.0 | 101.0-103.0 | 4 | "
+                "40.0 | 12.0 | 3 |") in text, text
+        assert "| op | vitamin Throughput | hierarchical" not in text  # no census, no row
 
 
 def test_digest_flags_a_mismatch_and_shows_reshape_drift():

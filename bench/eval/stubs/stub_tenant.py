@@ -54,6 +54,7 @@ def main():
         "policy_seen": os.environ.get("EVAL_STUB_POLICY"),
         "class_seen": os.environ.get("EVAL_STUB_CLASS"),
         "tpot_seen": os.environ.get("EVAL_STUB_TPOT"),
+        "vitamin_config_seen": os.environ.get("VITAMIN_CONFIG"),
         "slo_seen": os.environ.get("EVAL_TPOT_SLO_MS"),
         "ttft_slo_seen": os.environ.get("EVAL_TTFT_SLO_MS"),
         "ready_at_start": seen,
