@@ -23,6 +23,7 @@ after every run), results.json (meta + every run), runs/ (each tenant's result, 
 the daemon's and MPS's logs).
 """
 import argparse
+import glob
 import json
 import os
 import shutil
@@ -431,18 +432,26 @@ def headline(res):
 
 def pool_digest(census_path):
     """The pool figures of a vitamin run's census (None without one): realization time, nodes,
-    the layout and, for an on-demand pool, the partitions created on the dispatch path."""
-    try:
-        with open(census_path) as f:
-            doc = json.load(f)
-    except (OSError, ValueError):
-        return None
-    b = doc.get("bind") if isinstance(doc, dict) else None
-    if not isinstance(b, dict) or "realize_ms" not in b:
-        return None
-    pool = (b.get("dispatcher") or {}).get("pool") or {}
-    return {"realize_ms": b.get("realize_ms"), "nodes": b.get("nodes"), "layout": pool.get("layout"),
-            "created": pool.get("created"), "on_demand": pool.get("on_demand")}
+    the layout and, for an on-demand pool, the partitions created on the dispatch path. The census
+    of the process that bound work is taken: `census_path` itself, else the one a child wrote
+    beside it (`census_path.PID`, as when the tenant's main process is a wrapper that binds nothing)."""
+    found = sorted(glob.glob(glob.escape(census_path) + ".*"))
+    for path in [census_path] + [f for f in found if f.rsplit(".", 1)[-1].isdigit()]:
+        try:
+            with open(path) as f:
+                doc = json.load(f)
+        except (OSError, ValueError):
+            continue
+        b = doc.get("bind") if isinstance(doc, dict) else None
+        if not isinstance(b, dict) or "realize_ms" not in b:
+            continue
+        pool = (b.get("dispatcher") or {}).get("pool") or {}
+        nodes = pool.get("nodes", b.get("nodes"))
+        if isinstance(nodes, list):
+            nodes = len(nodes)
+        return {"realize_ms": b.get("realize_ms"), "nodes": nodes, "layout": pool.get("layout"),
+                "created": pool.get("created"), "on_demand": pool.get("on_demand")}
+    return None
 
 
 def write_layout_config(path, layout):

@@ -8,7 +8,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use vitamin_hal::sim::{SimBackend, SimPartition};
-use vitamin_hal::{Backend, Dim3, HalError, KernelArgs, KernelLaunch, LaunchAttributes, OpDesc, Topology, UnitSet};
+use vitamin_hal::{
+    Backend, Dim3, GraphLaunch, HalError, KernelArgs, KernelLaunch, LaunchAttributes, OpDesc, Topology, UnitSet,
+};
 use vitamin_runtime::dispatch::{DispatchConfig, Dispatcher};
 use vitamin_runtime::policy::{ClientClass, PolicyKind};
 use vitamin_runtime::pool::PoolLayout;
@@ -158,4 +160,134 @@ fn a_node_whose_creation_fails_takes_no_work_and_no_op_is_lost() {
         d.stats().rejected,
         report.on_demand.failed
     );
+}
+
+/// Per node size, how many partitions exist (the whole device left out).
+fn created_per_size(b: &Logged) -> std::collections::BTreeMap<usize, usize> {
+    let all = b.topology().all_units();
+    let mut per = std::collections::BTreeMap::new();
+    for u in b.created().into_iter().filter(|u| *u != all) {
+        *per.entry(u.len()).or_insert(0) += 1;
+    }
+    per
+}
+
+#[test]
+fn an_on_demand_pool_reuses_a_created_node_of_the_size_before_creating_another() {
+    for policy in [PolicyKind::Throughput, PolicyKind::Tpot, PolicyKind::Static, PolicyKind::Exclusive] {
+        let b = Logged::new(|_, _| false);
+        let mut d = Dispatcher::new(b.clone(), policy.build(1), Profiles::new("t"), on_demand()).expect("pool");
+        let v = Arc::new(VirtualContext::new(VctxId(0)));
+        d.register(v.clone(), "app", ClientClass::BestEffort);
+        // One stream: every op waits for the one before, so one node of a size is always free
+        // when the next op of that size is placed.
+        // Op by op, as a program that synchronizes after each launch, and in bursts.
+        for _ in 0..100 {
+            record_busy(&b, &v, 1, 1);
+            d.run_until_idle().expect("no stall");
+        }
+        for _ in 0..5 {
+            record_busy(&b, &v, 1, 20);
+            d.run_until_idle().expect("no stall");
+        }
+        assert_eq!((d.stats().completed, d.stats().failed), (200, 0), "{policy:?}");
+        let per = created_per_size(&b);
+        assert!(per.values().all(|&k| k == 1), "{policy:?}: a serial chain created {per:?} partitions per size");
+        // and the whole-device node (asked at intake), which the service partition does not count as
+        assert_eq!(d.pool_report().created, per.values().sum::<usize>() + 1, "{policy:?}");
+    }
+}
+
+#[test]
+fn an_on_demand_pool_creates_a_second_node_of_a_size_when_concurrency_needs_it() {
+    let b = Logged::new(|_, _| false);
+    let mut d =
+        Dispatcher::new(b.clone(), PolicyKind::Throughput.build(1), Profiles::new("t"), on_demand()).expect("pool");
+    let clients: Vec<_> = (0..4)
+        .map(|i| {
+            let v = Arc::new(VirtualContext::new(VctxId(i)));
+            d.register(v.clone(), &format!("app{i}"), ClientClass::BestEffort);
+            v
+        })
+        .collect();
+    for v in &clients {
+        record_busy(&b, v, 2, 40);
+    }
+    d.run_until_idle().expect("no stall");
+    assert_eq!((d.stats().completed, d.stats().failed), (160, 0));
+    let per = created_per_size(&b);
+    assert!(per.values().any(|&k| k > 1), "four clients at once ran on one partition per size: {per:?}");
+    assert!(d.pool_report().created < d.pool_report().nodes);
+}
+
+/// Records `n` launches of `busy` on one new stream: cluster launches of 8-block clusters (which
+/// every node holds) or cooperative launches of `coop` blocks (which only nodes of at least
+/// `coop / 8` units hold, 8 resident blocks per unit).
+fn record_constrained(b: &Logged, v: &VirtualContext, n: usize, coop: Option<u32>) {
+    let busy = b.sim.kernel("busy").expect("builtin");
+    let s = v.create_stream(StreamKind::NonBlocking, 0);
+    for i in 0..n {
+        let (grid, attrs) = match coop {
+            Some(blocks) => (blocks, LaunchAttributes::new(true, None, None, Vec::new())),
+            None => (8 * (4 + i as u32 % 3), LaunchAttributes::new(false, Some(Dim3::x(8)), None, Vec::new())),
+        };
+        let op = Arc::new(OpDesc::Kernel(KernelLaunch::new(
+            busy.clone(),
+            Dim3::x(grid),
+            Dim3::x(64),
+            0,
+            KernelArgs::pack(&[&2_000u32.to_le_bytes()]),
+            attrs,
+        )));
+        v.record_op(s, op).expect("record");
+    }
+}
+
+#[test]
+fn constrained_launches_check_only_the_partitions_an_on_demand_pool_has() {
+    for (policy, coop) in
+        [(PolicyKind::Throughput, None), (PolicyKind::Throughput, Some(200)), (PolicyKind::Chaos, Some(200))]
+    {
+        let b = Logged::new(|_, _| false);
+        let mut d = Dispatcher::new(b.clone(), policy.build(5), Profiles::new("t"), on_demand()).expect("pool");
+        let v = Arc::new(VirtualContext::new(VctxId(0)));
+        d.register(v.clone(), "app", ClientClass::BestEffort);
+        for _ in 0..20 {
+            record_constrained(&b, &v, 5, coop);
+            d.run_until_idle().expect("no stall");
+        }
+        assert_eq!((d.stats().completed, d.stats().failed), (100, 0), "{policy:?} {coop:?}");
+        for u in used_units(&d) {
+            assert!(
+                u.len() * 8 >= coop.unwrap_or(0) as usize,
+                "{policy:?}: a {coop:?}-block cooperative launch ran on {u}"
+            );
+        }
+        // Checking every candidate would create every node.
+        let report = d.pool_report();
+        assert!(report.created < report.nodes, "{policy:?} {coop:?}: {report:?}");
+        if policy == PolicyKind::Throughput {
+            let per = created_per_size(&b);
+            assert!(per.values().all(|&k| k == 1), "{coop:?}: created {per:?}");
+        }
+    }
+}
+
+#[test]
+fn graph_launches_check_only_the_partitions_an_on_demand_pool_has() {
+    let b = Logged::new(|_, _| false);
+    let mut d =
+        Dispatcher::new(b.clone(), PolicyKind::Throughput.build(0), Profiles::new("t"), on_demand()).expect("pool");
+    let v = Arc::new(VirtualContext::new(VctxId(0)));
+    d.register(v.clone(), "app", ClientClass::BestEffort);
+    let s = v.create_stream(StreamKind::NonBlocking, 0);
+    for exec in 0..10u64 {
+        v.record_op(s, Arc::new(OpDesc::Graph(GraphLaunch::new(exec, format!("graph{exec}"))))).expect("record");
+        d.run_until_idle().expect("no stall");
+    }
+    assert_eq!((d.stats().completed, d.stats().failed, d.stats().graphs), (10, 0, 10));
+    // The widest eligible node (the whole device) ran them; checking every candidate would have
+    // created every node at the first graph.
+    assert_eq!(used_units(&d), HashSet::from([b.topology().all_units()]));
+    assert_eq!(d.pool_report().created, 1, "{:?}", d.pool_report());
 }

@@ -18,7 +18,7 @@ use vitamin_hal::{Backend, OpDesc, PhysicalPartition};
 
 use super::{DispatchError, Dispatcher};
 use crate::policy::{Policy, ReadyGraphView};
-use crate::pool::NodeId;
+use crate::pool::{NodeId, PoolLayout};
 
 impl<B: Backend, P: Policy> Dispatcher<B, P> {
     /// Offers every ready graph launch to the policy and binds the node it chooses. Appends the
@@ -41,9 +41,15 @@ impl<B: Backend, P: Policy> Dispatcher<B, P> {
                     min_units: 0,
                 };
                 // Offer only nodes that can run it as bound (on the H200: the whole device, because
-                // a graph's kernels use every SM whatever stream launches it).
+                // a graph's kernels use every SM whatever stream launches it). An on-demand pool
+                // asks only the partitions it has, as for kernels (`bind`), and `bind_at` checks a
+                // node not created yet if it is chosen.
                 let partitions = &self.partitions;
-                let fits = |n: &NodeId| partitions[n.index()].can_execute(&entry.desc).is_ok();
+                let on_demand = self.config.pool == PoolLayout::OnDemand;
+                let fits = |n: &NodeId| {
+                    let p = &partitions[n.index()];
+                    (on_demand && !p.is_created()) || p.can_execute(&entry.desc).is_ok()
+                };
                 self.arbiter.propose_graph(&view, now, fits, &mut eligible)
             };
             let Some(node) = node else { continue };
