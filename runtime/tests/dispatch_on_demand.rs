@@ -206,7 +206,7 @@ fn an_on_demand_pool_creates_a_second_node_of_a_size_when_concurrency_needs_it()
     let clients: Vec<_> = (0..4)
         .map(|i| {
             let v = Arc::new(VirtualContext::new(VctxId(i)));
-            d.register(v.clone(), &format!("app{i}"), ClientClass::BestEffort);
+            d.register(v.clone(), format!("app{i}"), ClientClass::BestEffort);
             v
         })
         .collect();
