@@ -68,8 +68,17 @@ fn client_as(
     policy: PolicyKind,
     class: ClientClass,
 ) -> (SimBackend, Dispatcher<SimBackend, vitamin_runtime::policy::AnyPolicy>, Arc<VirtualContext>) {
+    client_with(daemon, policy, class, DispatchConfig::default())
+}
+
+/// [`client_as`] with dispatcher configuration `config`.
+fn client_with(
+    daemon: &Daemon,
+    policy: PolicyKind,
+    class: ClientClass,
+    config: DispatchConfig,
+) -> (SimBackend, Dispatcher<SimBackend, vitamin_runtime::policy::AnyPolicy>, Arc<VirtualContext>) {
     let d = SimBackend::preset("h200").unwrap();
-    let config = DispatchConfig::default();
     let lanes = config.lanes_per_node as u16;
     let mut disp = Dispatcher::new(d.clone(), policy.build(1), Profiles::new("test"), config).expect("pool realized");
     let v = Arc::new(VirtualContext::new(VctxId(1)));
@@ -595,4 +604,51 @@ fn a_latency_clients_slow_steps_widen_its_standing_node_under_a_daemon() {
     assert_eq!(v.outstanding(), 0);
     let (first, last) = (seen[0], *seen.last().unwrap());
     assert!(last > first, "the standing node widened step by step: units after each step {seen:?}");
+}
+
+/// A client on an on-demand pool under a daemon asks only the partitions it has and the first node
+/// of each size whether they run its cooperative and cluster launches (asking creates the
+/// partition), so such launches do not create the whole pool; none is lost either way.
+#[test]
+fn an_on_demand_client_under_a_daemon_creates_few_partitions_for_constrained_launches() {
+    use vitamin_runtime::pool::PoolLayout;
+    for policy in [PolicyKind::Throughput, PolicyKind::Exclusive] {
+        let daemon = start(&format!("od-{}", policy.name()), policy);
+        let config = DispatchConfig { pool: PoolLayout::OnDemand, ..DispatchConfig::default() };
+        let (d, mut disp, v) = client_with(&daemon, policy, ClientClass::BestEffort, config);
+        let sizes: std::collections::BTreeSet<usize> = disp.pool().nodes().iter().map(|n| n.size()).collect();
+        let f = d.kernel("busy").expect("sim reference kernel");
+        let s = v.create_stream(StreamKind::NonBlocking, 0);
+        for i in 0..30u32 {
+            let cluster = LaunchAttributes::new(false, Some(Dim3::x(8)), None, Vec::new());
+            let args = KernelArgs::pack(&[&2_000u32.to_le_bytes()]);
+            v.record_op(
+                s,
+                Arc::new(OpDesc::Kernel(KernelLaunch::new(
+                    f.clone(),
+                    Dim3::x(8 * (2 + i % 4)),
+                    Dim3::x(256),
+                    0,
+                    args,
+                    cluster,
+                ))),
+            )
+            .unwrap();
+            record_busy_coop_busy(&d, &v, s);
+        }
+        disp.run_until_idle().expect("dispatch");
+        v.device_synchronize().expect("no asynchronous failure");
+        assert_eq!(v.outstanding(), 0, "{}: every op completed", policy.name());
+        assert_eq!(disp.stats().failed, 0, "{}", policy.name());
+        let report = disp.pool_report();
+        let used = disp.stats().per_node.iter().filter(|&&k| k > 0).count();
+        assert!(
+            report.created <= sizes.len() + used,
+            "{}: {} partitions created for {} node sizes and {used} nodes used",
+            policy.name(),
+            report.created,
+            sizes.len()
+        );
+        assert!(report.created < report.nodes, "{}: {report:?}", policy.name());
+    }
 }

@@ -357,6 +357,29 @@ impl<B: Backend, P: Policy> Dispatcher<B, P> {
     /// daemon's) shares whole-device launches ([`Policy::shares_whole_device`]), and `d` is a
     /// cooperative or cluster launch that the whole device runs unchanged and no smaller node
     /// does. Not in safe mode.
+    /// Which nodes a client under a daemon asks whether they run a constrained (cooperative,
+    /// cluster or graph) launch: `None`, every node; in an on-demand pool the nodes whose partition
+    /// exists and the first node of each size, because asking a node creates its partition (a
+    /// cuBLAS job's cluster launches would create all 59 at the first one: docs/results/eval.md,
+    /// Overhead and footprint). A node left out counts as unable, so the floor sent to the daemon
+    /// can be higher than the smallest node that would run the launch, never lower.
+    fn probe_mask(&self) -> Option<Vec<bool>> {
+        if self.config.pool != crate::pool::PoolLayout::OnDemand {
+            return None;
+        }
+        let pool = &self.arbiter.pool;
+        let mut mask: Vec<bool> = self.partitions.iter().map(|p| p.is_created()).collect();
+        let mut last = None;
+        for &n in pool.nodes_by_size() {
+            let size = pool.node(n).size();
+            if last != Some(size) {
+                mask[n.index()] = true;
+                last = Some(size);
+            }
+        }
+        Some(mask)
+    }
+
     pub(super) fn remote_shares_whole_device(&self, d: &OpDesc) -> bool {
         let Some(r) = self.remote.as_ref() else { return false };
         if !r.shares_whole_device || r.client.safe_mode().is_some() {
@@ -368,13 +391,15 @@ impl<B: Backend, P: Policy> Dispatcher<B, P> {
             return false;
         }
         let root = self.arbiter.pool.root();
+        let probe = self.probe_mask();
+        let asked = |n: NodeId| probe.as_ref().is_none_or(|m| m[n.index()]);
         self.partitions[root.0 as usize].can_execute(d).is_ok()
             && self
                 .arbiter
                 .pool
                 .nodes()
                 .iter()
-                .all(|n| n.id == root || self.partitions[n.id.0 as usize].can_execute(d).is_err())
+                .all(|n| n.id == root || !asked(n.id) || self.partitions[n.id.0 as usize].can_execute(d).is_err())
     }
 
     /// Reports a continued op before it is submitted. `false`: the up ring is full or the
@@ -458,8 +483,9 @@ impl<B: Backend, P: Policy> Dispatcher<B, P> {
         }
         r.unsent = kept;
         let mut launched = self.remote_launch_first()?;
-        let Some(r) = self.remote.as_mut() else { return Ok(launched) };
         let root_units = self.arbiter.pool.node(self.arbiter.pool.root()).size() as u16;
+        let probe = self.probe_mask();
+        let Some(r) = self.remote.as_mut() else { return Ok(launched) };
         let (max_ready, max_out) = (r.client.welcome().max_ready as usize, r.client.welcome().max_outstanding as usize);
         for e in &self.ready {
             let id = wire_id(e.client, e.op);
@@ -497,6 +523,9 @@ impl<B: Backend, P: Policy> Dispatcher<B, P> {
                 let mut best = root_units;
                 let mut why = None;
                 for n in self.arbiter.pool.nodes() {
+                    if probe.as_ref().is_some_and(|m| !m[n.id.index()]) {
+                        continue;
+                    }
                     let size = n.size() as u16;
                     match self.partitions[n.id.0 as usize].can_execute(&e.desc) {
                         Ok(()) if size < best => best = size,
@@ -594,12 +623,14 @@ impl<B: Backend, P: Policy> Dispatcher<B, P> {
             // launches, so a larger node may refuse what a smaller one runs).
             let size = self.arbiter.pool.nodes().get(node.0 as usize).map_or(0, |n| n.size() as u16);
             let root = self.arbiter.pool.node(self.arbiter.pool.root()).size() as u16;
+            let probe = self.probe_mask();
             let next = self
                 .arbiter
                 .pool
                 .nodes()
                 .iter()
                 .map(|n| (n.size() as u16, n.id))
+                .filter(|&(_, id)| probe.as_ref().is_none_or(|m| m[id.index()]))
                 .filter(|&(s, id)| s > size && self.partitions[id.0 as usize].can_execute(&desc).is_ok())
                 .map(|(s, _)| s)
                 .min()
