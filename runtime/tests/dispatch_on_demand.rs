@@ -179,9 +179,9 @@ fn an_on_demand_pool_reuses_a_created_node_of_the_size_before_creating_another()
         let mut d = Dispatcher::new(b.clone(), policy.build(1), Profiles::new("t"), on_demand()).expect("pool");
         let v = Arc::new(VirtualContext::new(VctxId(0)));
         d.register(v.clone(), "app", ClientClass::BestEffort);
-        // One stream: every op waits for the one before, so one node of a size is always free
-        // when the next op of that size is placed.
-        // Op by op, as a program that synchronizes after each launch, and in bursts.
+        // One stream, op by op (as a program that synchronizes after each launch) and in bursts:
+        // every op waits for the one before, so one node of a size is always free when the next
+        // op of that size is placed.
         for _ in 0..100 {
             record_busy(&b, &v, 1, 1);
             d.run_until_idle().expect("no stall");

@@ -14,11 +14,11 @@
 //! behind a kernel can be bound to that kernel's lane at once, and a kernel behind a graph to the
 //! graph's lane).
 
-use vitamin_hal::{Backend, OpDesc, PhysicalPartition};
+use vitamin_hal::{Backend, OpDesc};
 
 use super::{DispatchError, Dispatcher};
 use crate::policy::{Policy, ReadyGraphView};
-use crate::pool::{NodeId, PoolLayout};
+use crate::pool::NodeId;
 
 impl<B: Backend, P: Policy> Dispatcher<B, P> {
     /// Offers every ready graph launch to the policy and binds the node it chooses. Appends the
@@ -45,11 +45,7 @@ impl<B: Backend, P: Policy> Dispatcher<B, P> {
                 // asks only the partitions it has, as for kernels (`bind`), and `bind_at` checks a
                 // node not created yet if it is chosen.
                 let partitions = &self.partitions;
-                let on_demand = self.config.pool == PoolLayout::OnDemand;
-                let fits = |n: &NodeId| {
-                    let p = &partitions[n.index()];
-                    (on_demand && !p.is_created()) || p.can_execute(&entry.desc).is_ok()
-                };
+                let fits = |n: &NodeId| partitions[n.index()].may_execute(&entry.desc);
                 self.arbiter.propose_graph(&view, now, fits, &mut eligible)
             };
             let Some(node) = node else { continue };

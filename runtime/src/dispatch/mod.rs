@@ -1215,7 +1215,6 @@ impl<B: Backend, P: Policy> Dispatcher<B, P> {
             let views = views(&self.ready, &self.clients, &tried);
             self.arbiter.begin_round(&views.iter().map(|v| v.1).collect::<Vec<_>>(), now);
         }
-        let on_demand = self.config.pool == PoolLayout::OnDemand;
         loop {
             let proposal = {
                 let (ready, partitions) = (&self.ready, &self.partitions);
@@ -1225,6 +1224,7 @@ impl<B: Backend, P: Policy> Dispatcher<B, P> {
                 // create it (a bf16 matmul loop's cuBLAS cluster launches created all 59 on the
                 // H200: docs/results/eval.md, Overhead and footprint); a node not created yet
                 // stays a candidate, and `bind_at` checks it if it is chosen.
+                let on_demand = self.config.pool == PoolLayout::OnDemand;
                 let filter = |idx: usize, nodes: &mut Vec<NodeId>| {
                     // A node of an on-demand pool whose creation failed takes no work.
                     if on_demand {
@@ -1235,10 +1235,7 @@ impl<B: Backend, P: Policy> Dispatcher<B, P> {
                         .as_kernel()
                         .is_some_and(|k| k.attributes().needs_coresidency() || k.attributes().cluster().is_some())
                     {
-                        nodes.retain(|n| {
-                            let p = &partitions[n.index()];
-                            (on_demand && !p.is_created()) || p.can_execute(desc).is_ok()
-                        });
+                        nodes.retain(|n| partitions[n.index()].may_execute(desc));
                     }
                 };
                 self.arbiter.propose(&views(ready, &self.clients, &tried), now, filter, &mut eligible)

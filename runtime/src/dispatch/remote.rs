@@ -43,7 +43,7 @@ use crate::daemon::client::{Binding, DaemonClient};
 use crate::daemon::wire::{self, LeaseState, ReadyRecord};
 use crate::daemon::DaemonError;
 use crate::policy::{Policy, ReadyOpView};
-use crate::pool::{HolderId, NodeId, Pool, Reservation};
+use crate::pool::{HolderId, NodeId, NodePartition, Pool, PoolLayout, Reservation};
 use crate::vctx::OpId;
 
 /// How often a client in safe mode tries to re-register.
@@ -357,29 +357,6 @@ impl<B: Backend, P: Policy> Dispatcher<B, P> {
     /// daemon's) shares whole-device launches ([`Policy::shares_whole_device`]), and `d` is a
     /// cooperative or cluster launch that the whole device runs unchanged and no smaller node
     /// does. Not in safe mode.
-    /// Which nodes a client under a daemon asks whether they run a constrained (cooperative,
-    /// cluster or graph) launch: `None`, every node; in an on-demand pool the nodes whose partition
-    /// exists and the first node of each size, because asking a node creates its partition (a
-    /// cuBLAS job's cluster launches would create all 59 at the first one: docs/results/eval.md,
-    /// Overhead and footprint). A node left out counts as unable, so the floor sent to the daemon
-    /// can be higher than the smallest node that would run the launch, never lower.
-    fn probe_mask(&self) -> Option<Vec<bool>> {
-        if self.config.pool != crate::pool::PoolLayout::OnDemand {
-            return None;
-        }
-        let pool = &self.arbiter.pool;
-        let mut mask: Vec<bool> = self.partitions.iter().map(|p| p.is_created()).collect();
-        let mut last = None;
-        for &n in pool.nodes_by_size() {
-            let size = pool.node(n).size();
-            if last != Some(size) {
-                mask[n.index()] = true;
-                last = Some(size);
-            }
-        }
-        Some(mask)
-    }
-
     pub(super) fn remote_shares_whole_device(&self, d: &OpDesc) -> bool {
         let Some(r) = self.remote.as_ref() else { return false };
         if !r.shares_whole_device || r.client.safe_mode().is_some() {
@@ -391,7 +368,7 @@ impl<B: Backend, P: Policy> Dispatcher<B, P> {
             return false;
         }
         let root = self.arbiter.pool.root();
-        let probe = self.probe_mask();
+        let probe = probe_mask(self.config.pool, &self.arbiter.pool, &self.partitions);
         let asked = |n: NodeId| probe.as_ref().is_none_or(|m| m[n.index()]);
         self.partitions[root.0 as usize].can_execute(d).is_ok()
             && self
@@ -483,9 +460,8 @@ impl<B: Backend, P: Policy> Dispatcher<B, P> {
         }
         r.unsent = kept;
         let mut launched = self.remote_launch_first()?;
-        let root_units = self.arbiter.pool.node(self.arbiter.pool.root()).size() as u16;
-        let probe = self.probe_mask();
         let Some(r) = self.remote.as_mut() else { return Ok(launched) };
+        let root_units = self.arbiter.pool.node(self.arbiter.pool.root()).size() as u16;
         let (max_ready, max_out) = (r.client.welcome().max_ready as usize, r.client.welcome().max_outstanding as usize);
         for e in &self.ready {
             let id = wire_id(e.client, e.op);
@@ -522,6 +498,7 @@ impl<B: Backend, P: Policy> Dispatcher<B, P> {
                 }
                 let mut best = root_units;
                 let mut why = None;
+                let probe = probe_mask(self.config.pool, &self.arbiter.pool, &self.partitions);
                 for n in self.arbiter.pool.nodes() {
                     if probe.as_ref().is_some_and(|m| !m[n.id.index()]) {
                         continue;
@@ -623,7 +600,7 @@ impl<B: Backend, P: Policy> Dispatcher<B, P> {
             // launches, so a larger node may refuse what a smaller one runs).
             let size = self.arbiter.pool.nodes().get(node.0 as usize).map_or(0, |n| n.size() as u16);
             let root = self.arbiter.pool.node(self.arbiter.pool.root()).size() as u16;
-            let probe = self.probe_mask();
+            let probe = probe_mask(self.config.pool, &self.arbiter.pool, &self.partitions);
             let next = self
                 .arbiter
                 .pool
@@ -713,6 +690,32 @@ impl<B: Backend, P: Policy> Dispatcher<B, P> {
             inf.remote = false;
         }
     }
+}
+
+/// Which nodes a client under a daemon asks whether they run a constrained (cooperative, cluster or
+/// graph) launch: `None`, every node; in an on-demand pool the nodes whose partition exists and the
+/// first node of each size, because asking a node creates its partition (a cuBLAS job's cluster
+/// launches would create all 59 at the first one: docs/results/eval.md, Overhead and footprint). A
+/// node left out counts as unable, so the floor sent to the daemon can be higher than the smallest
+/// node that would run the launch, never lower.
+fn probe_mask<P: PhysicalPartition>(
+    layout: PoolLayout,
+    pool: &Pool,
+    partitions: &[NodePartition<P>],
+) -> Option<Vec<bool>> {
+    if layout != PoolLayout::OnDemand {
+        return None;
+    }
+    let mut mask: Vec<bool> = partitions.iter().map(NodePartition::is_created).collect();
+    let mut last = None;
+    for &n in pool.nodes_by_size() {
+        let size = pool.node(n).size();
+        if last != Some(size) {
+            mask[n.index()] = true;
+            last = Some(size);
+        }
+    }
+    Some(mask)
 }
 
 #[cfg(test)]

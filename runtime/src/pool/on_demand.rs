@@ -122,6 +122,13 @@ impl<P: PhysicalPartition> NodePartition<P> {
         self.slot.get()
     }
 
+    /// Whether `op` may run unchanged here, asked without creating the partition: a partition of an
+    /// on-demand pool that does not exist yet may (it is checked, and created, when a policy
+    /// chooses it); one that exists answers [`PhysicalPartition::can_execute`].
+    pub fn may_execute(&self, op: &OpDesc) -> bool {
+        self.slot.get().is_none_or(|p| p.can_execute(op).is_ok())
+    }
+
     /// The partition, created now if it does not exist yet.
     pub fn get(&self) -> Result<&P, HalError> {
         if let Some(p) = self.slot.get() {
