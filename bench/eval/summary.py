@@ -281,6 +281,9 @@ def mixed_section(ix, plots):
     view.__dict__.update(ix.__dict__)
     view.scenarios = keys
     out += ratio_lines(view, p99s, higher_better=False, what="inference p99")
+    tpots = per_token_table(ix, keys, out)
+    if tpots:
+        out += ratio_lines(view, tpots, higher_better=False, what="per-token p99")
     out += ratio_lines(ix, bgs, higher_better=True, what="background throughput")
     out += ["", "Goals (issue 25): p99 at most 0.4x MPS's and 0.9x Static's; background at least 1.05x the best "
             "baseline's.", ""]
@@ -291,6 +294,37 @@ def mixed_section(ix, plots):
              {k: [v] if v is not None else [] for k, v in bgs.items()}, "background normalized throughput",
              ix.meta["group"], ref=1.0)
     return out
+
+
+def per_token_table(ix, keys, out):
+    """For latency tenants that streamed their tokens (`--sync-per-token`): the time between
+    consecutive tokens of a request (queueing excluded) per rate and configuration, median over
+    rounds, appended to `out`; returns {(scenario @rate, config): p99 median}."""
+    rows, tpots = [], {}
+    for s in ix.scenarios:
+        lat = [t for t in ix.members[s] if ix.role.get(t) == "latency"]
+        for key in [k for k in keys if k == s or k.startswith(s + " @")]:
+            rate = key[len(s) + 2:-2] if key != s else None
+            for c in ix.configs:
+                got = [ix.get(r, c, s).get(t) for r in ix.rounds for t in lat]
+                p50 = [x for x in (_lat(g, rate, "tpot_p50_ms") for g in got) if x is not None]
+                p99 = [x for x in (_lat(g, rate, "tpot_p99_ms") for g in got) if x is not None]
+                if not p99:
+                    continue
+                tpots[(key, c)] = med(p99)
+                rows.append(f"| {s} | {rate or '-'} | {LABELS.get(c, c)} | {fmt(med(p50), 2)} | **{fmt(med(p99), 2)}** | "
+                            f"{spread(p99, 2)} | {len(p99)} |")
+            for t in lat:
+                al = [x for x in (_lat(ix.alone(r, t), rate, "tpot_p99_ms") for r in ix.rounds) if x is not None]
+                if al:
+                    rows.append(f"| {s} | {rate or '-'} | {t} alone (native) | - | {fmt(med(al), 2)} | "
+                                f"{spread(al, 2)} | {len(al)} |")
+    if rows:
+        out += ["", "Per-token time (between consecutive tokens of a request, each token brought to the host; "
+                "queueing excluded):", "",
+                "| scenario | rate /s | configuration | p50 ms | p99 ms (median) | p99 range | rounds |",
+                "| --- | --- | --- | --- | --- | --- | --- |"] + rows
+    return tpots
 
 
 SERVE_KEYS = [("tpot_violation_pct", "TPOT viol. %"), ("ttft_violation_pct", "TTFT viol. %"),

@@ -112,6 +112,34 @@ def test_mixed_reports_p99_per_rate_and_background():
         assert "dec+bg: 1.125x vs MPS" in text, text  # background 0.9 / 0.8 (MPS first of the ties)
 
 
+def test_mixed_adds_per_token_times_when_the_decoder_streamed_them():
+    with tempfile.TemporaryDirectory() as d:
+        tpot = {"mps": 30.0, "vitamin_tpot": 9.0}
+        runs = []
+        for r in (1, 2):
+            runs.append(run(r, "alone", "alone:dec", {"dec": {"role": "latency", "p99_ms": 9.0, "by_rate": {
+                "1": {"p50_ms": 4.0, "p99_ms": 8.0, "tpot_p50_ms": 5.0, "tpot_p99_ms": 6.0}}}}))
+            runs.append(run(r, "alone", "alone:bg", {"bg": {"throughput": 3.0}}))
+            for c, t in tpot.items():
+                runs.append(run(r, c, "dec+bg", {
+                    "dec": {"role": "latency", "p50_ms": 50, "p99_ms": 90, "by_rate": {
+                        "1": {"p50_ms": 50, "p99_ms": 90, "tpot_p50_ms": t / 2, "tpot_p99_ms": t + r}}},
+                    "bg": {"throughput": 2.4}}))
+        out = write(d, "mixed", "mixed", list(tpot), [{"name": "dec+bg", "tenants": ["dec", "bg"]}],
+                    {"dec": "latency", "bg": "train"}, runs)
+        text = summary.render(summary.load(out), None)
+        assert "| dec+bg | 1 | MPS | 15.00 | **31.50** | 31.00-32.00 | 2 |" in text, text
+        assert "| dec+bg | 1 | dec alone (native) | - | 6.00 | 6.00-6.00 | 2 |" in text, text
+        assert "per-token p99 (lower is better), ratio to the strongest baseline: dec+bg @1/s: 0.333x vs MPS" in text, text
+    # without per-token times the table is absent
+    with tempfile.TemporaryDirectory() as d:
+        runs = [run(1, "alone", "alone:dec", {"dec": {"role": "latency", "p99_ms": 9.0}}),
+                run(1, "mps", "dec+bg", {"dec": {"role": "latency", "p99_ms": 12.0}, "bg": {"throughput": 1.0}})]
+        out = write(d, "mixed", "mixed", ["mps"], [{"name": "dec+bg", "tenants": ["dec", "bg"]}],
+                    {"dec": "latency", "bg": "train"}, runs)
+        assert "Per-token time" not in summary.render(summary.load(out), None)
+
+
 def test_serving_compares_tpot_first_with_throughput():
     with tempfile.TemporaryDirectory() as d:
         runs = []

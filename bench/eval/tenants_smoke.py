@@ -26,6 +26,10 @@ CASES = {
     "bert_hand": ["tenants/bert.py", "--impl", "hand", "--layers", "2", "--batch", "2", "--seq", "16", "--warmup", "1",
                   "--steps", "2"],
     "decoder": ["tenants/decoder.py", "--size", "tiny", "--rates", "2,4", "--prompt", "16", "--gen", "4"],
+    "decoder_stream": ["tenants/decoder.py", "--size", "tiny", "--rates", "2,4", "--prompt", "16", "--gen", "4",
+                       "--sync-per-token"],
+    "decoder_stream_hand": ["tenants/decoder.py", "--impl", "hand", "--size", "tiny", "--rate", "3", "--prompt", "16",
+                            "--gen", "4", "--sync-per-token"],
     "decoder_hand": ["tenants/decoder.py", "--impl", "hand", "--size", "tiny", "--rate", "3", "--prompt", "16",
                      "--gen", "4"],
     "serve": ["tenants/serve.py", "--size", "tiny", "--slots", "4", "--speed", "8", "--max-prompt", "32",
@@ -62,6 +66,9 @@ def main():
                 doc = run(name, args, d)
                 key = "tpot_violation_pct" if name == "serve" else "p99_ms" if name.startswith("decoder") else "throughput"
                 assert key in doc, (name, doc)
+                if name.startswith("decoder_stream"):
+                    assert doc["tokens_timed"] == doc["completed"] * 3, doc  # --gen 4: 3 gaps per request
+                    assert all("tpot_p99_ms" in v for v in doc["by_rate"].values()), doc
                 line = f"ok {name}: {key}={doc.get(key)} " + " ".join(
                     f"{k}={str(doc[k])[:60]}" for k in ("impl", "lora_impl", "completed", "host_phase_ms_median")
                     if k in doc)
