@@ -249,7 +249,7 @@ def mixed_section(ix, plots):
     out = [f"### {ix.meta['group']}: training + latency-critical inference", ""]
     out.append("| scenario | rate /s | configuration | p50 ms | p99 ms (median) | p99 range | background norm. | rounds |")
     out.append("| --- | --- | --- | --- | --- | --- | --- | --- |")
-    p99s, bgs, keys = {}, {}, []
+    p99s, bgs, keys, cells = {}, {}, [], []
     for s in ix.scenarios:
         lat = [t for t in ix.members[s] if ix.role.get(t) == "latency"]
         bg = [t for t in ix.members[s] if ix.role.get(t) != "latency"]
@@ -266,6 +266,7 @@ def mixed_section(ix, plots):
         for rate in rates:
             key = s if rate is None else f"{s} @{rate}/s"
             keys.append(key)
+            cells.append((s, rate, key))
             for c in ix.configs:
                 got = [ix.get(r, c, s).get(t) for r in ix.rounds for t in lat]
                 p50 = [x for x in (_lat(g, rate, "p50_ms") for g in got) if x is not None]
@@ -281,7 +282,7 @@ def mixed_section(ix, plots):
     view.__dict__.update(ix.__dict__)
     view.scenarios = keys
     out += ratio_lines(view, p99s, higher_better=False, what="inference p99")
-    tpots = per_token_table(ix, keys, out)
+    tpots = per_token_table(ix, cells, out)
     if tpots:
         out += ratio_lines(view, tpots, higher_better=False, what="per-token p99")
     out += ratio_lines(ix, bgs, higher_better=True, what="background throughput")
@@ -296,29 +297,27 @@ def mixed_section(ix, plots):
     return out
 
 
-def per_token_table(ix, keys, out):
+def per_token_table(ix, cells, out):
     """For latency tenants that streamed their tokens (`--sync-per-token`): the time between
-    consecutive tokens of a request (queueing excluded) per rate and configuration, median over
-    rounds, appended to `out`; returns {(scenario @rate, config): p99 median}."""
+    consecutive tokens of a request (queueing excluded) per (scenario, rate, row key) of `cells` and
+    configuration, median over rounds, appended to `out`; returns {(row key, config): p99 median}."""
     rows, tpots = [], {}
-    for s in ix.scenarios:
+    for s, rate, key in cells:
         lat = [t for t in ix.members[s] if ix.role.get(t) == "latency"]
-        for key in [k for k in keys if k == s or k.startswith(s + " @")]:
-            rate = key[len(s) + 2:-2] if key != s else None
-            for c in ix.configs:
-                got = [ix.get(r, c, s).get(t) for r in ix.rounds for t in lat]
-                p50 = [x for x in (_lat(g, rate, "tpot_p50_ms") for g in got) if x is not None]
-                p99 = [x for x in (_lat(g, rate, "tpot_p99_ms") for g in got) if x is not None]
-                if not p99:
-                    continue
-                tpots[(key, c)] = med(p99)
-                rows.append(f"| {s} | {rate or '-'} | {LABELS.get(c, c)} | {fmt(med(p50), 2)} | **{fmt(med(p99), 2)}** | "
-                            f"{spread(p99, 2)} | {len(p99)} |")
-            for t in lat:
-                al = [x for x in (_lat(ix.alone(r, t), rate, "tpot_p99_ms") for r in ix.rounds) if x is not None]
-                if al:
-                    rows.append(f"| {s} | {rate or '-'} | {t} alone (native) | - | {fmt(med(al), 2)} | "
-                                f"{spread(al, 2)} | {len(al)} |")
+        for c in ix.configs:
+            got = [ix.get(r, c, s).get(t) for r in ix.rounds for t in lat]
+            p50 = [x for x in (_lat(g, rate, "tpot_p50_ms") for g in got) if x is not None]
+            p99 = [x for x in (_lat(g, rate, "tpot_p99_ms") for g in got) if x is not None]
+            if not p99:
+                continue
+            tpots[(key, c)] = med(p99)
+            rows.append(f"| {s} | {rate or '-'} | {LABELS.get(c, c)} | {fmt(med(p50), 2)} | **{fmt(med(p99), 2)}** | "
+                        f"{spread(p99, 2)} | {len(p99)} |")
+        for t in lat:
+            al = [x for x in (_lat(ix.alone(r, t), rate, "tpot_p99_ms") for r in ix.rounds) if x is not None]
+            if al:
+                rows.append(f"| {s} | {rate or '-'} | {t} alone (native) | - | {fmt(med(al), 2)} | "
+                            f"{spread(al, 2)} | {len(al)} |")
     if rows:
         out += ["", "Per-token time (between consecutive tokens of a request, each token brought to the host; "
                 "queueing excluded):", "",
