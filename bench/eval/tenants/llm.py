@@ -14,9 +14,10 @@ SIZES = {
     "tiny": dict(vocab=32000, d=512, layers=4, heads=8, ffn=1408),
     "small": dict(vocab=32000, d=1024, layers=8, heads=16, ffn=2816),
     "medium": dict(vocab=32000, d=2048, layers=16, heads=16, ffn=5632),
-    # Llama 3 8B's shape (grouped-query attention, 8 KV heads): a decoder whose per-token work is
-    # GPU-bound on the H200 (16 GB of weights read per token). The hand-written model has no
-    # grouped-query attention and builds it with kv_heads = heads.
+    # Llama 3 8B's shape (grouped-query attention, 8 KV heads; 16 GB of bf16 weights read per token).
+    # Under eager transformers on the H200 its decode was still host-bound: 32-33 ms per token alone
+    # (docs/results/eval.md, mixed-llama8b). The hand-written model has no grouped-query attention
+    # and builds it with kv_heads = heads.
     "8b": dict(vocab=128256, d=4096, layers=32, heads=32, ffn=14336, kv_heads=8),
 }
 

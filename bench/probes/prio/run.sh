@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Runs prio_probe's conditions under an MPS control daemon of its own (bench/probes/prio/README.md).
+# Runs prio_probe's conditions under an MPS control daemon of its own (results: docs/results/prio-probe.md).
 # On the GPU machine, from the repository root: OUT=$OUT bash bench/probes/prio/run.sh
 set -u
 D=$(cd "$(dirname "$0")" && pwd)
