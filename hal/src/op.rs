@@ -295,6 +295,8 @@ pub struct KernelLaunch {
     shared_mem_bytes: u32,
     args: KernelArgs,
     attributes: LaunchAttributes,
+    /// Blocks of this function and shape one unit holds at once (0: unknown).
+    resident_per_unit: u16,
 }
 
 impl KernelLaunch {
@@ -307,7 +309,19 @@ impl KernelLaunch {
         args: KernelArgs,
         attributes: LaunchAttributes,
     ) -> Self {
-        KernelLaunch { function, grid, block, shared_mem_bytes, args, attributes }
+        KernelLaunch { function, grid, block, shared_mem_bytes, args, attributes, resident_per_unit: 0 }
+    }
+    /// The same launch, with its occupancy known: `blocks` of this function, block shape and
+    /// dynamic shared memory fit on one unit at once (the driver's occupancy answer; 0: unknown).
+    /// Scheduling information only: the launch itself is unchanged.
+    #[must_use]
+    pub fn with_resident_per_unit(mut self, blocks: u32) -> Self {
+        self.resident_per_unit = u16::try_from(blocks).unwrap_or(u16::MAX);
+        self
+    }
+    /// Blocks one unit holds at once, if known (see [`KernelLaunch::with_resident_per_unit`]).
+    pub fn resident_per_unit(&self) -> Option<u32> {
+        (self.resident_per_unit > 0).then_some(u32::from(self.resident_per_unit))
     }
     /// The device code.
     pub fn function(&self) -> &FunctionRef {

@@ -49,6 +49,7 @@ fn child() {
             grid: [132, 1, 1],
             block: [256, 1, 1],
             smem: 0,
+            resident_per_unit: 0,
             ready_since_ns: t0,
             deadline_ns: None,
         };

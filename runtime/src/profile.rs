@@ -4,8 +4,12 @@
 //! on `m` units). Profiles are measured by [`measure`] on a backend, stored as a versioned JSON
 //! file ([`Profiles::save`] / [`Profiles::load`]), and modelled by [`Profiles::estimate_ns`] when a
 //! configuration was never profiled: the fallback is the wave model
-//! `T(m) = fixed + ceil(blocks / (m * r)) * per_wave` with a conservative occupancy `r` and a
-//! per-wave cost scaled from the closest profiled size of the same kernel if one exists.
+//! `T(m) = fixed + ceil(blocks / (m * r)) * per_wave` with the launch's occupancy `r` (blocks one
+//! unit holds at once, as the interposer learnt it from the driver, capped at
+//! [`MODEL_RESIDENT_BLOCKS`], which is also the value when unknown) and a per-wave cost scaled from the closest profiled size of the same kernel if one
+//! exists. The occupancy matters: a kernel of one block per SM sized for the whole device loses a
+//! third of its rate on 116 of 132 SMs (3 waves instead of 2, `docs/results/prio-probe.md`), which
+//! a model assuming 4 blocks per SM cannot see.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -19,7 +23,7 @@ use vitamin_hal::{Backend, KernelLaunch, LaunchConfig, OpDesc, PhysicalPartition
 /// Current on-disk format version.
 pub const PROFILE_FORMAT_VERSION: u32 = 1;
 
-/// Occupancy assumed by the fallback model (blocks per unit).
+/// Occupancy assumed by the fallback model when the launch's is unknown (blocks per unit).
 pub const MODEL_RESIDENT_BLOCKS: u64 = 4;
 /// Launch overhead assumed by the fallback model, ns.
 pub const MODEL_FIXED_NS: f64 = 3_000.0;
@@ -135,7 +139,14 @@ impl Profiles {
         if let Some(t) = self.get(&k.config()).and_then(|e| e.time_ns(m)) {
             return t;
         }
-        let waves = |units: usize| k.blocks().div_ceil(units as u64 * MODEL_RESIDENT_BLOCKS).max(1) as f64;
+        // The launch's occupancy where the interposer asked the driver, at most the conservative
+        // guess: the model takes co-resident blocks as free, but past a few they share the unit's
+        // issue slots and memory bandwidth, so a higher occupancy is not counted as more capacity
+        // (it would squeeze small kernels onto fewer units than before); a lower one is, which is
+        // where waves cost (one block per SM: `docs/results/prio-probe.md`).
+        let resident =
+            k.resident_per_unit().map_or(MODEL_RESIDENT_BLOCKS, |r| u64::from(r).clamp(1, MODEL_RESIDENT_BLOCKS));
+        let waves = |units: usize| k.blocks().div_ceil(units as u64 * resident).max(1) as f64;
         // Scale from another profiled grid of the same kernel if there is one: per-wave cost carries over.
         let per_wave = self
             .entries
@@ -143,7 +154,7 @@ impl Profiles {
             .filter(|e| e.config.kernel == k.function().name() && e.config.block == k.block())
             .find_map(|e| {
                 let &(u, t) = e.times.last()?;
-                let w = e.config.grid.volume().div_ceil(u as u64 * MODEL_RESIDENT_BLOCKS).max(1) as f64;
+                let w = e.config.grid.volume().div_ceil(u as u64 * resident).max(1) as f64;
                 Some(((t - MODEL_FIXED_NS).max(1.0)) / w)
             })
             .unwrap_or(MODEL_WAVE_NS);
@@ -288,6 +299,32 @@ mod tests {
         let mid = p.estimate_ns(&k, 12);
         assert!(mid < 800.0 && mid > 400.0);
         assert_eq!(p.estimate_ns(&k, 132), 400.0, "clamped past the largest profiled size");
+    }
+
+    #[test]
+    fn the_fallback_model_counts_waves_with_the_launch_s_occupancy() {
+        let b = SimBackend::default_device();
+        let p = Profiles::new("sim");
+        // 264 blocks, one per SM: two full waves on 132 SMs, three on 116 (the probe's kernel shape).
+        let known = busy(&b, 264).with_resident_per_unit(1);
+        let wave = |m: usize| (p.estimate_ns(&known, m) - MODEL_FIXED_NS) / MODEL_WAVE_NS;
+        assert_eq!(wave(132), 2.0);
+        assert_eq!(wave(116), 3.0);
+        assert_eq!(wave(64), 5.0);
+        // Unknown occupancy: the conservative guess of 4 blocks per SM, one wave from 66 SMs on.
+        let unknown = busy(&b, 264);
+        assert_eq!(unknown.resident_per_unit(), None);
+        assert_eq!(p.estimate_ns(&unknown, 66), p.estimate_ns(&unknown, 132));
+        assert!(p.estimate_ns(&known, 66) > p.estimate_ns(&known, 132));
+        // A high occupancy counts as the guess: small kernels are not squeezed onto fewer units.
+        let high = busy(&b, 264).with_resident_per_unit(16);
+        for m in [8, 16, 32, 66, 132] {
+            assert_eq!(p.estimate_ns(&high, m), p.estimate_ns(&unknown, m));
+        }
+        // A profile, where there is one, wins over the model whatever the occupancy.
+        let mut measured = Profiles::new("sim");
+        measured.insert(ProfileEntry { config: known.config(), times: vec![(8, 900.0), (132, 300.0)] });
+        assert_eq!(measured.estimate_ns(&known, 132), 300.0);
     }
 
     #[test]

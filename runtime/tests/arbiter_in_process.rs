@@ -56,6 +56,7 @@ fn record(i: usize, o: &Op) -> ReadyRecord {
             grid: [o.grid, 1, 1],
             block: [256, 1, 1],
             shared_mem_bytes: 0,
+            resident_per_unit: 0,
         },
         flags: OpFlags { cooperative: false, cluster: false, graph: o.graph },
         min_units: o.min_units,
@@ -277,7 +278,13 @@ fn a_wide_op_is_bound_while_another_client_keeps_its_lease_busy() {
         let rec = |op: u64, client: ClientId, min_units: u32| ReadyRecord {
             client,
             op,
-            key: LaunchKey { name_hash: name_hash("gemm"), grid: [64, 1, 1], block: [256, 1, 1], shared_mem_bytes: 0 },
+            key: LaunchKey {
+                name_hash: name_hash("gemm"),
+                grid: [64, 1, 1],
+                block: [256, 1, 1],
+                shared_mem_bytes: 0,
+                resident_per_unit: 0,
+            },
             flags: OpFlags { cooperative: min_units > 0 && !graph, cluster: false, graph: min_units > 0 && graph },
             min_units,
             ready_since_ns: 0,

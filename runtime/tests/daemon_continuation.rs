@@ -303,6 +303,7 @@ fn bound_beside_another(tag: &str) -> (Daemon, DaemonClient, DaemonClient, u16) 
         grid: [4096, 1, 1],
         block: [256, 1, 1],
         smem: 0,
+        resident_per_unit: 0,
         ready_since_ns: now_ns(),
         deadline_ns: None,
     };

@@ -43,6 +43,7 @@ fn ready(c: &mut DaemonClient, op: u64) {
         grid: [256, 1, 1],
         block: [256, 1, 1],
         smem: 0,
+        resident_per_unit: 0,
         ready_since_ns: now_ns(),
         deadline_ns: None,
     };

@@ -126,6 +126,7 @@ fn rec(op: u64, grid: u32) -> ReadyRecord {
         grid: [grid, 1, 1],
         block: [256, 1, 1],
         smem: 0,
+        resident_per_unit: 0,
         ready_since_ns: now_ns(),
         deadline_ns: None,
     }

@@ -25,11 +25,11 @@ fn arb_up() -> impl Strategy<Value = Up> {
             any::<u64>(),
             dims.clone(),
             dims.clone(),
-            any::<u32>(),
+            (any::<u32>(), any::<u16>()),
             any::<u64>(),
             any::<u64>()
         )
-            .prop_map(|(op, flags, min, k, grid, block, smem, t, d)| Up::Ready(ReadyRecord {
+            .prop_map(|(op, flags, min, k, grid, block, (smem, resident), t, d)| Up::Ready(ReadyRecord {
                 op,
                 flags,
                 min_units: min,
@@ -37,6 +37,7 @@ fn arb_up() -> impl Strategy<Value = Up> {
                 grid,
                 block,
                 smem,
+                resident_per_unit: resident,
                 ready_since_ns: t,
                 deadline_ns: (d != 0).then_some(d),
             })),
@@ -168,6 +169,7 @@ fn ready(op: u64) -> Up {
         grid: [1, 1, 1],
         block: [32, 1, 1],
         smem: 0,
+        resident_per_unit: 0,
         ready_since_ns: 1,
         deadline_ns: None,
     })

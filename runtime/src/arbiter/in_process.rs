@@ -98,14 +98,17 @@ impl<P: Policy> InProcess<P> {
             .unwrap_or_else(|| Arc::from(format!("#{:016x}", r.key.name_hash)));
         let d = |a: [u32; 3]| Dim3::new(a[0], a[1], a[2]);
         let cluster = r.flags.cluster.then(|| Dim3::x(1));
-        Arc::new(KernelLaunch::new(
-            FunctionRef::new(0, FunctionKind::Function, name),
-            d(r.key.grid),
-            d(r.key.block),
-            r.key.shared_mem_bytes,
-            KernelArgs::empty(),
-            LaunchAttributes::new(r.flags.cooperative, cluster, None, Vec::new()),
-        ))
+        Arc::new(
+            KernelLaunch::new(
+                FunctionRef::new(0, FunctionKind::Function, name),
+                d(r.key.grid),
+                d(r.key.block),
+                r.key.shared_mem_bytes,
+                KernelArgs::empty(),
+                LaunchAttributes::new(r.flags.cooperative, cluster, None, Vec::new()),
+            )
+            .with_resident_per_unit(r.key.resident_per_unit),
+        )
     }
 
     /// Admits a proposal: `Some(lane)` when `node` is leased to the op's client and the op

@@ -47,8 +47,8 @@ use crate::pool::NodeId;
 #[repr(transparent)]
 pub struct ClientId(pub u32);
 
-/// The launch configuration a policy schedules by: the kernel (its name as a hash), grid, block
-/// and dynamic shared memory.
+/// The launch configuration a policy schedules by: the kernel (its name as a hash), grid, block,
+/// dynamic shared memory and the occupancy the interposer learnt for it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[repr(C)]
 pub struct LaunchKey {
@@ -60,6 +60,8 @@ pub struct LaunchKey {
     pub block: [u32; 3],
     /// Dynamic shared memory per block, bytes.
     pub shared_mem_bytes: u32,
+    /// Blocks one unit holds at once ([`KernelLaunch::resident_per_unit`]; 0: unknown).
+    pub resident_per_unit: u32,
 }
 
 /// The 64-bit FNV-1a hash of a kernel name (stable across processes and builds).
@@ -76,7 +78,12 @@ impl LaunchKey {
             grid: d(k.grid()),
             block: d(k.block()),
             shared_mem_bytes: k.shared_mem_bytes(),
+            resident_per_unit: k.resident_per_unit().unwrap_or(0),
         }
+    }
+    /// The key of a graph launch (no launch configuration of its own).
+    pub fn graph() -> LaunchKey {
+        LaunchKey { name_hash: 0, grid: [0; 3], block: [0; 3], shared_mem_bytes: 0, resident_per_unit: 0 }
     }
 }
 

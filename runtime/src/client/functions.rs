@@ -35,6 +35,44 @@ pub struct FunctionInfo {
     /// Whether the kernel spins on peers ([`super::capture::spins_on_peers`] of its name): its
     /// launches need their whole grid resident at once.
     pub spins_on_peers: bool,
+    /// The occupancy of the shape this function was last launched with.
+    pub occupancy: OccupancyMemo,
+}
+
+/// The driver's occupancy answer (blocks one unit holds at once) for the launch shape a function
+/// was last launched with, in one atomic word: a launch that repeats its function's shape (most
+/// do) reads no lock and makes no driver call. Another shape asks again and replaces it.
+///
+/// Word: bit 63 set = filled; bits 62..52 threads per block; bits 51..30 dynamic shared memory
+/// bytes; bit 16 = the driver answered; bits 15..0 its answer. Shapes beyond those widths (more
+/// than 2,047 threads or 4 MiB of shared memory, which no device allows) are asked every time.
+/// The answer is scheduling information only (the size model's wave count): a carveout the
+/// application changes later with `cuFuncSetAttribute`, which is not hooked, is not seen.
+#[derive(Debug, Default)]
+pub struct OccupancyMemo(AtomicU64);
+
+const FILLED: u64 = 1 << 63;
+const ANSWERED: u64 = 1 << 16;
+
+impl OccupancyMemo {
+    fn tag(threads: u32, smem: u32) -> Option<u64> {
+        (threads < 1 << 11 && smem < 1 << 22).then(|| FILLED | u64::from(threads) << 52 | u64::from(smem) << 30)
+    }
+
+    /// Blocks of this function with `threads` threads and `smem` dynamic shared bytes one unit
+    /// holds at once: the memo's answer when the shape is the last one asked, else `ask()`'s
+    /// (the driver's occupancy query; `None`: it could not say), which is then kept.
+    pub fn get(&self, threads: u32, smem: u32, ask: impl FnOnce() -> Option<u32>) -> Option<u32> {
+        let Some(tag) = Self::tag(threads, smem) else { return ask() };
+        let w = self.0.load(Ordering::Relaxed);
+        if w & !(ANSWERED | 0xffff) == tag {
+            return (w & ANSWERED != 0).then_some((w & 0xffff) as u32);
+        }
+        let n = ask();
+        let answer = n.map_or(0, |n| ANSWERED | u64::from(n.min(0xffff)));
+        self.0.store(tag | answer, Ordering::Relaxed);
+        n.map(|n| n.min(0xffff))
+    }
 }
 
 /// Per-handle cache, with a small per-thread cache in front of it: a launch looks its handle up
@@ -98,7 +136,32 @@ mod tests {
             required_cluster: None,
             name,
             spins_on_peers: false,
+            occupancy: OccupancyMemo::default(),
         }
+    }
+
+    #[test]
+    fn the_occupancy_of_the_last_shape_is_asked_once() {
+        let memo = OccupancyMemo::default();
+        let asked = AtomicU64::new(0);
+        let ask = |n: Option<u32>| {
+            asked.fetch_add(1, Ordering::Relaxed);
+            n
+        };
+        assert_eq!(memo.get(256, 0, || ask(Some(8))), Some(8));
+        assert_eq!(memo.get(256, 0, || unreachable!("memoized")), Some(8));
+        assert_eq!(memo.get(256, 48 * 1024, || ask(Some(2))), Some(2), "another shape is asked");
+        assert_eq!(memo.get(256, 0, || ask(Some(8))), Some(8), "and replaces the first");
+        assert_eq!(asked.load(Ordering::Relaxed), 3);
+        // An unanswered query is remembered as unknown too; a zero answer is an answer.
+        assert_eq!(memo.get(1024, 0, || ask(None)), None);
+        assert_eq!(memo.get(1024, 0, || unreachable!("memoized")), None);
+        assert_eq!(memo.get(1024, 200 * 1024, || ask(Some(0))), Some(0));
+        assert_eq!(memo.get(1024, 200 * 1024, || unreachable!("memoized")), Some(0));
+        // Shapes beyond the word's fields are asked every time.
+        assert_eq!(memo.get(4096, 0, || ask(Some(1))), Some(1));
+        assert_eq!(memo.get(4096, 0, || ask(Some(1))), Some(1));
+        assert_eq!(asked.load(Ordering::Relaxed), 7);
     }
 
     #[test]

@@ -113,6 +113,7 @@ impl Arbiter for DaemonArbiter {
                 grid: r.key.grid,
                 block: r.key.block,
                 smem: r.key.shared_mem_bytes,
+                resident_per_unit: u16::try_from(r.key.resident_per_unit).unwrap_or(u16::MAX),
                 ready_since_ns: r.ready_since_ns,
                 deadline_ns,
             };

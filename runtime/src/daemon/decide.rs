@@ -1022,6 +1022,7 @@ fn synthetic_kernel(dev: &mut Device, r: &wire::ReadyRecord) -> KernelLaunch {
         KernelArgs::from_layout(Vec::new(), Vec::new()).expect("empty arguments are valid"),
         LaunchAttributes::new(r.flags & FLAG_COOPERATIVE != 0, cluster, None, Vec::new()),
     )
+    .with_resident_per_unit(u32::from(r.resident_per_unit))
 }
 
 /// Applies one validated record to the device and client state.

@@ -19,11 +19,13 @@
 //!  36 12   block        block x,y,z           0               block             0
 //!  48  4   smem         dynamic shared bytes  0               0                 0
 //!  52  2   lane         0                     0               0                 lane
-//!  54  2   demand       0                     0               units wanted      0
+//!  54  2   count        blocks per unit       0               units wanted      0
 //!  56  8   time_ns      ready since           completed at    expected ready at submitted at
 //!  64  8   deadline_ns  deadline (0: none)    0               deadline          0
 //! ```
-//! `Launched` (kind 5) has `Continued`'s fields: a fresh op the client launched first on a node its
+//! A ready record's `count` is the launch's occupancy, the blocks of its function and shape one
+//! unit holds at once, as the client's driver answered it (0: unknown); the policy's size model
+//! counts waves with it. `Launched` (kind 5) has `Continued`'s fields: a fresh op the client launched first on a node its
 //! lease view showed as its own and open, with no op of its outstanding there. The lease view's
 //! entries are [`LeaseState`] values (`Foreign`: active for another client).
 //! [`DownRecord`] (daemon -> client, 32 bytes, [`DOWN_WORDS`] words):
@@ -52,7 +54,7 @@ use std::collections::hash_map::Entry;
 use rustc_hash::FxHashMap as HashMap;
 
 /// Protocol version: hello, region header and record layouts.
-pub const PROTOCOL_VERSION: u32 = 2;
+pub const PROTOCOL_VERSION: u32 = 3;
 /// Words per [`UpRecord`].
 pub const UP_WORDS: usize = 9;
 /// Words per [`DownRecord`].
@@ -116,8 +118,8 @@ pub struct UpRecord {
     pub smem: u32,
     /// Continued: lane.
     pub lane: u16,
-    /// Hint: units wanted.
-    pub demand: u16,
+    /// Ready: blocks one unit holds at once (0: unknown); hint: units wanted.
+    pub count: u16,
     /// Ready since / completed at / expected ready at / submitted at, ns.
     pub time_ns: u64,
     /// Deadline, ns (0: none).
@@ -188,7 +190,7 @@ impl UpRecord {
             pair(self.grid[0], self.grid[1]),
             pair(self.grid[2], self.block[0]),
             pair(self.block[1], self.block[2]),
-            u64::from(self.smem) | u64::from(self.lane) << 32 | u64::from(self.demand) << 48,
+            u64::from(self.smem) | u64::from(self.lane) << 32 | u64::from(self.count) << 48,
             self.time_ns,
             self.deadline_ns,
         ];
@@ -208,7 +210,7 @@ impl UpRecord {
             block: [hi(w[4]), lo(w[5]), hi(w[5])],
             smem: lo(w[6]),
             lane: (w[6] >> 32) as u16,
-            demand: (w[6] >> 48) as u16,
+            count: (w[6] >> 48) as u16,
             time_ns: w[7],
             deadline_ns: w[8],
         }
@@ -427,6 +429,8 @@ pub struct ReadyRecord {
     pub block: [u32; 3],
     /// Dynamic shared memory.
     pub smem: u32,
+    /// Blocks one unit holds at once (0: unknown).
+    pub resident_per_unit: u16,
     /// Ready since, ns.
     pub ready_since_ns: u64,
     /// Deadline, ns.
@@ -505,6 +509,7 @@ impl Up {
                 grid: r.grid,
                 block: r.block,
                 smem: r.smem,
+                count: r.resident_per_unit,
                 time_ns: r.ready_since_ns,
                 deadline_ns: r.deadline_ns.unwrap_or(0),
                 ..UpRecord::default()
@@ -518,7 +523,7 @@ impl Up {
                 kernel: h.kernel,
                 grid: h.grid,
                 block: h.block,
-                demand: h.demand_units,
+                count: h.demand_units,
                 time_ns: h.ready_at_ns,
                 deadline_ns: h.deadline_ns.unwrap_or(0),
                 ..UpRecord::default()
@@ -576,7 +581,7 @@ pub fn decode_up(words: &[u64; UP_WORDS], lim: &Limits) -> Result<Up, WireError>
     let unused = |zero: bool| if zero { Ok(()) } else { Err(WireError::Unused { kind }) };
     match kind {
         UpKind::Ready => {
-            unused(r.lane == 0 && r.demand == 0)?;
+            unused(r.lane == 0)?;
             if r.aux > lim.units {
                 return Err(WireError::UnitRange { what: "min units", got: r.aux, units: lim.units });
             }
@@ -591,6 +596,7 @@ pub fn decode_up(words: &[u64; UP_WORDS], lim: &Limits) -> Result<Up, WireError>
                 grid: r.grid,
                 block: r.block,
                 smem: r.smem,
+                resident_per_unit: r.count,
                 ready_since_ns: r.time_ns,
                 deadline_ns: (r.deadline_ns != 0).then_some(r.deadline_ns),
             }))
@@ -602,22 +608,22 @@ pub fn decode_up(words: &[u64; UP_WORDS], lim: &Limits) -> Result<Up, WireError>
                     && r.block == [0; 3]
                     && r.smem == 0
                     && r.lane == 0
-                    && r.demand == 0
+                    && r.count == 0
                     && r.deadline_ns == 0,
             )?;
             Ok(Up::Completion { op: r.op, node: node_ok(r.aux, lim)?, completed_ns: r.time_ns })
         }
         UpKind::Hint => {
             unused(r.aux == 0 && r.smem == 0 && r.lane == 0)?;
-            if r.demand > lim.units {
-                return Err(WireError::UnitRange { what: "demand", got: r.demand, units: lim.units });
+            if r.count > lim.units {
+                return Err(WireError::UnitRange { what: "demand", got: r.count, units: lim.units });
             }
             Ok(Up::Hint(HintRecord {
                 op: r.op,
                 kernel: r.kernel,
                 grid: r.grid,
                 block: r.block,
-                demand_units: r.demand,
+                demand_units: r.count,
                 ready_at_ns: r.time_ns,
                 deadline_ns: (r.deadline_ns != 0).then_some(r.deadline_ns),
             }))
@@ -628,7 +634,7 @@ pub fn decode_up(words: &[u64; UP_WORDS], lim: &Limits) -> Result<Up, WireError>
                     && r.grid == [0; 3]
                     && r.block == [0; 3]
                     && r.smem == 0
-                    && r.demand == 0
+                    && r.count == 0
                     && r.deadline_ns == 0,
             )?;
             let node = node_ok(r.aux, lim)?;
@@ -826,6 +832,7 @@ mod tests {
             grid: [8, 1, 1],
             block: [128, 1, 1],
             smem: 0,
+            resident_per_unit: 6,
             ready_since_ns: 5,
             deadline_ns: None,
         })
@@ -865,6 +872,8 @@ mod tests {
         assert_eq!(std::mem::offset_of!(UpRecord, op), 8);
         assert_eq!(std::mem::offset_of!(UpRecord, grid), 24);
         assert_eq!(std::mem::offset_of!(UpRecord, smem), 48);
+        assert_eq!(std::mem::offset_of!(UpRecord, count), 54);
+        assert_eq!(r.count, 6, "a ready record's occupancy travels in `count`");
         assert_eq!(std::mem::offset_of!(UpRecord, time_ns), 56);
         assert_eq!(std::mem::offset_of!(DownRecord, epoch), 20);
     }

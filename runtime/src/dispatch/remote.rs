@@ -484,10 +484,7 @@ impl<B: Backend, P: Policy> Dispatcher<B, P> {
                     }
                     (f, crate::arbiter::LaunchKey::of(k))
                 }
-                OpDesc::Graph(_) => (
-                    wire::FLAG_GRAPH,
-                    crate::arbiter::LaunchKey { name_hash: 0, grid: [0; 3], block: [0; 3], shared_mem_bytes: 0 },
-                ),
+                OpDesc::Graph(_) => (wire::FLAG_GRAPH, crate::arbiter::LaunchKey::graph()),
                 _ => continue,
             };
             // Cooperative, cluster and graph launches run unchanged only on some nodes: ask for
@@ -531,6 +528,7 @@ impl<B: Backend, P: Policy> Dispatcher<B, P> {
                 grid: key.grid,
                 block: key.block,
                 smem: key.shared_mem_bytes,
+                resident_per_unit: u16::try_from(key.resident_per_unit).unwrap_or(u16::MAX),
                 ready_since_ns: crate::daemon::now_ns(),
                 deadline_ns: self.clients[e.client].info.deadline_ns,
             };

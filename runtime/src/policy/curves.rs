@@ -20,11 +20,20 @@ struct CurveKey {
     grid: Dim3,
     block: Dim3,
     smem: u32,
+    /// The occupancy (0: unknown): the daemon's launches carry no handle, so two kernels of one
+    /// shape differ only by it there.
+    resident: u32,
 }
 
 impl CurveKey {
     fn of(k: &KernelLaunch) -> Self {
-        CurveKey { handle: k.function().handle(), grid: k.grid(), block: k.block(), smem: k.shared_mem_bytes() }
+        CurveKey {
+            handle: k.function().handle(),
+            grid: k.grid(),
+            block: k.block(),
+            smem: k.shared_mem_bytes(),
+            resident: k.resident_per_unit().unwrap_or(0),
+        }
     }
 }
 

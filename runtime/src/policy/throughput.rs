@@ -617,3 +617,55 @@ impl ThroughputOriented {
         !others_busy || m as f64 <= enough as f64 * OVERSIZE
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use vitamin_hal::sim::SimBackend;
+    use vitamin_hal::{Backend, Dim3, FunctionKind, FunctionRef, KernelArgs, LaunchAttributes};
+
+    use super::*;
+    use crate::pool::Pool;
+    use crate::profile::Profiles;
+
+    /// The node a lone op of `k` is planned on, on an idle simulated H200 pool.
+    fn planned_units(k: &KernelLaunch) -> usize {
+        let top = SimBackend::default_device().topology().clone();
+        let pool = Pool::build(&top);
+        let profiles = Profiles::new("test");
+        let lanes = vec![Vec::new(); pool.nodes().len()];
+        let state = SchedState { pool: &pool, now_ns: 0, profiles: &profiles, clients: &[], lane_busy_until: &lanes };
+        let op = ReadyOpView {
+            client: HolderId(1),
+            op: OpId(1),
+            kernel: k,
+            ready_since_ns: 0,
+            seq: 1,
+            deadline_ns: None,
+            min_units: 0,
+        };
+        let mut policy = ThroughputOriented::default();
+        policy.begin_round(std::slice::from_ref(&op), &state);
+        let eligible: Vec<NodeId> = pool.nodes_by_size().to_vec();
+        let n = policy.select(&op, &eligible, &state).expect("an idle pool has a node for it");
+        pool.node(n).size()
+    }
+
+    /// A kernel of one block per SM sized for two waves of the whole device is widened to the
+    /// whole device once its occupancy is known; with the conservative guess (4 blocks per SM)
+    /// the model sees no gain past 66 SMs and stops on a smaller node.
+    #[test]
+    fn the_launch_s_occupancy_decides_how_wide_a_lone_kernel_is_planned() {
+        let k = KernelLaunch::new(
+            FunctionRef::new(1, FunctionKind::Function, "persistent_gemm"),
+            Dim3::x(264),
+            Dim3::x(256),
+            0,
+            KernelArgs::empty(),
+            LaunchAttributes::none(),
+        );
+        let guessed = planned_units(&k);
+        let known = planned_units(&k.clone().with_resident_per_unit(1));
+        assert_eq!(known, 132, "two full waves need every SM");
+        assert!(guessed < 132, "the guess saturates early: planned on {guessed} units");
+    }
+}

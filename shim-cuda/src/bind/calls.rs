@@ -244,12 +244,15 @@ fn copy_launch(b: &Bind, c: &LaunchCall, info: &FunctionInfo) -> Result<KernelLa
     // the whole device, so such a launch takes the native path and gets the driver's own error.
     let g = &c.geometry;
     let threads = g.block.volume() as u32;
+    // The occupancy: the policies' size model counts waves with it; co-residency checks need it.
+    let resident =
+        info.occupancy.get(threads, g.shared_mem_bytes, || b.blocks_per_sm(c.f as usize, threads, g.shared_mem_bytes));
     let constrained = capture::check_constraints(
         g,
         &attributes,
         info.required_cluster,
         b.limits,
-        || b.blocks_per_sm(c.f as usize, threads, g.shared_mem_bytes),
+        || resident,
         |cluster| b.max_active_clusters(c.f as usize, g, cluster),
     );
     match constrained {
@@ -268,7 +271,8 @@ fn copy_launch(b: &Bind, c: &LaunchCall, info: &FunctionInfo) -> Result<KernelLa
         g.shared_mem_bytes,
         args,
         attributes,
-    ))
+    )
+    .with_resident_per_unit(resident.unwrap_or(0)))
 }
 
 fn geometry(grid: [c_uint; 3], block: [c_uint; 3], smem: c_uint) -> Geometry {

@@ -81,6 +81,7 @@ fn discover(f: usize, device: c_int) -> FunctionInfo {
         max_threads_per_block: max_threads,
         required_cluster,
         spins_on_peers: capture::spins_on_peers(&name),
+        occupancy: Default::default(),
         name: Box::leak(name.into_boxed_str()),
     }
 }

@@ -350,6 +350,12 @@ fn copy_launch(c: &LaunchCall, f: usize, info: &FunctionInfo) -> Result<KernelLa
         capture::pack_params(&layout, &values)?
     };
     let g = &c.geometry;
+    // The occupancy, for the policies' size model (a host stub without a runtime function is
+    // `FunctionKind::Kernel`).
+    let threads = g.block.volume() as u32;
+    let stub = info.kind == FunctionKind::Kernel;
+    let resident =
+        info.occupancy.get(threads, g.shared_mem_bytes, || driver::blocks_per_cu(f, stub, threads, g.shared_mem_bytes));
     Ok(KernelLaunch::new(
         FunctionRef::with_static_name(f as u64, info.kind, info.name),
         g.grid,
@@ -357,7 +363,8 @@ fn copy_launch(c: &LaunchCall, f: usize, info: &FunctionInfo) -> Result<KernelLa
         g.shared_mem_bytes,
         args,
         vitamin_hal::LaunchAttributes::default().with_coresident(info.spins_on_peers),
-    ))
+    )
+    .with_resident_per_unit(resident.unwrap_or(0)))
 }
 
 fn geometry(grid: [u32; 3], block: [u32; 3], smem: usize) -> Result<Geometry, ()> {

@@ -58,6 +58,14 @@ real_fns! {
         f: *const c_void, grid: Dim3, block: Dim3, params: *mut *mut c_void, smem: usize, s: HipStream,
         start: HipEvent, stop: HipEvent, flags: c_int
     );
+    /// `hipModuleOccupancyMaxActiveBlocksPerMultiprocessor`.
+    fn module_occupancy = "hipModuleOccupancyMaxActiveBlocksPerMultiprocessor" (
+        n: *mut c_int, f: HipFunction, threads: c_int, smem: usize
+    );
+    /// `hipOccupancyMaxActiveBlocksPerMultiprocessor` (a host stub).
+    fn stub_occupancy = "hipOccupancyMaxActiveBlocksPerMultiprocessor" (
+        n: *mut c_int, f: *const c_void, threads: c_int, smem: usize
+    );
     /// `hipModuleLaunchKernel`.
     fn module_launch_kernel = "hipModuleLaunchKernel" (
         f: HipFunction, gx: c_uint, gy: c_uint, gz: c_uint, bx: c_uint, by: c_uint, bz: c_uint, smem: c_uint,
@@ -187,6 +195,24 @@ pub fn function_of_stub(stub: usize) -> Option<usize> {
         Some(HIP_SUCCESS) if !f.is_null() => Some(f as usize),
         _ => None,
     }
+}
+
+/// Work-groups of `f` with `threads` threads and `smem` dynamic shared bytes one CU holds at once:
+/// `hipModuleOccupancyMaxActiveBlocksPerMultiprocessor` for a runtime function,
+/// `hipOccupancyMaxActiveBlocksPerMultiprocessor` for a host stub; `None` if the runtime lacks the
+/// call or cannot say.
+pub fn blocks_per_cu(f: usize, stub: bool, threads: u32, smem: u32) -> Option<u32> {
+    let mut n: c_int = 0;
+    let threads = c_int::try_from(threads).ok()?;
+    // SAFETY: a handle (or host stub) the application launched with and a valid out pointer.
+    let r = unsafe {
+        if stub {
+            stub_occupancy(&mut n, f as *const c_void, threads, smem as usize)
+        } else {
+            module_occupancy(&mut n, f as HipFunction, threads, smem as usize)
+        }
+    };
+    (r == Some(HIP_SUCCESS)).then(|| n.max(0) as u32)
 }
 
 /// What `hipKernelGetParamInfo` says about one parameter index.

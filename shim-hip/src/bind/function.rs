@@ -113,6 +113,7 @@ fn discover(handle: usize, kind: FunctionKind, name_of: usize, max_threads: u32)
         max_threads_per_block: Some(max_threads),
         required_cluster: None,
         spins_on_peers: vitamin_runtime::client::capture::spins_on_peers(&name),
+        occupancy: Default::default(),
         name: Box::leak(name.into_boxed_str()),
     }
 }
