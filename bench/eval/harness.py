@@ -1,7 +1,7 @@
 """The evaluation harness (bench/eval/README.md): runs one scenario group on the GPU machine.
 
   python3 harness.py GROUP.json --out DIR [--part P] [--rounds N] [--seconds S] [--configs a,b]
-                     [--scenarios x,y] [--budget S] [--dry-run] [--vitamin PATH]
+                     [--scenarios x,y] [--budget S] [--dry-run] [--vitamin PATH] [--vitamin-ref PATH]
 
 A group names tenants (commands speaking tenant.py's protocol), scenarios (sets of tenants started
 together) and system configurations. Each round runs every tenant of the group alone (natively, no
@@ -16,7 +16,9 @@ while running it skips (and records) a run that would overrun what is left.
 Tenant commands run in this folder (the staged bench/eval); `${VAR}` in their arguments is expanded
 and a leading python3 is this interpreter. A group may name parts (subsets of its configurations,
 `--part`) where all of them together would not fit one call; each part's records carry the
-group name `GROUP:PART`, and the summary reads several parts' outputs together.
+group name `GROUP:PART`, and the summary reads several parts' outputs together. Configurations named
+`*_ref` run through a second build (--vitamin-ref: another staged vitamin with its
+libvitamin_cuda.so beside it), so two builds are compared in the same call, interleaved.
 
 Outputs under --out: log.txt (a progress line per run), rounds/round-N.json (raw records, rewritten
 after every run), results.json (meta + every run), runs/ (each tenant's result, stdout and stderr,
@@ -51,7 +53,11 @@ CONFIGS = {
     "vitamin_throughput": (True, "daemon", "throughput"),
     "vitamin_tpot": (True, "daemon", "tpot"),
     "vitamin_chaos": (True, "daemon", "chaos"),
+    # the same through a reference build (--vitamin-ref, EVAL_VITAMIN_REF): an A/B of two builds
+    # side by side in one call
+    "vitamin_throughput_ref": (True, "daemon", "throughput"),
 }
+REF_SUFFIX = "_ref"  # configurations run through the reference build
 # in-process configurations with another pool layout (the `[advanced] pool` key, docs/config.md);
 # the others run the default, hierarchical
 POOL_LAYOUTS = {"vitamin_flat": "flat", "vitamin_ondemand": "on-demand"}
@@ -224,9 +230,11 @@ def _pid_alive(pid):
 class Systems:
     """Owns the MPS control daemon and the vitamin daemon; `close()` stops whatever runs."""
 
-    def __init__(self, work, log, vitamin, mps_control="nvidia-cuda-mps-control"):
+    def __init__(self, work, log, vitamin, mps_control="nvidia-cuda-mps-control", vitamin_ref=None):
         self.log = log
         self.vitamin = vitamin
+        self.vitamin_ref = vitamin_ref
+        self.daemon_bin = vitamin  # the build that started the running daemon (stops it too)
         self.mps_control = mps_control
         self.pipe = os.path.join(work, "mps-pipe")
         self.mps_log = os.path.join(work, "mps-log")
@@ -237,6 +245,10 @@ class Systems:
         self.pid_file = os.path.join(work, "vitamin-daemon.pid")
         self.mps_on = False
         self.daemon = None  # (policy, log path)
+
+    def binary(self, config):
+        """The vitamin build a configuration runs: the reference build for `*_ref` ones."""
+        return self.vitamin_ref if config.endswith(REF_SUFFIX) else self.vitamin
 
     def env(self, mps):
         e = dict(os.environ)
@@ -325,8 +337,9 @@ class Systems:
         self.log("MPS control daemon off")
         return ok
 
-    def start_daemon(self, policy, log_file):
-        cmd = [self.vitamin, "daemon", "--socket", self.sock, "--policy", policy, "--mps", "check", "--detach",
+    def start_daemon(self, policy, log_file, binary=None):
+        self.daemon_bin = binary or self.vitamin
+        cmd = [self.daemon_bin, "daemon", "--socket", self.sock, "--policy", policy, "--mps", "check", "--detach",
                "--pid-file", self.pid_file, "--log-file", log_file]
         self.daemon = (policy, log_file)  # close() stops it even if the start half-failed
         env = self.env(self.mps_on)
@@ -344,7 +357,7 @@ class Systems:
     def daemon_status(self, path):
         try:
             with open(path, "wb") as f:
-                subprocess.run([self.vitamin, "daemon", "status", "--socket", self.sock, "--json"], timeout=10,
+                subprocess.run([self.daemon_bin, "daemon", "status", "--socket", self.sock, "--json"], timeout=10,
                                stdout=f, stderr=subprocess.STDOUT, env=self.env(self.mps_on))
         except (OSError, subprocess.SubprocessError):
             pass
@@ -353,7 +366,7 @@ class Systems:
         if self.daemon is None:
             return
         try:
-            subprocess.run([self.vitamin, "daemon", "stop", "--socket", self.sock], timeout=15,
+            subprocess.run([self.daemon_bin, "daemon", "stop", "--socket", self.sock], timeout=15,
                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=self.env(self.mps_on))
         except (OSError, subprocess.SubprocessError) as e:
             self.log(f"vitamin daemon stop failed: {e}")
@@ -392,10 +405,11 @@ def tenant_command(g, config, name, systems, tpot_ms=None, census=None):
         cmd[0] = sys.executable
     wrap = CONFIGS[config][1]
     extra = ["--census", census] if census and wrap != "native" else []
+    vitamin = systems.binary(config)
     if wrap == "inproc":
-        return [systems.vitamin, "run", "--no-daemon"] + extra + ["--"] + cmd
+        return [vitamin, "run", "--no-daemon"] + extra + ["--"] + cmd
     if wrap == "daemon":
-        pre = [systems.vitamin, "run", "--daemon", systems.sock] + extra
+        pre = [vitamin, "run", "--daemon", systems.sock] + extra
         if t["latency"]:
             pre += ["--class", "latency"]
             tpot = tpot_ms if tpot_ms is not None else t.get("tpot_ms")
@@ -503,7 +517,7 @@ def run_one(g, r, config, scenario, tenants, systems, rundir, log, hard_deadline
     if not systems.set_mps(mps):
         rec["error"] = "MPS could not be switched " + ("on" if mps else "off")
         return rec
-    if policy and not systems.start_daemon(policy, os.path.join(rundir, tag + "-daemon.log")):
+    if policy and not systems.start_daemon(policy, os.path.join(rundir, tag + "-daemon.log"), systems.binary(config)):
         systems.stop_daemon()
         rec["error"] = f"vitamin daemon ({policy}) did not start"
         return rec
@@ -619,6 +633,17 @@ def _git_commit():
         return None
 
 
+def _build_commit(binary):
+    """The COMMIT file staged beside a vitamin build (stage.sh writes one), if any."""
+    if not binary:
+        return None
+    p = os.path.join(os.path.dirname(binary), "COMMIT")
+    try:
+        return open(p).read().strip() or None
+    except OSError:
+        return None
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("group")
@@ -633,6 +658,8 @@ def main(argv=None):
                     help="1: each round also runs every tenant alone under MPS (a second normalization)")
     ap.add_argument("--dry-run", action="store_true", help="print the plan and the estimate, run nothing")
     ap.add_argument("--vitamin", default=os.environ.get("EVAL_VITAMIN", os.path.join(HERE, "vitamin")))
+    ap.add_argument("--vitamin-ref", default=os.environ.get("EVAL_VITAMIN_REF"),
+                    help="the reference build the *_ref configurations run (an A/B of two builds in one call)")
     ap.add_argument("--mps-control", default=os.environ.get("EVAL_MPS_CONTROL", "nvidia-cuda-mps-control"))
     a = ap.parse_args(argv)
     try:
@@ -689,13 +716,17 @@ def main(argv=None):
         print(f"harness: vitamin binary {a.vitamin} not found or not executable (--vitamin, EVAL_VITAMIN)",
               file=sys.stderr)
         return 2
+    if any(c.endswith(REF_SUFFIX) for c in g["configs"]) and not (a.vitamin_ref and os.access(a.vitamin_ref, os.X_OK)):
+        print(f"harness: configurations {', '.join(c for c in g['configs'] if c.endswith(REF_SUFFIX))} need the "
+              f"reference build (--vitamin-ref, EVAL_VITAMIN_REF): {a.vitamin_ref or 'not given'}", file=sys.stderr)
+        return 2
     os.makedirs(os.path.join(a.out, "rounds"), exist_ok=True)
     rundir = os.path.join(a.out, "runs")
     os.makedirs(rundir, exist_ok=True)
     log = Log(os.path.join(a.out, "log.txt"))
     work = tempfile.mkdtemp(prefix="eval-")
     systems = Systems(work, log, os.path.abspath(a.vitamin) if os.path.exists(a.vitamin) else a.vitamin,
-                      a.mps_control)
+                      a.mps_control, os.path.abspath(a.vitamin_ref) if a.vitamin_ref else None)
     meta = {"group": g["name"], "kind": g["kind"], "rounds": g["rounds"], "seconds": g["seconds"],
             "alone_mps": g["alone_mps"],
             "configs": g["configs"], "scenarios": g["scenarios"],
@@ -703,7 +734,8 @@ def main(argv=None):
                             "tpot_ms": v.get("tpot_ms"), "tpot_from_alone": v.get("tpot_from_alone"),
                             "ttft_from_alone": v.get("ttft_from_alone")} for k, v in g["tenants"].items()},
             "estimate_s": est, "budget_s": budget, "date_utc": time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime()),
-            "commit": _git_commit(), "host": os.uname().nodename}
+            "commit": _git_commit(), "host": os.uname().nodename,
+            "builds": {"vitamin": _build_commit(systems.vitamin), "vitamin_ref": _build_commit(systems.vitamin_ref)}}
     records = []
     alone = {}  # (round, tenant) -> its alone result: derived TPOT targets
     old = {s: signal.signal(s, _on_signal) for s in (signal.SIGTERM, signal.SIGINT)}

@@ -388,6 +388,33 @@ def test_run_group_packs_at_most_eight_files():
         assert r.returncode == 2 and "no group file" in r.stderr and "colo-gpt-resnet" in r.stderr, r.stderr
 
 
+def test_ref_configurations_run_through_the_reference_build():
+    with tempfile.TemporaryDirectory() as d:
+        ref_dir = os.path.join(d, "ref")
+        os.makedirs(ref_dir)
+        ref = os.path.join(ref_dir, "vitamin")
+        # the reference build: the stub CLI, its every call marked in the stub log
+        with open(ref, "w") as f:
+            f.write(f'#!/usr/bin/env bash\necho "ref $1 ${{2:-}}" >> "$EVAL_STUB_LOG"\nexec {STUBS}/vitamin "$@"\n')
+        os.chmod(ref, 0o755)
+        with open(os.path.join(ref_dir, "COMMIT"), "w") as f:
+            f.write("0123abc\n")
+        write_group(d, rounds=1, configs=["vitamin_throughput", "vitamin_throughput_ref"])
+        r = harness(d)
+        assert r.returncode == 2 and "--vitamin-ref" in r.stderr, r.stderr
+        r = harness(d, "--vitamin-ref", ref)
+        assert r.returncode == 0, r.stdout + r.stderr
+        runs = {x["config"]: x for x in results(d)["runs"] if x["config"] != "alone"}
+        assert all(x["ok"] for x in runs.values()), runs
+        assert runs["vitamin_throughput_ref"]["tenants"]["a"]["result"]["policy_seen"] == "throughput"
+        marks = [l.split()[1:] for l in open(os.path.join(d, "stub.log")) if l.startswith("ref ")]
+        # the reference run's daemon start, status, stop and both tenants; nothing of the other run
+        assert marks.count(["run", "--daemon"]) == 2, marks
+        assert ["daemon", "--socket"] in marks and ["daemon", "stop"] in marks, marks
+        assert results(d)["meta"]["builds"]["vitamin_ref"] == "0123abc", results(d)["meta"]
+        assert_stand_ins_stopped(d)
+
+
 if __name__ == "__main__":
     tests = [v for k, v in sorted(globals().items()) if k.startswith("test_")]
     for t in tests:

@@ -3,7 +3,8 @@
 #   OUT=$OUT bash .device/eval/run_group.sh GROUP[:PART] [harness options, e.g. --rounds 3]
 # GROUP is a name under groups/ (colo-gpt-resnet, mixed-resnet50, serving, overhead, determinism, ...)
 # or a path to a group file. Staged by stage.sh (vitamin, libvitamin_cuda.so, the scripts, the trace,
-# chain_bench.cu); EVAL_VITAMIN overrides the vitamin binary. Writes at most 6 files to $OUT:
+# chain_bench.cu); EVAL_VITAMIN overrides the vitamin binary, EVAL_VITAMIN_REF names the reference
+# build the *_ref configurations run (another stage.sh output, e.g. .device/eval-ref). Writes at most 6 files to $OUT:
 # summary.md, results.json (every run's raw record), log.txt, env.txt, plots.tgz (PNG), runs.tgz
 # (each tenant's result, stdout and stderr, daemon logs and status, per-round files).
 set -uo pipefail
@@ -26,11 +27,13 @@ mkdir -p "$R"
 export PATH=/usr/local/cuda/bin:$PATH PYTHONUNBUFFERED=1 CUBLAS_WORKSPACE_CONFIG=:4096:8
 export EVAL_VITAMIN=${EVAL_VITAMIN:-$HERE/vitamin}
 [ -f "$EVAL_VITAMIN" ] && chmod +x "$EVAL_VITAMIN" 2> /dev/null
+[ -f "${EVAL_VITAMIN_REF:-}" ] && chmod +x "$EVAL_VITAMIN_REF" 2> /dev/null
 
 {
     echo "date: $(date -u '+%Y-%m-%d %H:%M:%S') UTC"
     echo "group: $spec ($gfile) args: $*"
     echo "commit: $(cat "$HERE/COMMIT" 2> /dev/null || git -C "$HERE" rev-parse HEAD 2> /dev/null || echo unknown)"
+    [ -n "${EVAL_VITAMIN_REF:-}" ] && echo "reference build: $EVAL_VITAMIN_REF, $(cat "$(dirname "$EVAL_VITAMIN_REF")/COMMIT" 2> /dev/null | head -1 || echo unknown)"
     nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.max.sm --format=csv 2>&1 | head -3
     nvidia-smi --query-compute-apps=pid,process_name,used_memory --format=csv 2>&1 | head -5
     echo "cpu: $(lscpu 2> /dev/null | grep 'Model name' | sed 's/.*: *//') x $(nproc)"

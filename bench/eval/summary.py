@@ -44,6 +44,7 @@ LABELS = {
     "vitamin_throughput": "vitamin Throughput",
     "vitamin_tpot": "vitamin TPOT-First",
     "vitamin_chaos": "vitamin Chaos",
+    "vitamin_throughput_ref": "vitamin Throughput, reference build",
 }
 
 
