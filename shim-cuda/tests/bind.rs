@@ -439,6 +439,52 @@ fn every_policy_and_strict_readiness_keep_the_program_s_semantics() {
     assert!(launched_first_total > 0, "no other Throughput run launched an op before its record");
 }
 
+/// The interposer asks the driver's occupancy of each (function, threads, dynamic shared memory)
+/// a valid launch uses, once per process: the policies' size model counts waves with it.
+#[test]
+fn the_occupancy_of_each_function_and_shape_is_asked_once() {
+    let r = run("occupancy", Some(&[("VITAMIN_POLICY", "throughput")]), &[]);
+    check_bind_run("occupancy", &r);
+    let shape = |line: &str, block_at: &str| -> Option<(String, u64, u64)> {
+        let mut w = line.split_whitespace().skip(1);
+        let name = w.next()?.to_string();
+        let rest: Vec<&str> = w.collect();
+        let field = |k: &str| rest.iter().find_map(|x| x.strip_prefix(k));
+        let threads = match field(block_at)? {
+            b if block_at == "block=" => b.split(',').map(|d| d.parse::<u64>().unwrap()).product(),
+            t => t.parse().unwrap(),
+        };
+        Some((name, threads, field("smem=")?.parse().unwrap()))
+    };
+    let mut asked = BTreeMap::new();
+    for l in r.calls.lines().filter(|l| l.starts_with("cuOccupancyMaxActiveBlocksPerMultiprocessor ")) {
+        *asked.entry(shape(l, "threads=").expect("name, threads, smem")).or_insert(0) += 1;
+    }
+    let kernel_launches =
+        || r.calls.lines().filter(|l| l.starts_with("cuLaunch") && !l.starts_with("cuLaunchHostFunc"));
+    // (function, threads) of every launch the driver saw, the invalid ones included (their log
+    // lines carry no shared memory; an invalid cooperative launch is passed to the driver after
+    // its occupancy said it cannot be co-resident).
+    let launched: std::collections::BTreeSet<(String, u64)> = kernel_launches()
+        .filter_map(|l| {
+            let mut w = l.split_whitespace().skip(1);
+            let name = w.next()?.to_string();
+            let block = w.find_map(|x| x.strip_prefix("block="))?;
+            Some((name, block.split(',').map(|d| d.parse::<u64>().unwrap()).product()))
+        })
+        .collect();
+    assert!(!asked.is_empty(), "no occupancy query in the call log");
+    for (key, n) in &asked {
+        assert_eq!(*n, 1, "{key:?} asked {n} times");
+        assert!(launched.contains(&(key.0.clone(), key.1)), "{key:?} asked but never launched: {launched:?}");
+    }
+    // Every shape of a valid launch was asked.
+    let plain: std::collections::BTreeSet<_> =
+        kernel_launches().filter(|l| !l.contains(" -> ")).filter_map(|l| shape(l, "block=")).collect();
+    let asked: std::collections::BTreeSet<_> = asked.into_keys().collect();
+    assert!(plain.is_subset(&asked), "launched {plain:?}, asked {asked:?}");
+}
+
 #[test]
 fn without_green_contexts_bind_mode_falls_back_to_observe() {
     let r = run("no-green", Some(&[("VITAMIN_POLICY", "chaos")]), &[("FAKE_CUDA_NO_GREEN", "1")]);
@@ -510,7 +556,11 @@ fn a_raised_shared_memory_limit_is_raised_in_each_green_context_or_the_function_
         let r = run(name, Some(&[("VITAMIN_POLICY", "chaos"), ("VITAMIN_SEED", "3"), ("VITAMIN_LOG", "warn")]), &fake);
         assert_eq!(stdout(&r), stdout(n), "{name}: the program's output must not change");
         assert!(!r.calls.contains("green context limit"), "{name}: a launch failed on a green context:\n{}", r.calls);
-        let big: Vec<&str> = r.calls.lines().filter(|l| l.contains("smem=65536") && !l.contains(" -> ")).collect();
+        let big: Vec<&str> = r
+            .calls
+            .lines()
+            .filter(|l| l.starts_with("cuLaunch") && l.contains("smem=65536") && !l.contains(" -> "))
+            .collect();
         assert!(!big.is_empty(), "{name}: the 64 KiB launch ran: {}", r.calls);
         let stderr = String::from_utf8_lossy(&r.out.stderr);
         if name == "smem-refused" {

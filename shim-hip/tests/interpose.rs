@@ -127,6 +127,21 @@ fn observe_and_bind_give_the_native_results_in_the_native_order() {
         assert!(graphs.iter().all(|g| lanes.contains(&g.stream) && g.cus == 304), "{tag}: {graphs:?}");
         assert_eq!(bind["ops"]["graph_launches"], ITERS as u64, "{tag}: {bind:#}");
         assert_eq!(bind["ops"]["forwarded_capturing"], 1, "{tag}: the captured launch was forwarded");
+        // The occupancy (the policies' size model) is asked once per function and launch shape.
+        let mut asked = std::collections::BTreeMap::new();
+        for l in r.log.lines().filter_map(|l| l.strip_prefix("occupancy ")) {
+            *asked.entry(l.to_owned()).or_insert(0) += 1;
+        }
+        let want = [
+            "axpy threads=256 smem=0",
+            "empty_kernel threads=32 smem=0",
+            "reduce_final threads=1 smem=0",
+            "reduce_partial threads=64 smem=0",
+        ];
+        for k in want {
+            assert_eq!(asked.get(k), Some(&1), "{tag}: {k} asked once: {asked:?}");
+        }
+        assert_eq!(asked.len(), 4, "{tag}: only the shapes launched: {asked:?}");
         if policy == "chaos" {
             let sizes: std::collections::BTreeSet<u32> = kernels.iter().map(|k| k.cus).collect();
             assert!(sizes.len() >= 2, "{tag}: chaos bound kernels to nodes of one size only: {sizes:?}");

@@ -1100,8 +1100,8 @@ hipError_t hipModuleGetFunction(hipFunction_t *function, hipModule_t module, con
 
 hipError_t hipModuleOccupancyMaxActiveBlocksPerMultiprocessor(int *numBlocks, hipFunction_t f, int blockSize,
                                                               size_t dynSharedMemPerBlk) {
-    (void)dynSharedMemPerBlk;
     if (!numBlocks || !f || blockSize <= 0) return ret(hipErrorInvalidValue);
+    logf_("occupancy %s threads=%d smem=%zu", f->sig->name, blockSize, dynSharedMemPerBlk);
     int n = blockSize > 1024 ? 0 : 2048 / blockSize;
     *numBlocks = n > 8 ? 8 : n;
     return hipSuccess;

@@ -614,7 +614,11 @@ EXPORT CUresult cuLibraryLoadData(void) { return CUDA_ERROR_NOT_SUPPORTED; }
 EXPORT CUresult cuLibraryGetKernel(void) { return CUDA_ERROR_NOT_SUPPORTED; }
 EXPORT CUresult cuKernelGetFunction(void) { return CUDA_ERROR_NOT_SUPPORTED; }
 EXPORT CUresult cuOccupancyMaxActiveBlocksPerMultiprocessor(int *n, void *f, int threads, size_t smem) {
-    (void)f; (void)threads; (void)smem; *n = 8; return CUDA_SUCCESS;
+    int fi = func_index(f);
+    logf_("cuOccupancyMaxActiveBlocksPerMultiprocessor %s threads=%d smem=%zu", fi >= 0 ? FUNCS[fi].name : "?", threads,
+          smem);
+    *n = 8;
+    return CUDA_SUCCESS;
 }
 /* Co-residency model: 8 blocks of any function per SM (above); a cluster needs one SM per block
  * of the context the config's stream belongs to (NULL: the whole device of 36 SMs). */
