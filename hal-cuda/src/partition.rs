@@ -307,15 +307,10 @@ impl CudaPartition {
         }
         let attrs = k.attributes();
         if attrs.needs_coresidency() {
-            // The occupancy the interposer asked the same driver for, carried by the launch, else
-            // asked here (a saturated value is not trusted).
-            let carried = k.resident_per_unit().filter(|&n| n < u32::from(u16::MAX));
-            let per_sm = match carried {
-                Some(n) => n,
-                None => self.shared.blocks_per_sm(k.function(), threads as u32, k.shared_mem_bytes()).map_err(|e| {
-                    Incompatibility::InvalidLaunch(format!("occupancy of {}: {e}", k.function().name()))
-                })?,
-            };
+            let per_sm = self
+                .shared
+                .blocks_per_sm(k.function(), threads as u32, k.shared_mem_bytes())
+                .map_err(|e| Incompatibility::InvalidLaunch(format!("occupancy of {}: {e}", k.function().name())))?;
             let capacity = u64::from(per_sm) * self.units.len() as u64;
             if k.blocks() > capacity {
                 return Err(Incompatibility::NotCoResident { blocks: k.blocks(), capacity });

@@ -474,8 +474,19 @@ fn the_occupancy_of_each_function_and_shape_is_asked_once() {
         })
         .collect();
     assert!(!asked.is_empty(), "no occupancy query in the call log");
+    // The CUDA backend's co-residency check (a cooperative launch's node) asks the driver too, once
+    // per shape in its own cache: a shape that a cooperative launch also uses is asked twice, never
+    // once per launch (12 launches of step with 256 threads here).
+    let cooperative: Vec<(String, u64, u64)> = r
+        .calls
+        .lines()
+        .filter(|l| l.starts_with("cuLaunchCooperativeKernel ") || l.contains(" attrs=2:01"))
+        .filter(|l| !l.contains(" -> "))
+        .filter_map(|l| shape(l, "block="))
+        .collect();
     for (key, n) in &asked {
-        assert_eq!(*n, 1, "{key:?} asked {n} times");
+        let most = if cooperative.contains(key) { 2 } else { 1 };
+        assert!(*n <= most, "{key:?} asked {n} times (at most {most})");
         assert!(launched.contains(&(key.0.clone(), key.1)), "{key:?} asked but never launched: {launched:?}");
     }
     // Every shape of a valid launch was asked.
