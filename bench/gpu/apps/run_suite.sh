@@ -48,7 +48,9 @@ one() {
                 VITAMIN_CENSUS="$runs/$tag.census.json" VITAMIN_LOG=${VITAMIN_LOG:-warn}
             [ -n "${EXTRA_ENV:-}" ] && export $EXTRA_ENV
         fi
-        exec timeout -k 5 "$left" python3 "$prog.py"
+        # The program's own pid names the main census; processes it starts (torch.multiprocessing,
+        # a compiler) that use CUDA write theirs beside it as $tag.census.json.PID.
+        exec timeout -k 5 "$left" sh -c 'export VITAMIN_CENSUS_PID=$$; exec python3 "$0"' "$prog.py"
     ) > "$runs/$tag.log" 2>&1
     echo $? > "$runs/$tag.rc"
     echo "$(date +%s.%N) $t0" | awk '{printf "%.1f\n", $1-$2}' > "$runs/$tag.wall"

@@ -43,6 +43,27 @@ def census_facts(c):
             "failed": d.get("failed"), "submit_failures": d.get("submit_failures")}
 
 
+def run_census(runs, tag):
+    """The census facts of one run: its main process's (`TAG.census.json`), with those of the processes
+    it started that used CUDA (`TAG.census.json.PID`) added in; None without a main census."""
+    main = census_facts(load(os.path.join(runs, tag + ".census.json")))
+    if main is None:
+        return None
+    main["processes"] = 1
+    prefix = tag + ".census.json."
+    for f in sorted(os.listdir(runs)):
+        child = census_facts(load(os.path.join(runs, f))) if f.startswith(prefix) else None
+        if child is None:
+            continue
+        main["processes"] += 1
+        main["active"] = main["active"] and child["active"]
+        main["reason"] = main["reason"] or child["reason"]
+        for k in ("kernel_launches", "graph_launches", "kernels_on_nodes", "failed", "submit_failures"):
+            main[k] = (main[k] or 0) + (child[k] or 0)
+        main["nodes_used"] = sorted(set(main["nodes_used"]) | set(child["nodes_used"]))
+    return main
+
+
 def summarize(out):
     runs = os.path.join(out, "runs")
     progs = [p for p in (text(os.path.join(out, "programs.txt")) or "").split("\n") if p]
@@ -56,7 +77,7 @@ def summarize(out):
                     "wall_s": text(os.path.join(runs, tag + ".wall")),
                     "skipped": os.path.exists(os.path.join(runs, tag + ".skipped")),
                     "result": load(os.path.join(runs, tag + ".json")),
-                    "census": census_facts(load(os.path.join(runs, tag + ".census.json")))}
+                    "census": run_census(runs, tag)}
         n1, n2 = run("native", 1), run("native", 2)
         d1 = (n1["result"] or {}).get("digests") or {}
         d2 = (n2["result"] or {}).get("digests") or {}

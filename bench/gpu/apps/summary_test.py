@@ -1,5 +1,6 @@
 """Unit test of summary.py on a synthetic suite run (no GPU): stable and unstable digests, an
-identical and a differing bind run, a failed exit status, a census without kernels on nodes."""
+identical and a differing bind run, a failed exit status, a census without kernels on nodes, a child
+process's census added to its run's."""
 import json
 import os
 import tempfile
@@ -36,6 +37,7 @@ class SummaryTest(unittest.TestCase):
             write(os.path.join(runs, "good.chaos.1.json"), {"digests": {"a": "1", "b": "2", "r": "x"}})
             write(os.path.join(runs, "good.chaos.1.rc"), "0")
             write(os.path.join(runs, "good.chaos.1.census.json"), census([1, 2]))
+            write(os.path.join(runs, "good.chaos.1.census.json.4242"), census([3], kernels=5))  # a child process
             write(os.path.join(runs, "bad.chaos.1.json"), {"digests": {"a": "1", "b": "9"}})
             write(os.path.join(runs, "bad.chaos.1.rc"), "0")
             write(os.path.join(runs, "bad.chaos.1.census.json"), census([3]))
@@ -47,7 +49,9 @@ class SummaryTest(unittest.TestCase):
             self.assertEqual(good["stable_keys"], 2)
             self.assertEqual(good["unstable_keys"], ["r"])
             self.assertEqual(good["problems"], [])
-            self.assertEqual(good["nodes_union"], ["SM 0-7", "SM 8-15"])
+            self.assertEqual(good["nodes_union"], ["SM 0-7", "SM 16-23", "SM 8-15"])
+            c = good["runs"]["chaos"][0]["census"]
+            self.assertEqual((c["processes"], c["kernel_launches"], c["kernels_on_nodes"]), (2, 25, 25))
             self.assertTrue(good["runs"]["chaos"][0]["identical"])
             self.assertEqual([r["identical"] for r in bad["runs"]["chaos"]], [False, False])
             probs = " ".join(bad["problems"])
@@ -56,7 +60,7 @@ class SummaryTest(unittest.TestCase):
             self.assertIn("no kernel ran on a pool node", probs)
             self.assertFalse(summary.all_identical(s))
             md = summary.markdown(s)
-            self.assertIn("| good | yes (2, 1 not) | 20 | 0 | 2 | 1/1 |", md)
+            self.assertIn("| good | yes (2, 1 not) | 25 | 0 | 3 | 1/1 |", md)
             self.assertIn("| bad |", md)
 
 
