@@ -48,6 +48,7 @@ CONFIGS = {
     "vitamin_nomps": (False, "inproc", None),
     "vitamin_flat": (False, "inproc", None),
     "vitamin_ondemand": (False, "inproc", None),
+    "vitamin_lanes_startup": (False, "inproc", None),
     "vitamin_static": (True, "daemon", "static"),
     "vitamin_exclusive": (True, "daemon", "exclusive"),
     "vitamin_throughput": (True, "daemon", "throughput"),
@@ -58,9 +59,13 @@ CONFIGS = {
     "vitamin_throughput_ref": (True, "daemon", "throughput"),
 }
 REF_SUFFIX = "_ref"  # configurations run through the reference build
-# in-process configurations with another pool layout (the `[advanced] pool` key, docs/config.md);
-# the others run the default, hierarchical
-POOL_LAYOUTS = {"vitamin_flat": "flat", "vitamin_ondemand": "on-demand"}
+# in-process configurations with another pool layout (the `[advanced]` keys `pool` and
+# `lane_streams`, docs/config.md); the others run the defaults (hierarchical, lane streams on demand)
+POOL_LAYOUTS = {
+    "vitamin_flat": {"pool": "flat"},
+    "vitamin_ondemand": {"pool": "on-demand"},
+    "vitamin_lanes_startup": {"pool": "hierarchical", "lane_streams": "start-up"},
+}
 MPS_SWITCH_S = 4.0  # estimate for starting or stopping the MPS control daemon
 DAEMON_S = 3.0  # estimate for starting and stopping the vitamin daemon around one run
 TEARDOWN_S = 3.0  # estimate for tenants' exit after the window
@@ -468,10 +473,10 @@ def pool_digest(census_path):
     return None
 
 
-def write_layout_config(path, layout):
-    """A configuration file that selects pool `layout` (read through VITAMIN_CONFIG)."""
+def write_layout_config(path, keys):
+    """A configuration file that sets the `[advanced]` `keys` (read through VITAMIN_CONFIG)."""
     with open(path, "w") as f:
-        f.write(f'[advanced]\npool = "{layout}"\n')
+        f.write("[advanced]\n" + "".join(f'{k} = "{v}"\n' for k, v in keys.items()))
     return path
 
 

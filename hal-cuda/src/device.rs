@@ -65,6 +65,9 @@ pub(crate) struct Shared {
     /// Hybrid lanes: a waiting thread's poll writes a memory fence whenever none covers the
     /// lane's newest op ([`WAITER_FENCE_ENV`]), not only when a fence is due.
     pub(crate) waiter_cover: bool,
+    /// Whether a partition creates every lane's stream with the partition ([`LANE_STREAMS_ENV`]
+    /// `start-up`), rather than lane 0's only and the others' at their first submission.
+    pub(crate) lanes_at_start: bool,
 }
 
 /// Pinned, device-mapped host pages of 64-bit fence words, one per lane: a lane's fence is a
@@ -306,6 +309,17 @@ fn waiter_cover_from_env() -> bool {
     !matches!(setting(WAITER_FENCE_ENV), Some(v) if v.trim().eq_ignore_ascii_case("due"))
 }
 
+/// Setting choosing when a partition's lane streams are created (the `lane_streams` key):
+/// `on-demand` (the default) creates lane 0's stream with the partition and every other lane's
+/// at its first submission; `start-up` creates them all with the partition. A stream costs
+/// device and host memory in every node of the pool, and most nodes of a process's pool never
+/// run more than one lane at a time (docs/results/pool-cost.md).
+pub const LANE_STREAMS_ENV: &str = "VITAMIN_LANE_STREAMS";
+
+fn lanes_at_start_from_env() -> bool {
+    matches!(setting(LANE_STREAMS_ENV), Some(v) if v.trim().eq_ignore_ascii_case("start-up"))
+}
+
 fn fence_mode_from_env() -> FenceMode {
     match setting(FENCE_ENV).ok_or(()) {
         Ok(v) if v.trim().eq_ignore_ascii_case("memory") => FenceMode::Memory,
@@ -370,6 +384,7 @@ impl CudaBackend {
             root_on_primary: root_on_primary_from_env(),
             fence_mode: FenceMode::Event,
             waiter_cover: waiter_cover_from_env(),
+            lanes_at_start: lanes_at_start_from_env(),
         };
         let mode = fence_mode_from_env();
         if shared.caps.stream_mem_ops && mode != FenceMode::Event {

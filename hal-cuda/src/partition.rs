@@ -212,23 +212,14 @@ impl CudaPartition {
             )));
         }
         let mut made = Vec::with_capacity(lanes);
-        for _ in 0..lanes {
-            let word = match part.shared.fence_word() {
-                Ok(w) => w,
-                Err(e) => {
-                    part.lanes = made.into_boxed_slice();
-                    return Err(e);
-                }
-            };
-            let stream = match context {
-                // SAFETY: `g` is live.
-                NodeContext::Green(g) => unsafe { green::stream_create(g, 0) },
-                // The primary context is current (above).
-                _ => stream::create(),
-            };
-            match stream {
-                Ok(s) => made.push(Mutex::new(Lane {
-                    stream: s,
+        for i in 0..lanes {
+            let made_lane = part.shared.fence_word().and_then(|word| {
+                // Lane 0's stream always exists (occupancy questions are asked on it); the others'
+                // wait for their first submission unless `lane_streams = "start-up"`.
+                let stream =
+                    if i == 0 || part.shared.lanes_at_start { part.new_stream()? } else { std::ptr::null_mut() };
+                Ok(Mutex::new(Lane {
+                    stream,
                     submitted: 0,
                     fenced: 0,
                     completed: 0,
@@ -238,7 +229,10 @@ impl CudaPartition {
                     last_query_ns: 0,
                     hybrid: word.is_some() && part.shared.fence_mode == crate::FenceMode::Hybrid,
                     word,
-                })),
+                }))
+            });
+            match made_lane {
+                Ok(l) => made.push(l),
                 Err(e) => {
                     part.lanes = made.into_boxed_slice();
                     return Err(e);
@@ -247,6 +241,20 @@ impl CudaPartition {
         }
         part.lanes = made.into_boxed_slice();
         Ok(part)
+    }
+
+    /// A new stream for a lane of this partition: in its green context, or of the primary
+    /// context for the whole-device node.
+    fn new_stream(&self) -> Result<CUstream, HalError> {
+        match self.context {
+            // SAFETY: `g` is live (a partition's context lives until its teardown).
+            NodeContext::Green(g) => unsafe { green::stream_create(g, 0) },
+            NodeContext::Primary => {
+                self.shared.make_current()?;
+                stream::create()
+            }
+            NodeContext::Closed => Err(HalError::InvalidPartition("the partition was torn down".into())),
+        }
     }
 
     /// This partition's error slot number with the submission thread `sub`.
@@ -291,7 +299,7 @@ impl CudaPartition {
 
     /// The raw stream of `lane` (for benchmarks comparing with direct driver calls).
     pub fn raw_stream(&self, lane: LaneId) -> Option<u64> {
-        self.lanes.get(lane as usize).map(|l| l.lock().stream as u64)
+        self.lanes.get(lane as usize).map(|l| l.lock().stream).filter(|s| !s.is_null()).map(|s| s as u64)
     }
 
     fn check_kernel(&self, k: &KernelLaunch) -> Result<(), Incompatibility> {
@@ -619,6 +627,9 @@ impl CudaPartition {
         self.shared.make_current()?;
         trace::step(15);
         let mut st = l.lock();
+        if st.stream.is_null() {
+            st.stream = self.new_stream()?;
+        }
         trace::step(16);
         let sub = self.shared.submitter();
         let decision = sub.map_or(HandOff::Direct, |s| s.should_hand_off());
@@ -928,6 +939,9 @@ impl PhysicalPartition for CudaPartition {
         self.shared.flush_submissions();
         for l in self.lanes.iter() {
             let s = l.lock().stream;
+            if s.is_null() {
+                continue;
+            }
             // SAFETY: the stream lives as long as the partition.
             unsafe { stream::synchronize(s) }.map_err(|e| match e.native_code() {
                 Some(code) => HalError::AsyncDriver { code, message: e.to_string() },
@@ -963,6 +977,9 @@ impl CudaPartition {
         note(self.shared.make_current());
         for l in self.lanes.iter_mut() {
             let st = l.get_mut();
+            if st.stream.is_null() {
+                continue;
+            }
             // SAFETY: the stream is live; draining before destruction is required.
             note(unsafe { stream::synchronize(st.stream) });
             // SAFETY: drained and never used again.

@@ -345,6 +345,7 @@ pub const KEYS: &[Key] = &[
     advanced("rtc_library", "auto"),
     advanced("partitions", "auto"),
     advanced("pool", "hierarchical"),
+    advanced("lane_streams", "on-demand"),
 ];
 
 /// The `[daemon]` section of the configuration file: the daemon's options (`vitamin daemon`

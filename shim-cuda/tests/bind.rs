@@ -442,6 +442,36 @@ fn every_policy_and_strict_readiness_keep_the_program_s_semantics() {
 /// The interposer asks the driver's occupancy of each (function, threads, dynamic shared memory)
 /// a valid launch uses, once per process: the policies' size model counts waves with it.
 #[test]
+fn a_node_s_lanes_beyond_the_first_get_their_stream_at_their_first_submission() {
+    // The fake pool: 15 nodes, the whole-device one on primary-context streams, so 14 green
+    // contexts of 4 lanes each.
+    let streams = |r: &Run| -> (BTreeMap<String, usize>, usize) {
+        let mut per_ctx = BTreeMap::new();
+        for l in r.calls.lines().filter(|l| l.starts_with("cuGreenCtxStreamCreate ")) {
+            *per_ctx.entry(l.split_whitespace().nth(1).unwrap_or_default().to_string()).or_insert(0) += 1;
+        }
+        let contexts = r.calls.lines().filter(|l| l.starts_with("cuGreenCtxCreate ")).count();
+        (per_ctx, contexts)
+    };
+    let log = [("FAKE_CUDA_LOG_STREAMS", "1")];
+    let start_up = run("lanes-start-up", Some(&[("VITAMIN_POLICY", "chaos"), ("lane_streams", "start-up")]), &log);
+    check_bind_run("lanes-start-up", &start_up);
+    let (per_ctx, contexts) = streams(&start_up);
+    assert_eq!(contexts, 14, "{}", start_up.calls);
+    assert!(per_ctx.len() == 14 && per_ctx.values().all(|&n| n == 4), "start-up: {per_ctx:?}");
+
+    let on_demand = run("lanes-on-demand", Some(&[("VITAMIN_POLICY", "chaos"), ("VITAMIN_SEED", "7")]), &log);
+    check_bind_run("lanes-on-demand", &on_demand);
+    let (per_ctx, contexts) = streams(&on_demand);
+    assert_eq!(contexts, 14, "{}", on_demand.calls);
+    // Lane 0 of every context at creation; another lane only where the run submitted to it (the
+    // program submits fewer ops than the 42 lanes beyond the first).
+    assert!(per_ctx.len() == 14 && per_ctx.values().all(|&n| (1..=4).contains(&n)), "on-demand: {per_ctx:?}");
+    let total: usize = per_ctx.values().sum();
+    assert!(total < 14 * 4, "every lane got a stream: {per_ctx:?}");
+}
+
+#[test]
 fn the_occupancy_of_each_function_and_shape_is_asked_once() {
     let r = run("occupancy", Some(&[("VITAMIN_POLICY", "throughput")]), &[]);
     check_bind_run("occupancy", &r);

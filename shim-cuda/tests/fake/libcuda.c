@@ -718,7 +718,11 @@ EXPORT CUresult cuGreenCtxGetDevResource(fake_green *g, CUdevResource *r, int ty
 EXPORT CUresult cuGreenCtxStreamCreate(CUstream *s, fake_green *g, unsigned flags, int priority) {
     fstream *st = new_stream(flags, priority, g->index);
     *s = st;
-    return CUDA_SUCCESS; /* not logged: the pool creates many, in an order that is no test's concern */
+    /* Logged only under FAKE_CUDA_LOG_STREAMS=1: the pool creates many, in an order that is no
+     * other test's concern. */
+    const char *log = getenv("FAKE_CUDA_LOG_STREAMS");
+    if (log && strcmp(log, "1") == 0) logf_("cuGreenCtxStreamCreate g%d s%d", g->index, st->index);
+    return CUDA_SUCCESS;
 }
 
 /* ---------------------------------------------------------------- fault injection at submission
