@@ -48,7 +48,7 @@ CONFIGS = {
     "vitamin_nomps": (False, "inproc", None),
     "vitamin_flat": (False, "inproc", None),
     "vitamin_ondemand": (False, "inproc", None),
-    "vitamin_lanes_startup": (False, "inproc", None),
+    "vitamin_full_pool": (False, "inproc", None),
     "vitamin_static": (True, "daemon", "static"),
     "vitamin_exclusive": (True, "daemon", "exclusive"),
     "vitamin_throughput": (True, "daemon", "throughput"),
@@ -60,11 +60,12 @@ CONFIGS = {
 }
 REF_SUFFIX = "_ref"  # configurations run through the reference build
 # in-process configurations with another pool layout (the `[advanced]` keys `pool` and
-# `lane_streams`, docs/config.md); the others run the defaults (hierarchical, lane streams on demand)
+# `lane_streams`, `remainders`, docs/config.md); the others run the defaults (hierarchical, remainder
+# nodes and lane streams created at first use)
 POOL_LAYOUTS = {
     "vitamin_flat": {"pool": "flat"},
     "vitamin_ondemand": {"pool": "on-demand"},
-    "vitamin_lanes_startup": {"pool": "hierarchical", "lane_streams": "start-up"},
+    "vitamin_full_pool": {"pool": "hierarchical", "remainders": "start-up", "lane_streams": "start-up"},
 }
 MPS_SWITCH_S = 4.0  # estimate for starting or stopping the MPS control daemon
 DAEMON_S = 3.0  # estimate for starting and stopping the vitamin daemon around one run

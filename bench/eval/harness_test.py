@@ -204,24 +204,25 @@ def test_alone_under_mps_is_a_second_normalization():
 
 def test_pool_layouts_run_in_process_with_their_config_and_census():
     with tempfile.TemporaryDirectory() as d:
-        write_group(d, rounds=1, configs=["vitamin_nomps", "vitamin_lanes_startup", "vitamin_flat", "vitamin_ondemand",
+        write_group(d, rounds=1, configs=["vitamin_nomps", "vitamin_full_pool", "vitamin_flat", "vitamin_ondemand",
                                           "vitamin_throughput"])
         r = harness(d)
         assert r.returncode == 0, r.stdout + r.stderr
         runs = [x for x in results(d)["runs"] if x["config"] != "alone"]
         assert len(runs) == 5 and all(x["ok"] for x in runs), runs
         want = {"vitamin_nomps": "hierarchical", "vitamin_flat": "flat", "vitamin_ondemand": "on-demand",
-                "vitamin_throughput": "hierarchical", "vitamin_lanes_startup": "hierarchical"}
+                "vitamin_throughput": "hierarchical", "vitamin_full_pool": "hierarchical"}
         for x in runs:
             for n, t in x["tenants"].items():
                 v = t["result"]
                 assert not v["mps_seen"] or x["config"] == "vitamin_throughput", (x["config"], v)
                 cfg = v["vitamin_config_seen"]
-                if x["config"] in ("vitamin_flat", "vitamin_ondemand", "vitamin_lanes_startup"):
+                if x["config"] in ("vitamin_flat", "vitamin_ondemand", "vitamin_full_pool"):
                     assert v["policy_seen"] == "inproc" and cfg and os.path.exists(cfg), (x["config"], v)
                     text = open(cfg).read()
                     assert f'pool = "{want[x["config"]]}"' in text
-                    assert ('lane_streams = "start-up"' in text) == (x["config"] == "vitamin_lanes_startup"), text
+                    full = x["config"] == "vitamin_full_pool"
+                    assert ('lane_streams = "start-up"' in text) == full and ('remainders = "start-up"' in text) == full, text
                 else:
                     assert cfg is None, (x["config"], cfg)
                 assert t["pool"]["layout"] == want[x["config"]], (x["config"], t)

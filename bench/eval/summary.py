@@ -39,7 +39,7 @@ LABELS = {
     "vitamin_nomps": "vitamin in-process, no MPS",
     "vitamin_flat": "vitamin in-process, no MPS, flat pool",
     "vitamin_ondemand": "vitamin in-process, no MPS, on-demand pool",
-    "vitamin_lanes_startup": "vitamin in-process, no MPS, hierarchical pool, every lane stream at start-up",
+    "vitamin_full_pool": "vitamin in-process, no MPS, hierarchical pool, every node and lane stream at start-up",
     "vitamin_static": "vitamin Static",
     "vitamin_exclusive": "vitamin Exclusive",
     "vitamin_throughput": "vitamin Throughput",

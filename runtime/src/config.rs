@@ -346,6 +346,7 @@ pub const KEYS: &[Key] = &[
     advanced("partitions", "auto"),
     advanced("pool", "hierarchical"),
     advanced("lane_streams", "on-demand"),
+    advanced("remainders", "on-demand"),
 ];
 
 /// The `[daemon]` section of the configuration file: the daemon's options (`vitamin daemon`

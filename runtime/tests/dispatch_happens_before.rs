@@ -341,8 +341,10 @@ fn run_case(case: &Case, policy: PolicyKind) -> Result<Outcome, String> {
         // Waiting threads as pollers (the shim's wait assist) only changes when polls happen.
         waiters_poll: case.seed.is_multiple_of(7),
         // Every pool layout: the same nodes, conflicts found another way, or partitions created
-        // on the dispatch path. None may change an order or an output.
+        // on the dispatch path; remainders created at start-up or at first use. None may change
+        // an order or an output.
         pool: [PoolLayout::Hierarchical, PoolLayout::Flat, PoolLayout::OnDemand][(case.seed % 3) as usize],
+        remainders_at_start: (case.seed / 3).is_multiple_of(2),
     };
     let mut disp = Dispatcher::new(sim.clone(), policy.build(case.seed), Profiles::new("simulated H200"), config)
         .map_err(|e| format!("dispatcher: {e}"))?;

@@ -122,11 +122,48 @@ fn an_on_demand_pool_creates_nothing_at_start_and_then_only_what_it_uses() {
 fn a_pool_created_at_start_creates_every_node_before_the_first_op() {
     for layout in [PoolLayout::Hierarchical, PoolLayout::Flat] {
         let b = Logged::new(|_, _| false);
-        let config = DispatchConfig { pool: layout, ..DispatchConfig::default() };
+        let config = DispatchConfig { pool: layout, remainders_at_start: true, ..DispatchConfig::default() };
         let d = Dispatcher::new(b.clone(), PolicyKind::Throughput.build(0), Profiles::new("t"), config).expect("pool");
         assert_eq!(b.created().len(), 59 + 1, "{layout:?}: every node and the service partition");
         let r = d.pool_report();
-        assert_eq!((r.layout, r.created, r.on_demand.created), (layout, 59, 0));
+        assert_eq!((r.layout, r.created, r.on_demand.created, r.remainders_at_start), (layout, 59, 0, true));
+    }
+}
+
+#[test]
+fn by_default_the_tree_is_created_at_start_and_a_remainder_at_its_first_use() {
+    use vitamin_runtime::pool::NodeKind;
+    for layout in [PoolLayout::Hierarchical, PoolLayout::Flat] {
+        let b = Logged::new(|_, _| false);
+        let config = DispatchConfig { pool: layout, ..DispatchConfig::default() };
+        let mut d = Dispatcher::new(b.clone(), PolicyKind::Chaos.build(5), Profiles::new("t"), config).expect("pool");
+        // 16 leaves + 15 internal nodes of the H200 tree, then the service partition.
+        let tree: Vec<UnitSet> =
+            d.pool().nodes().iter().filter(|n| n.kind != NodeKind::Remainder).map(|n| n.units).collect();
+        assert_eq!(tree.len(), 31);
+        let mut at_start = tree.clone();
+        at_start.push(b.topology().all_units());
+        assert_eq!(b.created(), at_start, "{layout:?}: the tree in node order, then the service partition");
+        let r = d.pool_report();
+        assert_eq!((r.created, r.on_demand.created, r.remainders_at_start), (31, 0, false), "{layout:?}");
+
+        // Chaos binds to random eligible nodes, remainders among them: those used are created
+        // then, once each, and every op completes.
+        let v = Arc::new(VirtualContext::new(VctxId(0)));
+        d.register(v.clone(), "app", ClientClass::BestEffort);
+        record_busy(&b, &v, 3, 200);
+        d.run_until_idle().expect("no stall");
+        assert_eq!((d.stats().completed, d.stats().failed, v.outstanding()), (200, 0, 0), "{layout:?}");
+        let later: Vec<UnitSet> = b.created()[at_start.len()..].to_vec();
+        let remainders: HashSet<UnitSet> =
+            d.pool().nodes().iter().filter(|n| n.kind == NodeKind::Remainder).map(|n| n.units).collect();
+        assert!(later.iter().all(|u| remainders.contains(u)), "{layout:?}: only remainders are created later");
+        assert_eq!(later.iter().collect::<HashSet<_>>().len(), later.len(), "{layout:?}: none twice");
+        let used_remainders = used_units(&d).intersection(&remainders).count();
+        assert!(used_remainders > 0, "{layout:?}: Chaos over 200 ops used no remainder");
+        assert!(later.len() >= used_remainders, "{layout:?}: a remainder ran kernels without being created");
+        let r = d.pool_report();
+        assert_eq!((r.created, r.on_demand.created as usize), (31 + later.len(), later.len()), "{layout:?}");
     }
 }
 

@@ -17,7 +17,7 @@
 use std::collections::BTreeMap;
 use std::sync::OnceLock;
 
-use serde_json::Value;
+use serde_json::{json, Value};
 
 mod support;
 use support::{check_exec_order, green_sms, run_async_app, shim_path, AppRun, FakeApp};
@@ -454,13 +454,22 @@ fn a_node_s_lanes_beyond_the_first_get_their_stream_at_their_first_submission() 
         (per_ctx, contexts)
     };
     let log = [("FAKE_CUDA_LOG_STREAMS", "1")];
-    let start_up = run("lanes-start-up", Some(&[("VITAMIN_POLICY", "chaos"), ("lane_streams", "start-up")]), &log);
+    // Remainders at start-up too, so that both runs create all 14 contexts.
+    let start_up = run(
+        "lanes-start-up",
+        Some(&[("VITAMIN_POLICY", "chaos"), ("lane_streams", "start-up"), ("remainders", "start-up")]),
+        &log,
+    );
     check_bind_run("lanes-start-up", &start_up);
     let (per_ctx, contexts) = streams(&start_up);
     assert_eq!(contexts, 14, "{}", start_up.calls);
     assert!(per_ctx.len() == 14 && per_ctx.values().all(|&n| n == 4), "start-up: {per_ctx:?}");
 
-    let on_demand = run("lanes-on-demand", Some(&[("VITAMIN_POLICY", "chaos"), ("VITAMIN_SEED", "7")]), &log);
+    let on_demand = run(
+        "lanes-on-demand",
+        Some(&[("VITAMIN_POLICY", "chaos"), ("VITAMIN_SEED", "7"), ("remainders", "start-up")]),
+        &log,
+    );
     check_bind_run("lanes-on-demand", &on_demand);
     let (per_ctx, contexts) = streams(&on_demand);
     assert_eq!(contexts, 14, "{}", on_demand.calls);
@@ -665,11 +674,12 @@ fn an_asynchronous_kernel_fault_reports_the_driver_s_code_at_the_next_sync() {
 
 #[test]
 fn a_pool_that_cannot_be_created_leaves_the_program_running_in_observe_mode() {
-    // Out of memory at the first green context (nothing realized) and at the tenth (a pool that
-    // realizes only partly): bind mode cannot start, so the program runs natively (observe mode),
-    // with its native output, and the census and one warning say why.
+    // Out of memory at the first green context (nothing realized) and at the fifth (a tree that
+    // realizes only partly; the fake pool creates its 8 tree contexts at start-up): bind mode
+    // cannot start, so the program runs natively (observe mode), with its native output, and the
+    // census and one warning say why.
     let n = native();
-    for (name, at) in [("oom-first", "1"), ("oom-partial", "10")] {
+    for (name, at) in [("oom-first", "1"), ("oom-partial", "5")] {
         let r =
             run(name, Some(&[("VITAMIN_POLICY", "chaos"), ("VITAMIN_LOG", "warn")]), &[("FAKE_CUDA_GREEN_OOM_AT", at)]);
         assert!(r.out.status.success(), "{name}: {}", stdout(&r));
@@ -684,5 +694,18 @@ fn a_pool_that_cannot_be_created_leaves_the_program_running_in_observe_mode() {
         let stderr = String::from_utf8_lossy(&r.out.stderr);
         let warnings = stderr.lines().filter(|l| l.contains("running in observe mode")).count();
         assert_eq!(warnings, 1, "{name}: one message that bind mode fell back: {stderr}");
-    }
+    } // Out of memory from the ninth on: the tree was realized, so bind mode runs; a remainder the
+      // policy picks cannot be created and takes no work, and the program's output is its own.
+    let r = run(
+        "oom-remainder",
+        Some(&[("VITAMIN_POLICY", "chaos"), ("VITAMIN_SEED", "3"), ("VITAMIN_LOG", "error")]),
+        &[("FAKE_CUDA_GREEN_OOM_AT", "9")],
+    );
+    assert!(r.out.status.success(), "oom-remainder: {}", stdout(&r));
+    assert_eq!(stdout(&r), stdout(n), "oom-remainder: native output");
+    check_bind_run("oom-remainder", &r);
+    let b = bind_census(&r);
+    assert_eq!(b["active"], true, "oom-remainder: {b:#}");
+    let pool = &b["dispatcher"]["pool"];
+    assert_eq!((&pool["created"], &pool["on_demand"]["created"]), (&json!(9), &json!(0)), "the tree only: {pool:#}");
 }

@@ -203,6 +203,11 @@ pub struct Tuning {
     pub pool: PoolLayout,
     /// Whether `pool` was set to a value that is none of its three (then it is the default).
     pub pool_unknown: bool,
+    /// `remainders`: whether a hierarchical or flat pool creates its remainder nodes' partitions
+    /// at start-up (`start-up`) rather than at their first use (`on-demand`, the default).
+    pub remainders_at_start: bool,
+    /// Whether `remainders` was set to a value that is neither of its two.
+    pub remainders_unknown: bool,
     /// `fault_dispatch` (fault injection for tests): `panic:N` / `hang:N`, the dispatcher thread
     /// panics / stops making progress (holding its lock) at its first round after N ops were
     /// submitted.
@@ -281,6 +286,9 @@ impl Tuning {
             start_timeout: num("start_timeout_ms").map_or(START_TIMEOUT, |ms| Duration::from_millis(ms.max(1))),
             pool: get("pool").as_deref().and_then(PoolLayout::parse).unwrap_or_default(),
             pool_unknown: get("pool").is_some_and(|v| PoolLayout::parse(&v).is_none()),
+            remainders_at_start: get("remainders").is_some_and(|v| v.trim().eq_ignore_ascii_case("start-up")),
+            remainders_unknown: get("remainders")
+                .is_some_and(|v| !["start-up", "on-demand"].iter().any(|k| v.trim().eq_ignore_ascii_case(k))),
             fault: get("fault_dispatch").as_deref().and_then(Fault::parse),
         }
     }
@@ -927,6 +935,12 @@ fn run<N: NativeApi>(
             "pool: unknown value (expected hierarchical, flat or on-demand); the pool is hierarchical"
         );
     }
+    if settings.tuning.remainders_unknown {
+        vlog!(
+            LogLevel::Warn,
+            "remainders: unknown value (expected on-demand or start-up); remainders are created on demand"
+        );
+    }
     let policy = settings.policy.build(settings.seed);
     let mut d = match Dispatcher::new(backend, policy, Profiles::new(device.clone()), config) {
         Ok(d) => d,
@@ -1452,6 +1466,7 @@ fn dispatch_config(settings: &Settings) -> DispatchConfig {
         profile_phases: t.profile_phases,
         waiters_poll: t.wait_assist,
         pool: t.pool,
+        remainders_at_start: t.remainders_at_start,
         ..DispatchConfig::default()
     }
 }

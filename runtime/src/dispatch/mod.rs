@@ -68,8 +68,8 @@ pub use timeline::{Span, Timeline, SERVICE_NODE};
 use crate::arbiter::state::{Applied, ArbiterState, Proposal, Refusal};
 use crate::policy::{ClientClass, ClientInfo, Completion, Hint, Policy, ReadyOpView};
 use crate::pool::{
-    Conflicts, CreationReport, Creations, Factory, Hierarchy, HolderId, NodeId, NodePartition, Pool, PoolError,
-    PoolLayout, Realized,
+    Conflicts, CreationReport, Creations, Factory, Hierarchy, HolderId, NodeId, NodeKind, NodePartition, Pool,
+    PoolError, PoolLayout, Realized,
 };
 use crate::profile::Profiles;
 use crate::vctx::{ContinuableOp, OpId, VirtualContext};
@@ -150,6 +150,21 @@ pub struct DispatchConfig {
     pub waiters_poll: bool,
     /// How the pool is laid out and when its partitions are created (the `pool` key).
     pub pool: PoolLayout,
+    /// Whether a hierarchical or flat pool creates its remainder nodes (the device minus one
+    /// tree node) at start-up too (the `remainders` key, `start-up`); by default each is created
+    /// at its first use, like every node of an on-demand pool. Each green context costs about
+    /// 1.7 MiB of host RSS and 5 MiB of device memory (docs/results/pool-cost.md): the 28
+    /// remainders of the H200's 59 nodes are half of the pool's footprint, and only complement
+    /// leases (another holder keeps the rest of the device) use them.
+    pub remainders_at_start: bool,
+}
+
+impl DispatchConfig {
+    /// Whether some nodes' partitions are created at their first use (an on-demand pool, or
+    /// another pool's remainders).
+    pub fn has_lazy_nodes(&self) -> bool {
+        self.pool == PoolLayout::OnDemand || !self.remainders_at_start
+    }
 }
 
 impl Default for DispatchConfig {
@@ -165,6 +180,7 @@ impl Default for DispatchConfig {
             min_poll_interval_ns: 0,
             waiters_poll: false,
             pool: PoolLayout::Hierarchical,
+            remainders_at_start: false,
         }
     }
 }
@@ -178,8 +194,11 @@ pub struct PoolReport {
     pub nodes: usize,
     /// Nodes whose partition exists now (all of them unless the pool is on demand).
     pub created: usize,
-    /// Partitions created on the dispatch path (on-demand pools only).
+    /// Partitions created on the dispatch path (an on-demand pool's nodes, another pool's
+    /// remainders unless `remainders = "start-up"`).
     pub on_demand: CreationReport,
+    /// Whether the remainder nodes were created at start-up.
+    pub remainders_at_start: bool,
 }
 
 /// Counters, stable JSON shape.
@@ -394,8 +413,10 @@ impl<B: Backend + Clone + 'static, P: Policy> Dispatcher<B, P> {
         let lanes = config.lanes_per_node;
         let hierarchy = Arc::new(Hierarchy::build(backend.topology()));
         let creations = Arc::new(Creations::default());
+        let maker = backend.clone();
+        let factory: Arc<Factory<B::Partition>> = Arc::new(move |u, l| maker.create_partition(u, l));
         let (pool, partitions) = match config.pool {
-            PoolLayout::Hierarchical | PoolLayout::Flat => {
+            PoolLayout::Hierarchical | PoolLayout::Flat if config.remainders_at_start => {
                 let (pool, parts) = Realized::from_hierarchy(&backend, hierarchy, lanes)?.into_parts();
                 let pool = match config.pool {
                     PoolLayout::Flat => Pool::with_conflicts(pool.hierarchy().clone(), Conflicts::Pairwise),
@@ -403,9 +424,25 @@ impl<B: Backend + Clone + 'static, P: Policy> Dispatcher<B, P> {
                 };
                 (pool, parts.into_iter().map(NodePartition::ready).collect::<Vec<_>>())
             }
+            PoolLayout::Hierarchical | PoolLayout::Flat => {
+                // Tree nodes now, remainders at their first use.
+                let parts = hierarchy
+                    .nodes()
+                    .iter()
+                    .map(|n| match n.kind {
+                        NodeKind::Remainder => {
+                            Ok(NodePartition::on_demand(n.units, lanes, factory.clone(), creations.clone()))
+                        }
+                        _ => Realized::realize_node(&backend, n, lanes).map(NodePartition::ready),
+                    })
+                    .collect::<Result<Vec<_>, PoolError>>()?;
+                let conflicts = match config.pool {
+                    PoolLayout::Flat => Conflicts::Pairwise,
+                    _ => Conflicts::Unions,
+                };
+                (Pool::with_conflicts(hierarchy, conflicts), parts)
+            }
             PoolLayout::OnDemand => {
-                let maker = backend.clone();
-                let factory: Arc<Factory<B::Partition>> = Arc::new(move |u, l| maker.create_partition(u, l));
                 let parts = hierarchy
                     .nodes()
                     .iter()
@@ -555,6 +592,7 @@ impl<B: Backend, P: Policy> Dispatcher<B, P> {
             nodes: self.partitions.len(),
             created: self.partitions.iter().filter(|p| p.is_created()).count(),
             on_demand: self.creations.report(),
+            remainders_at_start: self.config.pool != PoolLayout::OnDemand && self.config.remainders_at_start,
         }
     }
 
@@ -1220,11 +1258,11 @@ impl<B: Backend, P: Policy> Dispatcher<B, P> {
                 let (ready, partitions) = (&self.ready, &self.partitions);
                 // Cooperative and cluster launches run unchanged only where they fit: offer only
                 // those nodes (other launches fit every node, and checking costs a backend call).
-                // An on-demand pool checks only the partitions it has: asking one it has not would
-                // create it (a bf16 matmul loop's cuBLAS cluster launches created all 59 on the
-                // H200: docs/results/eval.md, Overhead and footprint); a node not created yet
-                // stays a candidate, and `bind_at` checks it if it is chosen.
-                let on_demand = self.config.pool == PoolLayout::OnDemand;
+                // A pool with nodes created on demand checks only the partitions it has: asking one
+                // it has not would create it (a bf16 matmul loop's cuBLAS cluster launches created
+                // all 59 on the H200: docs/results/eval.md, Overhead and footprint); a node not
+                // created yet stays a candidate, and `bind_at` checks it if it is chosen.
+                let on_demand = self.config.has_lazy_nodes();
                 let filter = |idx: usize, nodes: &mut Vec<NodeId>| {
                     // A node of an on-demand pool whose creation failed takes no work.
                     if on_demand {

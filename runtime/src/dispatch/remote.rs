@@ -43,7 +43,7 @@ use crate::daemon::client::{Binding, DaemonClient};
 use crate::daemon::wire::{self, LeaseState, ReadyRecord};
 use crate::daemon::DaemonError;
 use crate::policy::{Policy, ReadyOpView};
-use crate::pool::{HolderId, NodeId, NodePartition, Pool, PoolLayout, Reservation};
+use crate::pool::{HolderId, NodeId, NodePartition, Pool, Reservation};
 use crate::vctx::OpId;
 
 /// How often a client in safe mode tries to re-register.
@@ -368,7 +368,7 @@ impl<B: Backend, P: Policy> Dispatcher<B, P> {
             return false;
         }
         let root = self.arbiter.pool.root();
-        let probe = probe_mask(self.config.pool, &self.arbiter.pool, &self.partitions);
+        let probe = probe_mask(self.config.has_lazy_nodes(), &self.arbiter.pool, &self.partitions);
         let asked = |n: NodeId| probe.as_ref().is_none_or(|m| m[n.index()]);
         self.partitions[root.0 as usize].can_execute(d).is_ok()
             && self
@@ -495,7 +495,7 @@ impl<B: Backend, P: Policy> Dispatcher<B, P> {
                 }
                 let mut best = root_units;
                 let mut why = None;
-                let probe = probe_mask(self.config.pool, &self.arbiter.pool, &self.partitions);
+                let probe = probe_mask(self.config.has_lazy_nodes(), &self.arbiter.pool, &self.partitions);
                 for n in self.arbiter.pool.nodes() {
                     if probe.as_ref().is_some_and(|m| !m[n.id.index()]) {
                         continue;
@@ -598,7 +598,7 @@ impl<B: Backend, P: Policy> Dispatcher<B, P> {
             // launches, so a larger node may refuse what a smaller one runs).
             let size = self.arbiter.pool.nodes().get(node.0 as usize).map_or(0, |n| n.size() as u16);
             let root = self.arbiter.pool.node(self.arbiter.pool.root()).size() as u16;
-            let probe = probe_mask(self.config.pool, &self.arbiter.pool, &self.partitions);
+            let probe = probe_mask(self.config.has_lazy_nodes(), &self.arbiter.pool, &self.partitions);
             let next = self
                 .arbiter
                 .pool
@@ -691,17 +691,14 @@ impl<B: Backend, P: Policy> Dispatcher<B, P> {
 }
 
 /// Which nodes a client under a daemon asks whether they run a constrained (cooperative, cluster or
-/// graph) launch: `None`, every node; in an on-demand pool the nodes whose partition exists and the
-/// first node of each size, because asking a node creates its partition (a cuBLAS job's cluster
+/// graph) launch: `None`, every node; in a pool with nodes created on demand (`lazy`: an on-demand
+/// pool, or remainders created at first use) the nodes whose partition exists and the first node
+/// of each size, because asking a node creates its partition (a cuBLAS job's cluster
 /// launches would create all 59 at the first one: docs/results/eval.md, Overhead and footprint). A
 /// node left out counts as unable, so the floor sent to the daemon can be higher than the smallest
 /// node that would run the launch, never lower.
-fn probe_mask<P: PhysicalPartition>(
-    layout: PoolLayout,
-    pool: &Pool,
-    partitions: &[NodePartition<P>],
-) -> Option<Vec<bool>> {
-    if layout != PoolLayout::OnDemand {
+fn probe_mask<P: PhysicalPartition>(lazy: bool, pool: &Pool, partitions: &[NodePartition<P>]) -> Option<Vec<bool>> {
+    if !lazy {
         return None;
     }
     let mut mask: Vec<bool> = partitions.iter().map(NodePartition::is_created).collect();

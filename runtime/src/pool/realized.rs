@@ -5,7 +5,7 @@ use std::sync::Arc;
 use vitamin_hal::{Backend, PhysicalPartition};
 
 use super::error::PoolError;
-use super::hierarchy::{Hierarchy, NodeId};
+use super::hierarchy::{Hierarchy, Node, NodeId};
 use super::state::Pool;
 
 /// A [`Pool`] whose every node has been realized as a backend partition (a green context with
@@ -34,21 +34,24 @@ impl<P: PhysicalPartition> Realized<P> {
         hierarchy: Arc<Hierarchy>,
         lanes: usize,
     ) -> Result<Self, PoolError> {
-        let mut partitions = Vec::with_capacity(hierarchy.len());
-        for node in hierarchy.nodes() {
-            let p = backend
-                .create_partition(&node.units, lanes)
-                .map_err(|source| PoolError::Realize { node: node.id, source })?;
-            if *p.units() != node.units {
-                return Err(PoolError::RealizedWrongUnits {
-                    node: node.id,
-                    expected: node.units.to_string(),
-                    got: p.units().to_string(),
-                });
-            }
-            partitions.push(p);
-        }
+        let partitions =
+            hierarchy.nodes().iter().map(|node| Self::realize_node(backend, node, lanes)).collect::<Result<_, _>>()?;
         Ok(Realized { pool: Pool::new(hierarchy), partitions })
+    }
+
+    /// Creates `node`'s partition with `lanes` lanes and checks that it has the node's units.
+    pub fn realize_node<B: Backend<Partition = P>>(backend: &B, node: &Node, lanes: usize) -> Result<P, PoolError> {
+        let p = backend
+            .create_partition(&node.units, lanes)
+            .map_err(|source| PoolError::Realize { node: node.id, source })?;
+        if *p.units() != node.units {
+            return Err(PoolError::RealizedWrongUnits {
+                node: node.id,
+                expected: node.units.to_string(),
+                got: p.units().to_string(),
+            });
+        }
+        Ok(p)
     }
 }
 
