@@ -1,4 +1,7 @@
 //! [`CudaPartition`]: one green context with N lanes (its streams); submission, fences, teardown.
+//! Lane 0's stream is created with the partition, the others' at their first submission unless
+//! `lane_streams = "start-up"` ([`crate::device::LANE_STREAMS_ENV`]): a stream costs about
+//! 0.5 MiB of device memory (docs/results/pool-cost.md) and most nodes never use a second lane.
 //! The whole-device node's lanes are primary-context streams instead (a primary-context kernel
 //! may use every SM, which is exactly that node; measured faster between dependent kernels), unless
 //! `VITAMIN_ROOT_CONTEXT=green` ([`crate::device::ROOT_CONTEXT_ENV`]).

@@ -45,7 +45,8 @@ def census_facts(c):
 
 def run_census(runs, tag):
     """The census facts of one run: its main process's (`TAG.census.json`), with those of the processes
-    it started that used CUDA (`TAG.census.json.PID`) added in; None without a main census."""
+    it started that used CUDA (`TAG.census.json.PID`) added in (`idle_processes` counts those that
+    launched nothing and never started bind mode); None without a main census."""
     main = census_facts(load(os.path.join(runs, tag + ".census.json")))
     if main is None:
         return None
@@ -54,6 +55,11 @@ def run_census(runs, tag):
     for f in sorted(os.listdir(runs)):
         child = census_facts(load(os.path.join(runs, f))) if f.startswith(prefix) else None
         if child is None:
+            continue
+        # A process that never made a bind-mode call and launched nothing (e.g. a compile worker
+        # that imported torch) did no GPU work to bind: counted apart, never an inactive run.
+        if not child["active"] and not (child["kernel_launches"] or child["graph_launches"]):
+            main["idle_processes"] = main.get("idle_processes", 0) + 1
             continue
         main["processes"] += 1
         main["active"] = main["active"] and child["active"]

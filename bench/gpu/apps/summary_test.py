@@ -1,6 +1,6 @@
 """Unit test of summary.py on a synthetic suite run (no GPU): stable and unstable digests, an
 identical and a differing bind run, a failed exit status, a census without kernels on nodes, a child
-process's census added to its run's."""
+process's census added to its run's, and one of a child that did no GPU work left out."""
 import json
 import os
 import tempfile
@@ -38,6 +38,10 @@ class SummaryTest(unittest.TestCase):
             write(os.path.join(runs, "good.chaos.1.rc"), "0")
             write(os.path.join(runs, "good.chaos.1.census.json"), census([1, 2]))
             write(os.path.join(runs, "good.chaos.1.census.json.4242"), census([3], kernels=5))  # a child process
+            # a child that launched nothing and never started bind mode (a compile worker)
+            idle = {"totals": {"kernel_launches": 0, "graph_launches": 0},
+                    "bind": {"active": False, "reason": "not started: no bind-mode call was made with a current context"}}
+            write(os.path.join(runs, "good.chaos.1.census.json.4243"), idle)
             write(os.path.join(runs, "bad.chaos.1.json"), {"digests": {"a": "1", "b": "9"}})
             write(os.path.join(runs, "bad.chaos.1.rc"), "0")
             write(os.path.join(runs, "bad.chaos.1.census.json"), census([3]))
@@ -52,6 +56,7 @@ class SummaryTest(unittest.TestCase):
             self.assertEqual(good["nodes_union"], ["SM 0-7", "SM 16-23", "SM 8-15"])
             c = good["runs"]["chaos"][0]["census"]
             self.assertEqual((c["processes"], c["kernel_launches"], c["kernels_on_nodes"]), (2, 25, 25))
+            self.assertEqual((c["idle_processes"], c["active"]), (1, True))
             self.assertTrue(good["runs"]["chaos"][0]["identical"])
             self.assertEqual([r["identical"] for r in bad["runs"]["chaos"]], [False, False])
             probs = " ".join(bad["problems"])

@@ -58,8 +58,10 @@
 //! [`Pool::eligible`] scans the nodes once in ascending size order with that O(1) test.
 //!
 //! ## Layouts ([`PoolLayout`], the `pool` key)
-//! The default, `hierarchical`, creates every node's partition at start-up and finds conflicts
-//! with the unions above. Two contrasts of the paper's overhead experiment exist for measuring
+//! The default, `hierarchical`, creates every tree node's partition at start-up and finds conflicts
+//! with the unions above; its remainder nodes are created at their first use unless the
+//! `remainders` key says `start-up` (a green context costs about 1.7 MiB of host RSS and 5 MiB of
+//! device memory, docs/results/pool-cost.md; only complement leases use remainders). Two contrasts of the paper's overhead experiment exist for measuring
 //! what each part buys: `flat` keeps the same nodes but finds conflicts by scanning the active
 //! nodes and pending targets pairwise ([`Conflicts::Pairwise`]; the answers are the same, the
 //! property test checks both against one model), and `on-demand` creates each node's partition
