@@ -407,7 +407,8 @@ impl<B: Backend, P: Policy> std::fmt::Debug for Dispatcher<B, P> {
 
 impl<B: Backend + Clone + 'static, P: Policy> Dispatcher<B, P> {
     /// Builds the pool for the backend's topology and realizes its nodes as
-    /// [`DispatchConfig::pool`] says: every node now (start-up cost), or each at its first use.
+    /// [`DispatchConfig::pool`] and [`DispatchConfig::remainders_at_start`] say: a node now
+    /// (start-up cost), or at its first use.
     pub fn new(backend: B, policy: P, profiles: Profiles, config: DispatchConfig) -> Result<Self, DispatchError> {
         let kind = backend.topology().unit_name().to_owned();
         let lanes = config.lanes_per_node;
@@ -415,42 +416,27 @@ impl<B: Backend + Clone + 'static, P: Policy> Dispatcher<B, P> {
         let creations = Arc::new(Creations::default());
         let maker = backend.clone();
         let factory: Arc<Factory<B::Partition>> = Arc::new(move |u, l| maker.create_partition(u, l));
-        let (pool, partitions) = match config.pool {
-            PoolLayout::Hierarchical | PoolLayout::Flat if config.remainders_at_start => {
-                let (pool, parts) = Realized::from_hierarchy(&backend, hierarchy, lanes)?.into_parts();
-                let pool = match config.pool {
-                    PoolLayout::Flat => Pool::with_conflicts(pool.hierarchy().clone(), Conflicts::Pairwise),
-                    _ => pool,
-                };
-                (pool, parts.into_iter().map(NodePartition::ready).collect::<Vec<_>>())
-            }
-            PoolLayout::Hierarchical | PoolLayout::Flat => {
-                // Tree nodes now, remainders at their first use.
-                let parts = hierarchy
-                    .nodes()
-                    .iter()
-                    .map(|n| match n.kind {
-                        NodeKind::Remainder => {
-                            Ok(NodePartition::on_demand(n.units, lanes, factory.clone(), creations.clone()))
-                        }
-                        _ => Realized::realize_node(&backend, n, lanes).map(NodePartition::ready),
-                    })
-                    .collect::<Result<Vec<_>, PoolError>>()?;
-                let conflicts = match config.pool {
-                    PoolLayout::Flat => Conflicts::Pairwise,
-                    _ => Conflicts::Unions,
-                };
-                (Pool::with_conflicts(hierarchy, conflicts), parts)
-            }
-            PoolLayout::OnDemand => {
-                let parts = hierarchy
-                    .nodes()
-                    .iter()
-                    .map(|n| NodePartition::on_demand(n.units, lanes, factory.clone(), creations.clone()))
-                    .collect();
-                (Pool::new(hierarchy), parts)
-            }
+        // A node is created now unless the pool is on demand, or it is a remainder and
+        // `remainders` is not `start-up`: then at its first use.
+        let later = |kind: NodeKind| {
+            config.pool == PoolLayout::OnDemand || (kind == NodeKind::Remainder && !config.remainders_at_start)
         };
+        let partitions = hierarchy
+            .nodes()
+            .iter()
+            .map(|n| {
+                if later(n.kind) {
+                    Ok(NodePartition::on_demand(n.units, lanes, factory.clone(), creations.clone()))
+                } else {
+                    Realized::realize_node(&backend, n, lanes).map(NodePartition::ready)
+                }
+            })
+            .collect::<Result<Vec<_>, PoolError>>()?;
+        let conflicts = match config.pool {
+            PoolLayout::Flat => Conflicts::Pairwise,
+            _ => Conflicts::Unions,
+        };
+        let pool = Pool::with_conflicts(hierarchy, conflicts);
         let all = backend.topology().all_units();
         let service = backend.create_partition(&all, config.service_lanes.max(1)).map_err(|source| {
             DispatchError::Realize { node: pool.root(), units: all.display(&kind).to_string(), source }
