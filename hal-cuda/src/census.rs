@@ -10,7 +10,9 @@
 //! in the primary context (census kernels, sequential and on parallel branches) launched as one op
 //! (`OpDesc::Graph`) on a partition's green-context stream; which SMs do its kernels use? Each
 //! node's answer is compared with a plain census launch on that node, and the same graph launched
-//! on the primary context is the control (it should cover the device).
+//! on the primary context is the control (it should cover the device). Each node also launches the
+//! graph with its per-partition copies ([`crate::copies`]): the copy's kernels should use exactly
+//! the node's SMs.
 //!
 //! `%smid` is virtualized under MPS; run the census without MPS.
 
@@ -22,6 +24,7 @@ use vitamin_hal::{
     Backend, Dim3, GraphLaunch, HalError, KernelArgs, KernelLaunch, LaunchAttributes, OpDesc, PhysicalPartition,
 };
 
+use crate::copies::CudaGraphCopies;
 use crate::graph::CapturedGraph;
 use crate::{CudaBackend, CudaPartition};
 
@@ -133,8 +136,13 @@ pub const GRAPH_KERNELS: usize = 3;
 /// The physical SMs each kernel of a census graph used, when the graph (captured in the primary
 /// context: one census kernel, then two on parallel branches, each writing its own slice) is
 /// launched as **one op**, `OpDesc::Graph`, on `part`'s lane 0. `on` = `None` launches it on the
-/// primary context instead (the control: all SMs).
-pub fn graph_physical_sms(backend: &CudaBackend, on: Option<&CudaPartition>) -> Result<Vec<BTreeSet<u32>>, HalError> {
+/// primary context instead (the control: all SMs). With `copies`, the launch carries the graph's
+/// per-partition copies ([`crate::copies`]), as the shim's launches of a confinable graph do.
+pub fn graph_physical_sms(
+    backend: &CudaBackend,
+    on: Option<&CudaPartition>,
+    copies: bool,
+) -> Result<Vec<BTreeSet<u32>>, HalError> {
     let blocks = backend.topology().unit_count() as u32 * BLOCKS_PER_DEVICE_SM;
     let slice = blocks as usize * 4;
     let out = backend.alloc(slice * GRAPH_KERNELS)?;
@@ -155,7 +163,14 @@ pub fn graph_physical_sms(backend: &CudaBackend, on: Option<&CudaPartition>) -> 
         let graph = CapturedGraph::capture(backend, &[vec![launch(0)], vec![launch(1), launch(2)]])?;
         match on {
             Some(part) => {
-                let op = Arc::new(OpDesc::Graph(GraphLaunch::new(graph.exec_handle(), "smid census graph")));
+                let mut launch = GraphLaunch::new(graph.exec_handle(), "smid census graph");
+                if copies {
+                    // SAFETY: both handles are the live graph and executable graph just captured.
+                    let c = unsafe { CudaGraphCopies::snapshot(graph.graph_handle(), graph.exec_handle(), 0) }
+                        .map_err(|e| HalError::Unsupported { backend: "cuda", reason: e.to_string() })?;
+                    launch = launch.with_copies(c);
+                }
+                let op = Arc::new(OpDesc::Graph(launch));
                 let fence = part.submit(0, &op)?;
                 part.wait_for(fence)?;
             }
@@ -191,6 +206,10 @@ pub struct GraphNodeCensus {
     pub within: bool,
     /// Whether every kernel of the graph used exactly `kernel_physical`.
     pub exact: bool,
+    /// Physical SMs each kernel used when the launch carried the graph's per-partition copies.
+    pub copy_kernels_physical: Vec<Vec<u32>>,
+    /// Whether every kernel of the copy used exactly `kernel_physical`.
+    pub copy_exact: bool,
 }
 
 /// The graph census of some nodes, with the control launch on the primary context.
@@ -206,6 +225,8 @@ pub struct GraphCensusReport {
     pub all_within: bool,
     /// Whether every node's graph kernels used exactly its SMs.
     pub all_exact: bool,
+    /// Whether every node's copy of the graph used exactly its SMs.
+    pub all_copies_exact: bool,
 }
 
 impl GraphCensusReport {
@@ -222,8 +243,11 @@ pub fn check_graph_nodes(backend: &CudaBackend, parts: &[&CudaPartition]) -> Res
     let mut nodes = Vec::new();
     for p in parts {
         let reference = physical_sms(backend, p)?;
-        let kernels = graph_physical_sms(backend, Some(p))?;
+        let kernels = graph_physical_sms(backend, Some(p), false)?;
+        let copied = graph_physical_sms(backend, Some(p), true)?;
         nodes.push(GraphNodeCensus {
+            copy_exact: copied.iter().all(|k| *k == reference),
+            copy_kernels_physical: copied.into_iter().map(|k| k.into_iter().collect()).collect(),
             units: p.units().display(kind).to_string(),
             size: p.units().len(),
             within: kernels.iter().all(|k| k.is_subset(&reference)),
@@ -232,10 +256,11 @@ pub fn check_graph_nodes(backend: &CudaBackend, parts: &[&CudaPartition]) -> Res
             kernel_physical: reference.into_iter().collect(),
         });
     }
-    let primary: BTreeSet<u32> = graph_physical_sms(backend, None)?.into_iter().flatten().collect();
+    let primary: BTreeSet<u32> = graph_physical_sms(backend, None, false)?.into_iter().flatten().collect();
     Ok(GraphCensusReport {
         all_within: nodes.iter().all(|n| n.within),
         all_exact: nodes.iter().all(|n| n.exact),
+        all_copies_exact: nodes.iter().all(|n| n.copy_exact),
         nodes,
         primary_context_sms: primary.len(),
         device_sms: backend.topology().unit_count(),

@@ -90,6 +90,12 @@ pub const REQUIRED_SYMBOLS: &[&str] = &[
     "cuCtxPushCurrent_v2",
     "cuCtxPopCurrent_v2",
     "cuFuncSetAttribute",
+    "cuGraphClone",
+    "cuGraphGetNodes",
+    "cuGraphNodeGetType",
+    "cuGraphKernelNodeGetParams_v2",
+    "cuGraphKernelNodeSetParams_v2",
+    "cuGraphKernelNodeGetAttribute",
 ];
 
 /// Symbols that only a green-context-capable driver exports (for a precise error message).
@@ -911,6 +917,132 @@ pub(crate) mod capture {
     pub(crate) unsafe fn destroy_graph(g: CUgraph) -> Result<(), HalError> {
         // SAFETY: the caller guarantees it.
         check("cuGraphDestroy", unsafe { sys::cuGraphDestroy(g) })
+    }
+}
+
+/// Reading and rewriting a graph's nodes: the per-partition copies of an application's
+/// executable graph ([`crate::copies`]).
+pub(crate) mod graphs {
+    use super::*;
+
+    /// Node kinds a copy may hold (`CUgraphNodeType`): kernel, copy, fill, host function, empty,
+    /// event wait and event record. Every other kind (child graphs, memory allocation and free,
+    /// external semaphores, batched memory operations, conditional nodes) keeps the graph on the
+    /// whole device.
+    pub(crate) const KERNEL: u32 = 0;
+    pub(crate) const COPYABLE: &[u32] = &[0, 1, 2, 3, 5, 6, 7];
+
+    /// A kernel node's parameters (`CUDA_KERNEL_NODE_PARAMS_v2`: `func`, `kern`, `ctx`, ...).
+    pub(crate) type KernelParams = sys::CUDA_KERNEL_NODE_PARAMS;
+    pub(crate) use sys::CUgraphNode;
+
+    /// `cuGraphClone`.
+    ///
+    /// # Safety
+    /// `g` must be a live graph.
+    pub(crate) unsafe fn clone(g: CUgraph) -> Result<CUgraph, HalError> {
+        let mut out = std::ptr::null_mut();
+        // SAFETY: the caller guarantees `g`; the out-pointer is a live local.
+        check("cuGraphClone", unsafe { sys::cuGraphClone(&mut out, g) })?;
+        Ok(out)
+    }
+
+    /// Every node of `g` (`cuGraphGetNodes`, asked for the count first).
+    ///
+    /// # Safety
+    /// `g` must be a live graph.
+    pub(crate) unsafe fn nodes(g: CUgraph) -> Result<Vec<CUgraphNode>, HalError> {
+        let mut n = 0usize;
+        // SAFETY: a null array asks for the count only.
+        check("cuGraphGetNodes", unsafe { sys::cuGraphGetNodes(g, std::ptr::null_mut(), &mut n) })?;
+        let mut nodes = vec![std::ptr::null_mut(); n];
+        // SAFETY: `nodes` holds `n` entries; the driver writes at most `n` and updates `n`.
+        check("cuGraphGetNodes", unsafe { sys::cuGraphGetNodes(g, nodes.as_mut_ptr(), &mut n) })?;
+        nodes.truncate(n);
+        Ok(nodes)
+    }
+
+    /// `cuGraphNodeGetType` as the raw enumerator (kinds newer than the bindings stay numbers).
+    ///
+    /// # Safety
+    /// `node` must be a live node.
+    pub(crate) unsafe fn node_type(node: CUgraphNode) -> Result<u32, HalError> {
+        let mut t: u32 = u32::MAX;
+        // SAFETY: the driver writes one 32-bit enumerator into `t`, which is never read as the
+        // bindings' enum (a kind they lack would not be a valid value of it).
+        check("cuGraphNodeGetType", unsafe {
+            sys::cuGraphNodeGetType(node, (&mut t as *mut u32).cast::<sys::CUgraphNodeType>())
+        })?;
+        Ok(t)
+    }
+
+    /// `cuGraphKernelNodeGetParams_v2`.
+    ///
+    /// # Safety
+    /// `node` must be a live kernel node.
+    pub(crate) unsafe fn kernel_params(node: CUgraphNode) -> Result<KernelParams, HalError> {
+        // SAFETY: plain C struct; all-zero is a valid value (null handles and pointers).
+        let mut p: KernelParams = unsafe { std::mem::zeroed() };
+        // SAFETY: the caller guarantees `node`; `p` is a live local.
+        check("cuGraphKernelNodeGetParams_v2", unsafe { sys::cuGraphKernelNodeGetParams_v2(node, &mut p) })?;
+        Ok(p)
+    }
+
+    /// `cuGraphKernelNodeSetParams_v2`.
+    ///
+    /// # Safety
+    /// `node` must be a live kernel node of a graph not being instantiated concurrently; the
+    /// pointers in `p` valid for the call (the driver copies the argument values).
+    pub(crate) unsafe fn set_kernel_params(node: CUgraphNode, p: &KernelParams) -> Result<(), HalError> {
+        // SAFETY: the caller guarantees it.
+        check("cuGraphKernelNodeSetParams_v2", unsafe { sys::cuGraphKernelNodeSetParams_v2(node, p) })
+    }
+
+    /// Whether kernel node `node` must run as a cooperative launch or in thread-block clusters
+    /// (either may not fit a partition unchanged). An attribute the driver does not report counts
+    /// as unset.
+    ///
+    /// # Safety
+    /// `node` must be a live kernel node.
+    pub(crate) unsafe fn kernel_needs_whole_device(node: CUgraphNode) -> bool {
+        use sys::CUlaunchAttributeID::{CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION, CU_LAUNCH_ATTRIBUTE_COOPERATIVE};
+        // SAFETY: plain C union; all-zero is a valid value.
+        let mut v: sys::CUkernelNodeAttrValue = unsafe { std::mem::zeroed() };
+        // SAFETY: the caller guarantees `node`; `v` is a live local.
+        let coop = unsafe { sys::cuGraphKernelNodeGetAttribute(node, CU_LAUNCH_ATTRIBUTE_COOPERATIVE, &mut v) };
+        // SAFETY: the driver wrote the `cooperative` member (or nothing: still zero).
+        if coop == CUresult::CUDA_SUCCESS && unsafe { v.cooperative } != 0 {
+            return true;
+        }
+        // SAFETY: as above.
+        let mut v: sys::CUkernelNodeAttrValue = unsafe { std::mem::zeroed() };
+        // SAFETY: as above.
+        let cl = unsafe { sys::cuGraphKernelNodeGetAttribute(node, CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION, &mut v) };
+        // SAFETY: the driver wrote the `clusterDim` member (or nothing: still zero).
+        let d = unsafe { v.clusterDim };
+        cl == CUresult::CUDA_SUCCESS && (d.x > 1 || d.y > 1 || d.z > 1)
+    }
+
+    /// `cuGraphInstantiateWithFlags(g, flags)`.
+    ///
+    /// # Safety
+    /// `g` must be live.
+    pub(crate) unsafe fn instantiate(g: CUgraph, flags: u64) -> Result<CUgraphExec, HalError> {
+        let mut e = std::ptr::null_mut();
+        // SAFETY: the caller guarantees `g`; the out-pointer is a live local.
+        check("cuGraphInstantiateWithFlags", unsafe { sys::cuGraphInstantiateWithFlags(&mut e, g, flags) })?;
+        Ok(e)
+    }
+
+    /// The `CUcontext` view of green context `g`.
+    ///
+    /// # Safety
+    /// `g` must be live.
+    pub(crate) unsafe fn green_context(g: CUgreenCtx) -> Result<CUcontext, HalError> {
+        let mut ctx = std::ptr::null_mut();
+        // SAFETY: the caller guarantees `g`; the out-pointer is a live local.
+        check("cuCtxFromGreenCtx", unsafe { sys::cuCtxFromGreenCtx(&mut ctx, g) })?;
+        Ok(ctx)
     }
 }
 

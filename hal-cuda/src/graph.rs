@@ -141,6 +141,11 @@ impl CapturedGraph {
         self.exec as u64
     }
 
+    /// The captured graph's handle (what [`crate::CudaGraphCopies::snapshot`] clones).
+    pub fn graph_handle(&self) -> u64 {
+        self.graph as u64
+    }
+
     /// Kernel nodes in the graph.
     pub fn kernels(&self) -> usize {
         self.kernels

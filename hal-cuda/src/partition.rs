@@ -49,9 +49,11 @@ use parking_lot::Mutex;
 use smallvec::SmallVec;
 use vitamin_hal::trace::{self, Tag};
 use vitamin_hal::{
-    Endpoint, Fence, HalError, HostFunction, Incompatibility, KernelLaunch, LaneId, LaneProgress, OpDesc,
+    Endpoint, Fence, GraphLaunch, HalError, HostFunction, Incompatibility, KernelLaunch, LaneId, LaneProgress, OpDesc,
     PhysicalPartition, UnitSet,
 };
+
+use crate::copies::CudaGraphCopies;
 
 use crate::device::{FenceWord, Shared};
 use crate::driver::{self, event, green, launch, mem, occupancy, resource, stream, CUevent, CUgreenCtx, CUstream};
@@ -360,18 +362,10 @@ impl CudaPartition {
         if self.shared.context_bound.lock().contains(&handle) {
             return Err(bound("its dynamic shared memory limit could not be raised in a green context".into()));
         }
-        let mut raised = self.dynamic_shared.lock();
-        if raised.get(&handle).is_some_and(|&b| b >= bytes) {
-            return Ok(());
-        }
         let is_kernel = k.function().kind() == vitamin_hal::FunctionKind::Kernel;
-        // SAFETY: the green context is live (this partition is open) and the handle is the
-        // descriptor's live function.
-        match unsafe { driver::func::raise_dynamic_shared_in(g, handle, is_kernel, bytes) } {
-            Ok(()) => {
-                raised.insert(handle, bytes);
-                Ok(())
-            }
+        // SAFETY: the handle is the descriptor's live function.
+        match unsafe { self.raise_dynamic_shared(g, handle, is_kernel, bytes) } {
+            Ok(()) => Ok(()),
             Err(e) => {
                 tracing::warn!(function = k.function().name(), bytes, error = %e,
                     "could not raise the dynamic shared memory limit in a green context; the function runs on the whole-device node");
@@ -379,6 +373,28 @@ impl CudaPartition {
                 Err(bound(e.to_string()))
             }
         }
+    }
+
+    /// Raises function `handle`'s dynamic shared memory limit to `bytes` in green context `g` (this
+    /// partition's), once per function and size.
+    ///
+    /// # Safety
+    /// `handle` must be a live `CUkernel` (`is_kernel`) or `CUfunction`.
+    unsafe fn raise_dynamic_shared(
+        &self,
+        g: CUgreenCtx,
+        handle: u64,
+        is_kernel: bool,
+        bytes: u32,
+    ) -> Result<(), HalError> {
+        let mut raised = self.dynamic_shared.lock();
+        if raised.get(&handle).is_some_and(|&b| b >= bytes) {
+            return Ok(());
+        }
+        // SAFETY: the green context is live (this partition is open); the caller guarantees the handle.
+        unsafe { driver::func::raise_dynamic_shared_in(g, handle, is_kernel, bytes) }?;
+        raised.insert(handle, bytes);
+        Ok(())
     }
 
     /// After a launch on this partition failed with `CUDA_ERROR_INVALID_VALUE` although the
@@ -624,6 +640,36 @@ impl CudaPartition {
     /// [`PhysicalPartition::submit_native`]): a native launch is only ever issued directly, and
     /// refused ([`HalError::Busy`]) while earlier hand-offs are pending, since its argument
     /// pointers are the caller's and live only during its call.
+    /// The launch of this partition's copy of graph `g`, made at its first launch here: for a
+    /// green-context partition short of the whole device and a graph that carries copies. `None`:
+    /// launch `g` itself (the whole device's node, a graph without copies, or a copy that could not
+    /// be made, which `CudaGraphCopies` logs once).
+    fn graph_copy(&self, g: &GraphLaunch) -> Option<GraphLaunch> {
+        let copies = cuda_copies(g)?;
+        let NodeContext::Green(gc) = self.context else { return None };
+        if self.units.len() >= self.shared.caps.sm_count as usize {
+            return None;
+        }
+        // SAFETY: the green context lives as long as this partition.
+        let ctx = match unsafe { driver::graphs::green_context(gc) } {
+            Ok(c) => c,
+            Err(e) => {
+                tracing::warn!(error = %e, "no CUcontext for a green context: the graph runs on the whole device");
+                return None;
+            }
+        };
+        // A kernel node asking for more than the default dynamic shared memory needs the limit
+        // raised in this green context too (as `check_dynamic_shared` does for a launch).
+        let raise = |kern: u64, bytes: u32| {
+            if bytes <= DEFAULT_DYNAMIC_SHARED {
+                return Ok(());
+            }
+            // SAFETY: `kern` is a kernel node's live CUkernel (the snapshot holds it).
+            unsafe { self.raise_dynamic_shared(gc, kern, true, bytes) }
+        };
+        copies.exec_for(ctx, &raise).map(|exec| g.retargeted(exec))
+    }
+
     fn submit_on(&self, lane: LaneId, what: Submission<'_>) -> Result<Fence, HalError> {
         let l = self.lanes.get(lane as usize).ok_or(HalError::InvalidLane { lane, lanes: self.lanes.len() })?;
         trace::step(14);
@@ -784,10 +830,29 @@ pub(crate) fn issue(s: CUstream, op: &OpDesc, errors: &dyn Fn() -> Errors) -> Re
             }
             r
         }
-        // SAFETY: the executable graph is the application's live handle, as natively.
-        OpDesc::Graph(g) => unsafe { launch::graph(g.graph_exec(), s) },
+        OpDesc::Graph(g) => {
+            // SAFETY: the executable graph is the application's live handle, as natively, or a
+            // copy that `g` keeps alive (`CudaGraphCopies` destroys its copies on drop).
+            let r = unsafe { launch::graph(g.graph_exec(), s) };
+            match (r, cuda_copies(g)) {
+                (Err(e), Some(c)) if c.original() != g.graph_exec() => {
+                    // A copy the driver refuses (a kernel that does not fit the partition as
+                    // launched): the application's own graph runs instead, on the whole device.
+                    tracing::warn!(error = %e, graph = c.original(), "a graph copy's launch failed; launching the application's graph");
+                    c.note_fallback();
+                    // SAFETY: as above.
+                    unsafe { launch::graph(c.original(), s) }
+                }
+                (r, _) => r,
+            }
+        }
         OpDesc::Marker(_) => Ok(()),
     }
+}
+
+/// The CUDA copies a graph launch carries, if any.
+fn cuda_copies(g: &GraphLaunch) -> Option<&CudaGraphCopies> {
+    g.copies().and_then(|c| c.as_any().downcast_ref::<CudaGraphCopies>())
 }
 
 /// Launches `f` with the caller's own parameter pointers on `stream`, a lane's native stream as
@@ -882,8 +947,9 @@ impl PhysicalPartition for CudaPartition {
             // Measured on the H200 (docs/results/shim-bind-suite.md, graph census): a graph
             // instantiated in the primary context and launched on a green-context stream runs its
             // kernels on all 132 SMs, not the green context's. Only the whole device accounts for
-            // that truthfully, so a graph is bound to a node holding every SM.
-            OpDesc::Graph(_) if self.units.len() < self.shared.caps.sm_count as usize => {
+            // that truthfully, so a graph is bound to a node holding every SM, unless it carries
+            // copies ([`crate::copies`]): then this partition runs its own copy.
+            OpDesc::Graph(g) if self.units.len() < self.shared.caps.sm_count as usize && cuda_copies(g).is_none() => {
                 Err(Incompatibility::WholeDevice {
                     what: "a CUDA graph launch".into(),
                     units: self.units.len(),
@@ -895,6 +961,11 @@ impl PhysicalPartition for CudaPartition {
     }
 
     fn submit(&self, lane: LaneId, op: &Arc<OpDesc>) -> Result<Fence, HalError> {
+        if let OpDesc::Graph(g) = &**op {
+            if let Some(copy) = self.graph_copy(g) {
+                return self.submit_on(lane, Submission::Desc(&Arc::new(OpDesc::Graph(copy))));
+            }
+        }
         let OpDesc::Kernel(k) = &**op else { return self.submit_on(lane, Submission::Desc(op)) };
         self.check_kernel(k)?;
         self.submit_on(lane, Submission::Desc(op))

@@ -48,7 +48,7 @@ pub use backend::{check_union_of_leaves, Backend, Fence, LaneId, LaneProgress, P
 pub use error::{HalError, Incompatibility};
 pub use op::{
     Copy, Dim3, Endpoint, Fill, FunctionKind, FunctionRef, GraphLaunch, HostFunction, KernelArgs, KernelLaunch,
-    LaunchAttributes, LaunchConfig, Marker, OpDesc, ParamLayout, RawAttribute,
+    LaunchAttributes, LaunchConfig, Marker, OpDesc, ParamLayout, PartitionCopies, RawAttribute,
 };
 pub use topology::{Capabilities, Topology, TopologySpec};
 pub use unitset::{UnitSet, MAX_UNITS};

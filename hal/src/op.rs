@@ -489,16 +489,60 @@ impl fmt::Debug for HostFunction {
 }
 
 /// Launch of an instantiated graph: one op, bound to one partition as a whole.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+///
+/// A graph's work runs where its nodes say, not where the launching stream runs (CUDA:
+/// docs/results/graph-ctx-probe.md). A launch whose backend can confine the graph to one partition
+/// carries [`PartitionCopies`]: the backend's source to make one executable copy per partition.
+/// Without it the graph runs on the whole device whatever partition launches it.
+#[derive(Debug, Clone)]
 pub struct GraphLaunch {
     graph_exec: u64,
     name: Arc<str>,
+    copies: Option<Arc<dyn PartitionCopies>>,
+}
+
+/// A backend's means to run one executable graph confined to a partition: a snapshot of the graph
+/// the application instantiated, from which the backend's partitions make (and cache here) their
+/// own executable copies. Shared by every launch of that executable graph until the application
+/// changes or destroys it; dropped with the last launch that holds it.
+pub trait PartitionCopies: Send + Sync + fmt::Debug {
+    /// The backend's own type behind the trait (the partition that makes the copies knows it).
+    fn as_any(&self) -> &dyn std::any::Any;
+}
+
+impl PartialEq for GraphLaunch {
+    fn eq(&self, other: &Self) -> bool {
+        let same_copies = match (&self.copies, &other.copies) {
+            (None, None) => true,
+            (Some(a), Some(b)) => Arc::ptr_eq(a, b),
+            _ => false,
+        };
+        self.graph_exec == other.graph_exec && self.name == other.name && same_copies
+    }
+}
+
+impl Eq for GraphLaunch {}
+
+impl std::hash::Hash for GraphLaunch {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.graph_exec.hash(state);
+        self.name.hash(state);
+    }
 }
 
 impl GraphLaunch {
     /// Wraps an executable-graph handle.
     pub fn new(graph_exec: u64, name: impl Into<Arc<str>>) -> Self {
-        GraphLaunch { graph_exec, name: name.into() }
+        GraphLaunch { graph_exec, name: name.into(), copies: None }
+    }
+    /// The same launch, confinable to a partition through `copies`.
+    pub fn with_copies(mut self, copies: Arc<dyn PartitionCopies>) -> Self {
+        self.copies = Some(copies);
+        self
+    }
+    /// The same launch (name, copies) of another executable graph: a partition's own copy.
+    pub fn retargeted(&self, graph_exec: u64) -> Self {
+        GraphLaunch { graph_exec, name: self.name.clone(), copies: self.copies.clone() }
     }
     /// The executable graph handle.
     pub fn graph_exec(&self) -> u64 {
@@ -507,6 +551,10 @@ impl GraphLaunch {
     /// Debug name.
     pub fn name(&self) -> &str {
         &self.name
+    }
+    /// The source of per-partition copies, when the backend can confine this graph.
+    pub fn copies(&self) -> Option<&Arc<dyn PartitionCopies>> {
+        self.copies.as_ref()
     }
 }
 

@@ -254,6 +254,9 @@ macro_rules! for_each_hook {
             [Graph graph cuGraphUpload_ptsz "cuGraphUpload" 11010 Ptsz]
             // ---- graph: calls that change or destroy an executable graph (they wait for the
             // submission of its deferred launches in bind mode)
+            [Graph graph cuGraphInstantiateWithFlags "cuGraphInstantiateWithFlags" 11040 Legacy]
+            [Graph graph cuGraphInstantiateWithParams "cuGraphInstantiateWithParams" 12000 Legacy]
+            [Graph graph cuGraphInstantiateWithParams_ptsz "cuGraphInstantiateWithParams" 12000 Ptsz]
             [Graph graph cuGraphExecDestroy "cuGraphExecDestroy" 10000 Legacy]
             [Graph graph cuGraphExecUpdate "cuGraphExecUpdate" 10020 Legacy]
             [Graph graph cuGraphExecUpdate_v2 "cuGraphExecUpdate" 12000 Legacy]
@@ -519,6 +522,8 @@ mod tests {
             "cuStreamEndCapture",
             "cuStreamIsCapturing",
             "cuGraphLaunch",
+            "cuGraphInstantiateWithFlags",
+            "cuGraphInstantiateWithParams",
             "cuGraphUpload",
             "cuGraphExecDestroy",
             "cuGraphExecUpdate",

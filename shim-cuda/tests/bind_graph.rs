@@ -161,3 +161,133 @@ fn strict_readiness_makes_graph_calls_wait_for_held_launches() {
     assert_eq!(b["dispatcher"]["graphs"], 6, "{b:#}");
     assert_eq!(b["dispatcher"]["continued"], 0, "{b:#}");
 }
+
+/// One graph launch in the execution log: executable graph, version, the stream's context and the
+/// context its kernel nodes ran in.
+#[derive(Debug)]
+struct GraphRun {
+    exec: u32,
+    version: u32,
+    ctx: String,
+    nodes: String,
+}
+
+/// The graph launches of an execution log in the order they began, and the log with each launch
+/// renamed `G<n>` (n from 1, in that order), so that edges can name "the n-th launch" whichever
+/// executable graph (the application's or a partition's copy) ran it.
+fn graph_runs(exec: &str) -> (Vec<GraphRun>, String) {
+    let mut runs = Vec::new();
+    let mut names = std::collections::HashMap::new();
+    let mut renamed = String::new();
+    for line in exec.lines() {
+        let mut w = line.split_whitespace();
+        let (what, id) = (w.next().unwrap_or(""), w.next().unwrap_or(""));
+        let Some(launch) = id.strip_prefix("graph") else {
+            renamed.push_str(line);
+            renamed.push('\n');
+            continue;
+        };
+        if what == "begin" {
+            let field = |k: &str| line.split_whitespace().find_map(|x| x.strip_prefix(k)).unwrap().to_string();
+            let version = line.split_whitespace().nth(2).unwrap().trim_start_matches('v').parse().unwrap();
+            runs.push(GraphRun {
+                exec: launch.split('.').next().unwrap().parse().unwrap(),
+                version,
+                ctx: field("ctx="),
+                nodes: field("nodes="),
+            });
+            names.insert(launch.to_string(), runs.len());
+            renamed.push_str(&format!("begin G{} ctx={}\n", runs.len(), runs.last().unwrap().ctx));
+        } else {
+            renamed.push_str(&format!("{what} G{}\n", names[launch]));
+        }
+    }
+    (runs, renamed)
+}
+
+/// [`EDGES`] with the n-th graph launch as `G<n>`.
+const COPY_EDGES: &[(&str, &str)] = &[
+    ("mark start", "begin k1"),
+    ("end k1", "begin G1"),
+    ("end G1", "begin k2"),
+    ("end k2", "begin k91"),
+    ("end k91", "begin G2"),
+    ("end G2", "begin G3"), // launches of one executable graph, across streams and copies
+    ("end G3", "begin G4"),
+    ("end G4", "begin G5"),
+    ("end G5", "begin k3"),
+    ("end k3", "mark after sync s2"),
+    ("mark after sync s2", "begin k92"),
+    ("end k92", "begin G6"),
+    ("end G6", "begin k4"),
+    ("end k4", "mark after ctx sync"),
+];
+
+/// When the graph's kernel nodes carry a `CUkernel` (the fake's `FAKE_CUDA_GRAPH_KERNELS`), a
+/// graph launch bound to a node short of the whole device runs that node's own copy of the graph,
+/// whose kernel nodes name the node's green context (`nodes=` equal to the stream's `ctx=`); the
+/// whole-device node runs the application's graph. The launches keep the program's order (each
+/// behind the previous launch of the executable graph, whichever copies ran them) and its output.
+/// The update re-snapshots the new graph (launch 4 may still run a copy); after the kernel-node
+/// parameter change no copy matches the executable graph, so launches 5 and 6 run the
+/// application's graph with that change (version 2) on the whole device.
+#[test]
+fn graph_launches_bound_to_partitions_run_copies_confined_there() {
+    let f = fixture();
+    let env = [("VITAMIN_ROOT_CONTEXT", "green"), ("FAKE_CUDA_GRAPH_KERNELS", "1")];
+    let native = run_async_app(&f.app, &f.dir, "copies-native", None, &env);
+    assert!(native.out.status.success(), "{}", native.stdout());
+    let mut copies_ran = 0;
+    for seed in ["1", "3", "7", "11"] {
+        let name = format!("copies-chaos-{seed}");
+        let vars = [("VITAMIN_POLICY", "chaos"), ("VITAMIN_SEED", seed)];
+        let r = run_async_app(&f.app, &f.dir, &name, Some(&vars), &env);
+        assert!(r.out.status.success(), "{name}:\n{}\n{}", r.stdout(), String::from_utf8_lossy(&r.out.stderr));
+        assert_eq!(r.stdout(), native.stdout(), "{name}: the program's output differs from the native run");
+        assert!(!r.calls.contains("DESTROYED"), "{name}: a launch reached the driver after its graph was destroyed");
+        let (runs, renamed) = graph_runs(&r.exec);
+        assert_eq!(runs.len(), 6, "{name}: {runs:?}");
+        check_exec_order(&name, &renamed, COPY_EDGES);
+        for (n, run) in runs.iter().enumerate() {
+            if run.exec == 2 {
+                assert_eq!(run.nodes, "p", "{name}: launch {} of the application's graph: {run:?}", n + 1);
+            } else {
+                assert!(n < 4, "{name}: launch {} after the parameter change ran a copy: {runs:?}", n + 1);
+                assert!(run.ctx.starts_with('g'), "{name}: {run:?}");
+                assert_eq!(run.nodes, run.ctx, "{name}: launch {}'s kernels ran outside its node: {run:?}", n + 1);
+                copies_ran += 1;
+            }
+        }
+        for run in &runs[4..] {
+            assert_eq!((run.exec, run.version), (2, 2), "{name}: {runs:?}");
+        }
+        let c = r.census.as_ref().expect("bind-mode census");
+        let counts = &c["bind"]["graph_copies"];
+        // e, then e after its update, then e3: every one confinable.
+        assert_eq!(counts["confinable"], 3, "{name}: {counts}");
+        assert_eq!(counts["whole_device"], 0, "{name}: {counts}");
+        assert_eq!(counts["failed"], 0, "{name}: {counts}");
+        let distinct: std::collections::BTreeSet<u32> = runs.iter().map(|r| r.exec).filter(|&e| e != 2).collect();
+        assert!(counts["copies"].as_u64().unwrap() >= distinct.len() as u64, "{name}: {counts} {runs:?}");
+    }
+    assert!(copies_ran > 0, "no launch ran a copy under any seed");
+}
+
+/// A graph with a cooperative kernel node is not copied: every launch runs the application's graph
+/// on the whole-device node, as before copies existed.
+#[test]
+fn a_graph_with_a_cooperative_kernel_node_stays_on_the_whole_device() {
+    let f = fixture();
+    let env =
+        [("VITAMIN_ROOT_CONTEXT", "green"), ("FAKE_CUDA_GRAPH_KERNELS", "1"), ("FAKE_CUDA_GRAPH_COOPERATIVE", "1")];
+    let vars = [("VITAMIN_POLICY", "chaos"), ("VITAMIN_SEED", "3")];
+    let r = run_async_app(&f.app, &f.dir, "copies-cooperative", Some(&vars), &env);
+    assert!(r.out.status.success(), "{}", r.stdout());
+    assert_eq!(r.stdout(), native().stdout());
+    let (runs, renamed) = graph_runs(&r.exec);
+    check_exec_order("copies-cooperative", &renamed, COPY_EDGES);
+    assert!(runs.iter().all(|run| run.exec == 2 && run.nodes == "p"), "{runs:?}");
+    let counts = &r.census.as_ref().expect("census")["bind"]["graph_copies"];
+    assert_eq!((counts["confinable"].as_u64(), counts["copies"].as_u64()), (Some(0), Some(0)), "{counts}");
+    assert_eq!(counts["whole_device"], 2, "{counts}");
+}

@@ -152,11 +152,13 @@ fn smid_census_matches_the_leaves() {
 /// one op (`OpDesc::Graph`, `cuGraphLaunch` on the node's green-context stream) on nodes of
 /// different sizes (issue 8: the measurement). Prints the census as JSON (and writes it to
 /// `$VITAMIN_GRAPH_CENSUS_OUT` if set). Measured on the H200 (driver 580): the graph's kernels ran
-/// on all 132 SMs from every node, so `CudaPartition::can_execute` accepts a graph only on a node
-/// holding every SM. This test asserts both: if a driver ever confines graph kernels to the green
-/// context, the census assertion fails and the restriction should be lifted.
+/// on all 132 SMs from every node, so `CudaPartition::can_execute` accepts a graph without copies
+/// only on a node holding every SM. This test asserts both: if a driver ever confines graph kernels
+/// to the green context, the census assertion fails and the restriction should be lifted. And the
+/// same launch carrying the graph's per-partition copies (what the shim attaches to a confinable
+/// graph) runs the copy, whose kernels use exactly the node's SMs.
 #[test]
-fn graph_kernels_use_every_sm_so_only_the_whole_device_takes_graphs() {
+fn graph_kernels_use_every_sm_unless_the_launch_runs_a_partition_copy() {
     let Some(d) = cuda_or_skip() else { return };
     let top = d.topology().clone();
     let parts: Vec<CudaPartition> =
@@ -189,6 +191,7 @@ fn graph_kernels_use_every_sm_so_only_the_whole_device_takes_graphs() {
             assert!(n.exact, "whole device: the graph's kernels used {:?}", n.graph_kernels_physical);
             assert!(p.can_execute(&graph).is_ok(), "the whole device must take a graph");
         }
+        assert!(n.copy_exact, "{}: the copy's kernels used {:?}", n.units, n.copy_kernels_physical);
     }
 }
 

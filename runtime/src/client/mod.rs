@@ -517,6 +517,17 @@ impl<N: NativeApi> Client<N> {
     /// launch of the same executable graph through the graph's logical ordering event, as the
     /// driver orders launches of one executable graph whatever their streams.
     pub fn record_graph_launch(&self, s: StreamId, exec: usize) -> Result<OpId, VctxError> {
+        self.record_graph_launch_with(s, exec, None)
+    }
+
+    /// [`Self::record_graph_launch`] of a graph the backend can confine to a partition through
+    /// `copies` (see [`vitamin_hal::GraphLaunch::copies`]); `None` as `record_graph_launch`.
+    pub fn record_graph_launch_with(
+        &self,
+        s: StreamId,
+        exec: usize,
+        copies: Option<Arc<dyn vitamin_hal::PartitionCopies>>,
+    ) -> Result<OpId, VctxError> {
         self.hold_while_full()?;
         let mut registry = self.registry();
         let (order, name) = {
@@ -524,7 +535,11 @@ impl<N: NativeApi> Client<N> {
             (entry.order, entry.name.clone())
         };
         Self::wait_logically_recorded_events(&self.vctx, &registry, s)?;
-        let desc = Arc::new(OpDesc::Graph(GraphLaunch::new(exec as u64, name)));
+        let launch = GraphLaunch::new(exec as u64, name);
+        let desc = Arc::new(OpDesc::Graph(match copies {
+            Some(c) => launch.with_copies(c),
+            None => launch,
+        }));
         let op = self.vctx.wait_event(s, order).and_then(|()| self.vctx.record_op(s, desc))?.op;
         self.vctx.record_event(order, s)?;
         registry.graph_exec_or_insert(exec, || order).note_launch(op, |o| self.vctx.is_submitted(o));
@@ -549,6 +564,18 @@ impl<N: NativeApi> Client<N> {
             vctx.wait_event(s, e)?;
         }
         Ok(())
+    }
+
+    /// Makes the next op of `s` wait for the last recorded launch of executable graph `exec` (its
+    /// hidden ordering event). A launch on the native path calls it before its drain: the driver
+    /// orders launches of one executable graph, but not a launch of the application's graph behind
+    /// a launch of a partition's copy of it.
+    pub fn wait_graph_order(&self, s: StreamId, exec: usize) -> Result<(), VctxError> {
+        let order = self.registry().graph_exec(exec).map(|e| e.order);
+        match order {
+            Some(order) => self.vctx.wait_event(s, order),
+            None => Ok(()),
+        }
     }
 
     /// Blocks until every launch of `exec` recorded as an op was handed to the driver (on a pool

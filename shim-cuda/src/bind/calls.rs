@@ -679,8 +679,92 @@ pub(crate) fn mem_free_host(_id: HookId, real: &dyn Fn() -> CUresult, _ptr: *mut
 
 // ---- graphs --------------------------------------------------------------------------------
 
+/// Per-partition copies of the executable graphs instantiated in bind mode whose every node a copy
+/// can hold, by executable-graph handle ([`vitamin_hal_cuda::CudaGraphCopies`]). A launch takes its
+/// graph's entry along; a change to the executable graph replaces or drops the entry (launches
+/// recorded before keep theirs, which match the graph as they launched it).
+static GRAPH_COPIES: std::sync::LazyLock<std::sync::Mutex<std::collections::HashMap<usize, GraphCopies>>> =
+    std::sync::LazyLock::new(Default::default);
+
+/// The copies map (a panic while it was held left it consistent: every change is one insert or
+/// remove).
+fn graph_copies() -> std::sync::MutexGuard<'static, std::collections::HashMap<usize, GraphCopies>> {
+    GRAPH_COPIES.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// One executable graph's copies and the instantiation flags they were made with.
+#[derive(Clone)]
+struct GraphCopies {
+    copies: Arc<vitamin_hal_cuda::CudaGraphCopies>,
+    flags: u64,
+}
+
+/// After executable graph `exec` was instantiated from `graph` with `flags` (or updated from it):
+/// snapshots the graph for per-partition copies, or forgets any earlier entry of that handle when
+/// the graph cannot be confined (it then runs on the whole device, as before copies existed).
+fn snapshot_graph(exec: CUgraphExec, graph: CUgraph, flags: u64) {
+    if exec.is_null() || graph.is_null() || vitamin_hal_cuda::driver::load().is_err() {
+        return;
+    }
+    // SAFETY: the application just instantiated (or updated) `exec` from the live `graph`, and by
+    // the driver's own contract does not change `graph` concurrently with that call.
+    let made = unsafe { vitamin_hal_cuda::CudaGraphCopies::snapshot(graph as u64, exec as u64, flags) };
+    let mut map = graph_copies();
+    match made {
+        Ok(copies) => {
+            map.insert(exec as usize, GraphCopies { copies, flags });
+        }
+        Err(why) => {
+            map.remove(&(exec as usize));
+            vlog!(LogLevel::Debug, "graph {exec:p} runs on the whole device: {why}");
+        }
+    }
+}
+
+/// `cuGraphInstantiateWithFlags`: passes through, then snapshots the graph for per-partition copies.
+pub(crate) fn graph_instantiate(
+    _id: HookId,
+    real: &dyn Fn() -> CUresult,
+    exec_out: *mut CUgraphExec,
+    graph: CUgraph,
+    flags: u64,
+) -> CUresult {
+    let r = real();
+    if r == CUDA_SUCCESS && !exec_out.is_null() {
+        // SAFETY: the driver wrote the new executable graph through the application's pointer.
+        snapshot_graph(unsafe { *exec_out }, graph, flags);
+    }
+    r
+}
+
+/// `cuGraphInstantiateWithParams`: as [`graph_instantiate`], with the flags read from the
+/// parameters (`CUDA_GRAPH_INSTANTIATE_PARAMS` begins with its 64-bit `flags`).
+pub(crate) fn graph_instantiate_with_params(
+    _id: HookId,
+    real: &dyn Fn() -> CUresult,
+    exec_out: *mut CUgraphExec,
+    graph: CUgraph,
+    params: *mut c_void,
+) -> CUresult {
+    let r = real();
+    if r == CUDA_SUCCESS && !exec_out.is_null() && !params.is_null() {
+        // SAFETY: the driver accepted `params` as a live CUDA_GRAPH_INSTANTIATE_PARAMS, whose first
+        // member is the 64-bit flags word; it wrote the executable graph through `exec_out`.
+        let (exec, flags) = unsafe { (*exec_out, params.cast::<u64>().read_unaligned()) };
+        snapshot_graph(exec, graph, flags);
+    }
+    r
+}
+
+/// The copies a launch of `exec` takes along, if its graph can be confined.
+fn graph_copies_of(exec: CUgraphExec) -> Option<Arc<dyn vitamin_hal::PartitionCopies>> {
+    let c = graph_copies().get(&(exec as usize)).map(|g| g.copies.clone())?;
+    Some(c)
+}
+
 /// `cuGraphLaunch`: one op on the logical stream (the dispatcher binds it, as a whole, to one pool
-/// node). It is ordered behind the previous launch of the same executable graph through the
+/// node: a partition's own copy of the graph where the graph has copies, else the whole device).
+/// It is ordered behind the previous launch of the same executable graph through the
 /// graph's logical ordering event, as the driver orders launches of one executable graph.
 pub(crate) fn graph_launch(id: HookId, real: &dyn Fn() -> CUresult, exec: CUgraphExec, stream: CUstream) -> CUresult {
     let pt = per_thread(id);
@@ -693,7 +777,7 @@ pub(crate) fn graph_launch(id: HookId, real: &dyn Fn() -> CUresult, exec: CUgrap
             if let Err(e) = b.wait_graph_launches_submitted(exec as usize) {
                 return code(&e);
             }
-            if let Err(e) = b.wait_for_logical_events(s) {
+            if let Err(e) = b.wait_for_logical_events(s).and_then(|()| b.wait_graph_order(s, exec as usize)) {
                 return code(&e);
             }
             return b.native(Some(s), stream, pt, true, real);
@@ -703,7 +787,7 @@ pub(crate) fn graph_launch(id: HookId, real: &dyn Fn() -> CUresult, exec: CUgrap
     if exec.is_null() {
         return b.native(Some(s), stream, pt, true, real); // the driver reports the invalid handle
     }
-    match b.record_graph_launch(s, exec as usize) {
+    match b.record_graph_launch_with(s, exec as usize, graph_copies_of(exec)) {
         Ok(_) => CUDA_SUCCESS,
         Err(e) => code(&e),
     }
@@ -728,8 +812,30 @@ fn graph_exec_changed(real: &dyn Fn() -> CUresult, exec: CUgraphExec) -> CUresul
     real()
 }
 
+/// A call that changes executable graph `exec` node by node: its copies no longer match it, so
+/// launches from now on run the application's graph on the whole device.
+fn graph_exec_nodes_changed(real: &dyn Fn() -> CUresult, exec: CUgraphExec) -> CUresult {
+    let r = graph_exec_changed(real, exec);
+    graph_copies().remove(&(exec as usize));
+    r
+}
+
+/// `cuGraphExecUpdate(_v2)`: after a successful update the copies are made from the new graph
+/// (with the flags of the instantiation); after a failed one, none are kept.
+fn graph_exec_updated(real: &dyn Fn() -> CUresult, exec: CUgraphExec, graph: CUgraph) -> CUresult {
+    let r = graph_exec_changed(real, exec);
+    let had = graph_copies().remove(&(exec as usize));
+    if let (CUDA_SUCCESS, Some(old)) = (r, had) {
+        snapshot_graph(exec, graph, old.flags);
+    }
+    r
+}
+
 pub(crate) fn graph_exec_destroy(_id: HookId, real: &dyn Fn() -> CUresult, exec: CUgraphExec) -> CUresult {
     let r = graph_exec_changed(real, exec);
+    if r == CUDA_SUCCESS {
+        graph_copies().remove(&(exec as usize));
+    }
     if r == CUDA_SUCCESS && get().is_some() {
         super::for_each_started(|b| b.destroy_graph_exec(exec as usize));
     }
@@ -750,21 +856,21 @@ pub(crate) fn graph_exec_update_v1(
     _id: HookId,
     real: &dyn Fn() -> CUresult,
     exec: CUgraphExec,
-    _graph: CUgraph,
+    graph: CUgraph,
     _error_node_out: *mut CUgraphNode,
     _result_out: *mut c_int,
 ) -> CUresult {
-    graph_exec_changed(real, exec)
+    graph_exec_updated(real, exec, graph)
 }
 
 pub(crate) fn graph_exec_update(
     _id: HookId,
     real: &dyn Fn() -> CUresult,
     exec: CUgraphExec,
-    _graph: CUgraph,
+    graph: CUgraph,
     _result_info: *mut c_void,
 ) -> CUresult {
-    graph_exec_changed(real, exec)
+    graph_exec_updated(real, exec, graph)
 }
 
 pub(crate) fn graph_exec_node_params(
@@ -774,7 +880,7 @@ pub(crate) fn graph_exec_node_params(
     _node: CUgraphNode,
     _params: *const c_void,
 ) -> CUresult {
-    graph_exec_changed(real, exec)
+    graph_exec_nodes_changed(real, exec)
 }
 
 pub(crate) fn graph_exec_node_params_in_ctx(
@@ -785,7 +891,7 @@ pub(crate) fn graph_exec_node_params_in_ctx(
     _params: *const c_void,
     _ctx: CUcontext,
 ) -> CUresult {
-    graph_exec_changed(real, exec)
+    graph_exec_nodes_changed(real, exec)
 }
 
 pub(crate) fn graph_exec_child_graph(
@@ -795,7 +901,7 @@ pub(crate) fn graph_exec_child_graph(
     _node: CUgraphNode,
     _child: CUgraph,
 ) -> CUresult {
-    graph_exec_changed(real, exec)
+    graph_exec_nodes_changed(real, exec)
 }
 
 pub(crate) fn graph_exec_node_event(
@@ -805,7 +911,7 @@ pub(crate) fn graph_exec_node_event(
     _node: CUgraphNode,
     _event: CUevent,
 ) -> CUresult {
-    graph_exec_changed(real, exec)
+    graph_exec_nodes_changed(real, exec)
 }
 
 pub(crate) fn graph_exec_node_enabled(
@@ -815,7 +921,7 @@ pub(crate) fn graph_exec_node_enabled(
     _node: CUgraphNode,
     _enabled: c_uint,
 ) -> CUresult {
-    graph_exec_changed(real, exec)
+    graph_exec_nodes_changed(real, exec)
 }
 
 // ---- streams -------------------------------------------------------------------------------

@@ -467,7 +467,12 @@ impl Bind {
 /// The census section of bind mode (`None` outside bind mode): the first started device's state
 /// (or why none started), with every started device's under `devices` when there are several.
 pub fn census() -> Option<Value> {
-    BINDS.bind_census(state::config(), |b| b.census_json())
+    let mut v = BINDS.bind_census(state::config(), |b| b.census_json())?;
+    if let Some(o) = v.as_object_mut() {
+        // Process-wide: executable graphs confinable to a partition, and their copies.
+        o.insert("graph_copies".into(), serde_json::json!(vitamin_hal_cuda::graph_copy_counts()));
+    }
+    Some(v)
 }
 
 /// In a forked child: no dispatcher thread exists there, so the child runs in observe mode.

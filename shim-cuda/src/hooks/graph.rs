@@ -4,7 +4,8 @@
 //!
 //! In bind mode a launch becomes one vCtx op (`calls::graph_launch`); upload and the calls that
 //! change or destroy the executable graph first wait until that graph's deferred launches were
-//! submitted (`calls::graph_exec_changed`), then pass through.
+//! submitted (`calls::graph_exec_changed`), then pass through. An instantiation passes through and
+//! then snapshots the graph for per-partition copies (`calls::graph_instantiate`).
 
 use std::ffi::{c_int, c_uint, c_void};
 
@@ -18,6 +19,13 @@ driver_hooks! {
     fn [cuGraphLaunch cuGraphLaunch_ptsz] (graph_exec: CUgraphExec, stream: CUstream) => observe_graph_launch
         | calls::graph_launch;
     fn [cuGraphUpload cuGraphUpload_ptsz] (graph_exec: CUgraphExec, stream: CUstream) | calls::graph_upload;
+    fn [cuGraphInstantiateWithFlags] (graph_exec_out: *mut CUgraphExec, graph: CUgraph, flags: u64)
+        | calls::graph_instantiate;
+    fn [cuGraphInstantiateWithParams cuGraphInstantiateWithParams_ptsz] (
+        graph_exec_out: *mut CUgraphExec,
+        graph: CUgraph,
+        params: *mut c_void,
+    ) | calls::graph_instantiate_with_params;
     fn [cuGraphExecDestroy] (graph_exec: CUgraphExec) | calls::graph_exec_destroy;
     fn [cuGraphExecUpdate] (
         graph_exec: CUgraphExec,

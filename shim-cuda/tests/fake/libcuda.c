@@ -266,7 +266,7 @@ typedef struct cmd {
     /* wait */
     struct fstream *target;
     unsigned long seq;
-    int graph_launches, graph_index, graph_seq, graph_version;
+    int graph_launches, graph_index, graph_seq, graph_version, graph_nodes_green;
     /* C_OP: a stream-ordered operation of the later entry points (run by `op` on the worker) */
     void (*op)(struct cmd *);
     char label[48];
@@ -365,8 +365,13 @@ static void execute(fstream *st, cmd *c) {
         __atomic_store_n((unsigned long long *)c->dst, c->value64, __ATOMIC_RELEASE);
         break;
     case C_GRAPH:
-        exec_log("begin graph%d.%d v%d launches=%d ctx=%s stream=%d", c->graph_index, c->graph_seq, c->graph_version,
-                 c->graph_launches, ctx, st->index);
+    {
+        char nodes[16];
+        if (c->graph_nodes_green) snprintf(nodes, sizeof nodes, "g%d", c->graph_nodes_green);
+        else snprintf(nodes, sizeof nodes, "p");
+        exec_log("begin graph%d.%d v%d launches=%d ctx=%s stream=%d nodes=%s", c->graph_index, c->graph_seq,
+                 c->graph_version, c->graph_launches, ctx, st->index, nodes);
+    }
         if (async_mode()) usleep((useconds_t)DELAY_US);
         exec_log("end graph%d.%d", c->graph_index, c->graph_seq);
         break;
@@ -911,17 +916,23 @@ EXPORT CUresult cuStreamBeginCapture_v2(CUstream s, int mode) {
  * or parameter change; each launch runs with the version current when it was launched (native:
  * changes only affect later launches). Launches of one executable graph are ordered behind its
  * previous launch whatever the stream (native rule); launching a destroyed one fails. */
+/* Kernel nodes: one per captured launch. They name a module function (no CUkernel: a copy of the
+ * graph cannot move them) unless FAKE_CUDA_GRAPH_KERNELS is set at capture, and run in the primary
+ * context unless their parameters were set to a green context (`node_ctx`, cuCtxFromGreenCtx's tag)
+ * with `func` null and `kern` set; a launch logs where they ran (`nodes=`). */
 typedef struct {
     int launches, index, is_exec, destroyed, version, nlaunched;
     fstream *last_stream;
     unsigned long last_seq;
     void *wait_event; /* an event-wait node (cuGraphAddEventWaitNode) */
+    int kern;         /* kernel nodes carry a CUkernel */
+    void *node_ctx;   /* the context the kernel nodes name (NULL: primary) */
 } fake_graph;
 static void graph_event_wait_locked(fstream *st, void *event);
-static fake_graph GRAPHS[64];
+static fake_graph GRAPHS[256];
 static int NGRAPHS;
 static fake_graph *new_graph(int launches, int is_exec) {
-    if (NGRAPHS >= 64) return NULL;
+    if (NGRAPHS >= 256) return NULL;
     fake_graph *g = &GRAPHS[NGRAPHS];
     memset(g, 0, sizeof *g);
     g->launches = launches;
@@ -935,6 +946,7 @@ EXPORT CUresult cuStreamEndCapture(CUstream s, CUgraph *g) {
     st->capturing = 0;
     fake_graph *graph = new_graph(st->captured, 0);
     if (!graph) return CUDA_ERROR_INVALID_VALUE;
+    graph->kern = getenv("FAKE_CUDA_GRAPH_KERNELS") != NULL;
     *g = graph;
     logf_("cuStreamEndCapture stream=%d launches=%d", st->index, st->captured);
     return CUDA_SUCCESS;
@@ -948,8 +960,89 @@ EXPORT CUresult cuGraphInstantiateWithFlags(CUgraphExec *exec, CUgraph graph, un
     fake_graph *e = new_graph(g->launches, 1);
     if (!e) return CUDA_ERROR_INVALID_VALUE;
     e->wait_event = g->wait_event;
+    e->kern = g->kern;
+    e->node_ctx = g->node_ctx;
     *exec = e;
     logf_("cuGraphInstantiateWithFlags graph=%d flags=%llu -> exec=%d", g->index, flags, e->index);
+    return CUDA_SUCCESS;
+}
+static void nodes_name(fake_graph *g, char *buf, size_t n) {
+    int gi = g->node_ctx ? green_of_ctx(g->node_ctx) : 0;
+    if (gi) snprintf(buf, n, "g%d", gi); else snprintf(buf, n, "p");
+}
+EXPORT CUresult cuGraphClone(CUgraph *out, CUgraph graph) {
+    fake_graph *g = graph;
+    if (!g || !out || g->is_exec) return CUDA_ERROR_INVALID_VALUE;
+    fake_graph *c = new_graph(g->launches, 0);
+    if (!c) return CUDA_ERROR_INVALID_VALUE;
+    c->wait_event = g->wait_event;
+    c->kern = g->kern;
+    c->node_ctx = g->node_ctx;
+    *out = c;
+    logf_("cuGraphClone graph=%d -> graph=%d", g->index, c->index);
+    return CUDA_SUCCESS;
+}
+/* Node handles: (graph index << 8) | (node number + 1); kernel nodes first, then the event-wait
+ * node if any. */
+static fake_graph *graph_of_node(void *node, int *i) {
+    uintptr_t v = (uintptr_t)node;
+    int gi = (int)(v >> 8);
+    if (gi <= 0 || gi > NGRAPHS || (v & 0xff) == 0) return NULL;
+    *i = (int)(v & 0xff) - 1;
+    return &GRAPHS[gi - 1];
+}
+EXPORT CUresult cuGraphGetNodes(CUgraph graph, void **nodes, size_t *n) {
+    fake_graph *g = graph;
+    if (!g || !n) return CUDA_ERROR_INVALID_VALUE;
+    size_t total = (size_t)g->launches + (g->wait_event ? 1 : 0);
+    if (!nodes) { *n = total; return CUDA_SUCCESS; }
+    size_t k = *n < total ? *n : total;
+    for (size_t i = 0; i < k; i++) nodes[i] = (void *)(((uintptr_t)g->index << 8) | (i + 1));
+    *n = k;
+    return CUDA_SUCCESS;
+}
+EXPORT CUresult cuGraphNodeGetType(void *node, int *type) {
+    int i;
+    fake_graph *g = graph_of_node(node, &i);
+    if (!g || !type) return CUDA_ERROR_INVALID_VALUE;
+    *type = i < g->launches ? 0 /* kernel */ : 6 /* event wait */;
+    return CUDA_SUCCESS;
+}
+typedef struct {
+    void *func;
+    unsigned grid[3], block[3], smem;
+    void **params, **extra;
+    void *kern, *ctx;
+} fake_kernel_node_params;
+static char FAKE_KERNEL_HANDLE;
+EXPORT CUresult cuGraphKernelNodeGetParams_v2(void *node, fake_kernel_node_params *p) {
+    int i;
+    fake_graph *g = graph_of_node(node, &i);
+    if (!g || !p || i >= g->launches) return CUDA_ERROR_INVALID_VALUE;
+    memset(p, 0, sizeof *p);
+    p->func = g->node_ctx ? NULL : (void *)&FUNCS[0];
+    p->kern = g->kern ? (void *)&FAKE_KERNEL_HANDLE : NULL;
+    p->ctx = g->node_ctx ? g->node_ctx : (void *)&PRIMARY_CTX;
+    p->grid[0] = p->grid[1] = p->grid[2] = p->block[0] = p->block[1] = p->block[2] = 1;
+    return CUDA_SUCCESS;
+}
+EXPORT CUresult cuGraphKernelNodeSetParams_v2(void *node, const fake_kernel_node_params *p) {
+    int i;
+    fake_graph *g = graph_of_node(node, &i);
+    if (!g || !p || g->is_exec || i >= g->launches) return CUDA_ERROR_INVALID_VALUE;
+    if (!p->func && !p->kern) return CUDA_ERROR_INVALID_VALUE;
+    if (!p->func) g->node_ctx = p->ctx; /* with func set, ctx is ignored (as the driver does) */
+    char nodes[16];
+    nodes_name(g, nodes, sizeof nodes);
+    logf_("cuGraphKernelNodeSetParams_v2 graph=%d node=%d nodes=%s", g->index, i, nodes);
+    return CUDA_SUCCESS;
+}
+EXPORT CUresult cuGraphKernelNodeGetAttribute(void *node, int attr, void *value) {
+    int i;
+    fake_graph *g = graph_of_node(node, &i);
+    if (!g || !value) return CUDA_ERROR_INVALID_VALUE;
+    memset(value, 0, 64);
+    if (attr == 2 && getenv("FAKE_CUDA_GRAPH_COOPERATIVE")) *(int *)value = 1;
     return CUDA_SUCCESS;
 }
 EXPORT CUresult cuGraphDestroy(CUgraph graph) {
@@ -1001,9 +1094,12 @@ static CUresult graph_launch(const char *via, CUgraphExec exec, CUstream s) {
         logf_("%s graph=%d launches=%d stream=%d captured ctx=%s", via, g->index, g->launches, st->index, ctx);
         return CUDA_SUCCESS;
     }
+    char nodes[16];
+    nodes_name(g, nodes, sizeof nodes);
     pthread_mutex_lock(&G);
     int seq = ++g->nlaunched;
-    logf_("%s graph=%d.%d launches=%d v%d stream=%d ctx=%s", via, g->index, seq, g->launches, g->version, st->index, ctx);
+    logf_("%s graph=%d.%d launches=%d v%d stream=%d ctx=%s nodes=%s", via, g->index, seq, g->launches, g->version,
+          st->index, ctx, nodes);
     legacy_edges_locked(st);
     if (async_mode() && g->last_stream && g->last_stream != st && g->last_stream->completed < g->last_seq) {
         cmd *w = new_cmd(C_WAIT); /* behind the previous launch of this executable graph */
@@ -1017,6 +1113,7 @@ static CUresult graph_launch(const char *via, CUgraphExec exec, CUstream s) {
     c->graph_launches = g->launches;
     c->graph_seq = seq;
     c->graph_version = g->version;
+    c->graph_nodes_green = g->node_ctx ? green_of_ctx(g->node_ctx) : 0;
     g->last_seq = push_locked(st, c);
     g->last_stream = st;
     pthread_mutex_unlock(&G);
