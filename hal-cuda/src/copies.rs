@@ -37,6 +37,12 @@ pub struct GraphCopyCounts {
     pub confinable: u64,
     /// Executable graphs left to the whole device (a node kind, kernel or flag no copy holds).
     pub whole_device: u64,
+    /// Of those: a node kind no copy holds (child graph, memory node, ...).
+    pub node_kind: u64,
+    /// Of those: a kernel node naming a module function (no `CUkernel`).
+    pub module_function: u64,
+    /// Of those: a cooperative or cluster kernel node, device launch, or a driver refusal.
+    pub other: u64,
     /// Copies instantiated (one per graph and partition).
     pub copies: u64,
     /// Copies whose making failed (the launch then used the application's executable graph).
@@ -47,6 +53,9 @@ pub struct GraphCopyCounts {
 
 static CONFINABLE: AtomicU64 = AtomicU64::new(0);
 static WHOLE_DEVICE: AtomicU64 = AtomicU64::new(0);
+static NODE_KIND: AtomicU64 = AtomicU64::new(0);
+static MODULE_FUNCTION: AtomicU64 = AtomicU64::new(0);
+static OTHER: AtomicU64 = AtomicU64::new(0);
 static COPIES: AtomicU64 = AtomicU64::new(0);
 static FAILED: AtomicU64 = AtomicU64::new(0);
 static FALLBACKS: AtomicU64 = AtomicU64::new(0);
@@ -56,6 +65,9 @@ pub fn graph_copy_counts() -> GraphCopyCounts {
     GraphCopyCounts {
         confinable: CONFINABLE.load(Ordering::Relaxed),
         whole_device: WHOLE_DEVICE.load(Ordering::Relaxed),
+        node_kind: NODE_KIND.load(Ordering::Relaxed),
+        module_function: MODULE_FUNCTION.load(Ordering::Relaxed),
+        other: OTHER.load(Ordering::Relaxed),
         copies: COPIES.load(Ordering::Relaxed),
         failed: FAILED.load(Ordering::Relaxed),
         fallbacks: FALLBACKS.load(Ordering::Relaxed),
@@ -136,10 +148,16 @@ impl CudaGraphCopies {
     pub unsafe fn snapshot(graph: u64, exec: u64, flags: u64) -> Result<Arc<CudaGraphCopies>, NotConfinable> {
         // SAFETY: forwarded from the caller.
         let r = unsafe { Self::snapshot_inner(graph as CUgraph, exec, flags) };
-        match &r {
-            Ok(_) => CONFINABLE.fetch_add(1, Ordering::Relaxed),
-            Err(_) => WHOLE_DEVICE.fetch_add(1, Ordering::Relaxed),
+        let counter = match &r {
+            Ok(_) => &CONFINABLE,
+            Err(NotConfinable::NodeKind(_)) => &NODE_KIND,
+            Err(NotConfinable::ModuleFunction) => &MODULE_FUNCTION,
+            Err(_) => &OTHER,
         };
+        counter.fetch_add(1, Ordering::Relaxed);
+        if r.is_err() {
+            WHOLE_DEVICE.fetch_add(1, Ordering::Relaxed);
+        }
         r
     }
 

@@ -123,6 +123,9 @@ fn check_bind_run(name: &str, r: &AppRun) -> Value {
     let per_node: u64 = b["dispatcher"]["per_node"].as_array().unwrap().iter().map(|v| v.as_u64().unwrap()).sum();
     assert_eq!(per_node, 12, "{name}: six kernels and six graph launches ran on pool nodes: {b:#}");
     assert_eq!(b["graph_execs_mapped"], 0, "{name}: the launched executable graph was destroyed: {b:#}");
+    // The fake's kernel nodes name module functions: no copy, both executable graphs whole-device.
+    let copies = &b["graph_copies"];
+    assert_eq!((copies["confinable"].as_u64(), copies["module_function"].as_u64()), (Some(0), Some(2)), "{copies}");
     b
 }
 
@@ -290,4 +293,5 @@ fn a_graph_with_a_cooperative_kernel_node_stays_on_the_whole_device() {
     let counts = &r.census.as_ref().expect("census")["bind"]["graph_copies"];
     assert_eq!((counts["confinable"].as_u64(), counts["copies"].as_u64()), (Some(0), Some(0)), "{counts}");
     assert_eq!(counts["whole_device"], 2, "{counts}");
+    assert_eq!(counts["other"], 2, "cooperative: {counts}");
 }
