@@ -372,6 +372,35 @@ def test_every_committed_group_fits_one_call():
             assert r.returncode == 0, (n, part, r.stderr)
 
 
+def test_graph_decoder_group_loads_and_part_a_fits():
+    """mixed-graph (the 8B-shaped decoder with its decode step in a CUDA graph, beside ResNet-50) through
+    the harness's own loading and validation, and its estimate: the whole group and each part fit
+    the 560 s of one call at one round."""
+    sys.path.insert(0, HERE)
+    import harness
+    g = harness.load_group(os.path.join(HERE, "groups", "mixed-graph.json"))
+    assert g["kind"] == "mixed" and g["rounds"] == 1 and g["seconds"] == 16 and g["budget_s"] == 560, g
+    assert "CUDA graph" in g["description"], g["description"]
+    t = g["tenants"]["decoder_graph_8b"]
+    cmd = t["cmd"]
+    assert cmd[1] == "tenants/decoder.py" and "--cuda-graph" in cmd and "--sync-per-token" in cmd, cmd
+    assert cmd[cmd.index("--size") + 1] == "8b" and cmd[cmd.index("--rates") + 1] == "1,2,4", cmd
+    assert t["latency"] and t["tpot_from_alone"]["field"] == "per_token_ms", t
+    (s,) = g["scenarios"]
+    assert s["name"] == "decoder_graph_8b+resnet50" and s["tenants"] == ["decoder_graph_8b", "resnet50"], s
+    assert s["mps_pct"] == {"decoder_graph_8b": 50, "resnet50": 50}, s
+    assert g["configs"] == ["timeslice", "mps", "mps_pct", "vitamin_static", "vitamin_throughput", "vitamin_tpot"]
+    assert g["parts"] == {"a": ["mps", "vitamin_static", "vitamin_throughput", "vitamin_tpot"],
+                          "b": ["timeslice", "mps_pct", "mps", "vitamin_throughput"]}, g["parts"]
+    for part, configs in list(g["parts"].items()) + [(None, g["configs"])]:
+        est = harness.estimate(g, harness.plan(dict(g, configs=configs)))
+        assert est <= 560, (part, est)
+        r = subprocess.run([sys.executable, HARNESS, os.path.join(HERE, "groups", "mixed-graph.json"), "--out",
+                            "/nonexistent", "--dry-run"] + (["--part", part] if part else []),
+                           capture_output=True, text=True, timeout=60)
+        assert r.returncode == 0 and f"estimate {est:.0f} s, budget 560 s" in r.stdout, (part, r.stdout, r.stderr)
+
+
 def test_run_group_packs_at_most_eight_files():
     with tempfile.TemporaryDirectory() as d:
         group = write_group(d, rounds=1, configs=["mps", "vitamin_throughput"])

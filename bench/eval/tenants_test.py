@@ -1,7 +1,11 @@
 """Tests of the tenants' torch-free parts (CI: cd bench/eval && python3 tenants_test.py): the protocol
 module (barrier, result file, bad environment), percentiles, Poisson arrivals, the Azure trace loader,
-the open-loop server and the continuous batcher with its metrics, on a simulated clock.
+the open-loop server and the continuous batcher with its metrics, on a simulated clock; decoder.py's
+arguments (--cuda-graph) and every decoder definition in groups/tenants.json (decoder.py imports
+without torch for that).
 """
+import contextlib
+import io
 import json
 import os
 import random
@@ -11,6 +15,7 @@ import tempfile
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, "tenants"))
+import decoder  # noqa: E402
 import serving_core  # noqa: E402
 import tenant  # noqa: E402
 
@@ -179,6 +184,53 @@ def test_batcher_stops_at_the_deadline_and_counts_unfinished():
     m = serving_core.serving_metrics(reqs, 50, 500, 2.0)
     assert m["completed"] == 0 and m["unfinished"] == 3 and m["tpot_violation_pct"] is None
     assert 2.0 <= c.t < 2.3
+
+
+def parse_error(argv):
+    """decoder.parse_args(argv)'s usage error (exit 2) and its message."""
+    err = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(err):
+            decoder.parse_args(argv)
+    except SystemExit as e:
+        assert e.code == 2, e.code
+        return err.getvalue()
+    raise AssertionError(f"decoder.py accepted {argv}")
+
+
+def test_decoder_arguments_take_cuda_graph():
+    a = decoder.parse_args(["--size", "8b", "--cuda-graph", "--rates", "1,2,4", "--prompt", "128", "--gen", "32",
+                            "--sync-per-token"])
+    assert a.cuda_graph and a.size == "8b" and a.sync_per_token and a.rates == "1,2,4", a
+    assert a.prompt == 128 and a.gen == 32 and a.impl == "auto" and not a.digest, a
+    a = decoder.parse_args(["--cuda-graph", "--digest", "--size", "small", "--impl", "hand"])
+    assert a.cuda_graph and a.digest and a.size == "small", a
+    assert not decoder.parse_args([]).cuda_graph  # eager unless asked
+    assert "--cuda-graph runs the hand-written" in parse_error(["--cuda-graph", "--impl", "transformers"])
+    assert "invalid choice" in parse_error(["--cuda-graph", "--size", "70b"])
+    assert "at least 1" in parse_error(["--cuda-graph", "--gen", "0"])
+    # the graph's cache: every position a request writes (prompt + gen - 1), rounded up to 16
+    assert decoder.graph_len(128, 32) == 160 and decoder.graph_len(16, 4) == 32 and decoder.graph_len(1, 1) == 16
+    for p, g in ((128, 32), (16, 4), (17, 16), (1, 1), (100, 29)):
+        n = decoder.graph_len(p, g)
+        assert n >= p + g - 1 and n % decoder.GRAPH_LEN_ROUND == 0 and n - (p + g) < decoder.GRAPH_LEN_ROUND
+
+
+def test_every_decoder_definition_parses():
+    with open(os.path.join(HERE, "groups", "tenants.json")) as f:
+        defs = json.load(f)
+    seen = {}
+    for name, t in defs.items():
+        if name.startswith("_") or "tenants/decoder.py" not in t["cmd"]:
+            continue
+        argv = t["cmd"][t["cmd"].index("tenants/decoder.py") + 1:]
+        seen[name] = decoder.parse_args(argv)
+    assert {"decoder", "decoder_8b", "decoder_graph_8b", "decoder_digest"} <= set(seen), sorted(seen)
+    g = seen["decoder_graph_8b"]
+    assert g.cuda_graph and g.size == "8b" and g.sync_per_token and g.rates == "1,2,4" and g.gen == 32, g
+    assert not any(a.cuda_graph for n, a in seen.items() if n != "decoder_graph_8b")  # the others stay eager
+    t = defs["decoder_graph_8b"]
+    assert t["latency"] and t["role"] == "latency" and t["tpot_from_alone"] == {"field": "per_token_ms", "factor": 1.5}
 
 
 if __name__ == "__main__":
