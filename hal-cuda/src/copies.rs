@@ -12,13 +12,19 @@
 //! was), or says why the graph cannot be confined. The copies live as long as the last launch that
 //! holds them ([`vitamin_hal::GraphLaunch::copies`]); dropping them destroys each copy (the driver
 //! finishes a destroyed executable graph's launches in flight) and the snapshot.
+//!
+//! Kernel nodes in thread-block clusters are copied like any other, but a partition runs the
+//! copy only if it places each such node's cluster shape ([`CudaGraphCopies::cluster_nodes`],
+//! checked as for a cluster launch); a cooperative kernel node keeps the graph on the whole device.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use parking_lot::Mutex;
-use vitamin_hal::{HalError, PartitionCopies};
+use vitamin_hal::{
+    Dim3, FunctionKind, FunctionRef, HalError, KernelArgs, KernelLaunch, LaunchAttributes, PartitionCopies,
+};
 
 use crate::driver::graphs::{self, CUgraphNode};
 use crate::driver::{capture, CUcontext, CUgraph, CUgraphExec};
@@ -41,8 +47,15 @@ pub struct GraphCopyCounts {
     pub node_kind: u64,
     /// Of those: a kernel node naming a module function (no `CUkernel`).
     pub module_function: u64,
-    /// Of those: a cooperative or cluster kernel node, device launch, or a driver refusal.
-    pub other: u64,
+    /// Of those: a cooperative kernel node.
+    pub cooperative: u64,
+    /// Of those: instantiated for device-side launch.
+    pub device_launch: u64,
+    /// Of those: the driver refused a query or the clone.
+    pub driver: u64,
+    /// Confinable graphs with kernel nodes in thread-block clusters (copied only to partitions
+    /// that place every such node's cluster shape).
+    pub clustered: u64,
     /// Copies instantiated (one per graph and partition).
     pub copies: u64,
     /// Copies whose making failed (the launch then used the application's executable graph).
@@ -55,7 +68,13 @@ static CONFINABLE: AtomicU64 = AtomicU64::new(0);
 static WHOLE_DEVICE: AtomicU64 = AtomicU64::new(0);
 static NODE_KIND: AtomicU64 = AtomicU64::new(0);
 static MODULE_FUNCTION: AtomicU64 = AtomicU64::new(0);
-static OTHER: AtomicU64 = AtomicU64::new(0);
+static COOPERATIVE: AtomicU64 = AtomicU64::new(0);
+static DEVICE_LAUNCH_COUNT: AtomicU64 = AtomicU64::new(0);
+static DRIVER: AtomicU64 = AtomicU64::new(0);
+static CLUSTERED: AtomicU64 = AtomicU64::new(0);
+/// The distinct reasons graphs stayed on the whole device (at most [`MAX_REASONS`]), for the census.
+static REASONS: Mutex<Vec<String>> = Mutex::new(Vec::new());
+const MAX_REASONS: usize = 8;
 static COPIES: AtomicU64 = AtomicU64::new(0);
 static FAILED: AtomicU64 = AtomicU64::new(0);
 static FALLBACKS: AtomicU64 = AtomicU64::new(0);
@@ -67,11 +86,20 @@ pub fn graph_copy_counts() -> GraphCopyCounts {
         whole_device: WHOLE_DEVICE.load(Ordering::Relaxed),
         node_kind: NODE_KIND.load(Ordering::Relaxed),
         module_function: MODULE_FUNCTION.load(Ordering::Relaxed),
-        other: OTHER.load(Ordering::Relaxed),
+        cooperative: COOPERATIVE.load(Ordering::Relaxed),
+        device_launch: DEVICE_LAUNCH_COUNT.load(Ordering::Relaxed),
+        driver: DRIVER.load(Ordering::Relaxed),
+        clustered: CLUSTERED.load(Ordering::Relaxed),
         copies: COPIES.load(Ordering::Relaxed),
         failed: FAILED.load(Ordering::Relaxed),
         fallbacks: FALLBACKS.load(Ordering::Relaxed),
     }
+}
+
+/// The distinct reasons executable graphs of this process stayed on the whole device (the first
+/// few), for the census.
+pub fn graph_copy_reasons() -> Vec<String> {
+    REASONS.lock().clone()
 }
 
 /// Why a graph stays on the whole device, or the driver error met while looking.
@@ -84,9 +112,9 @@ pub enum NotConfinable {
     /// A kernel node with no `CUkernel` (a function loaded with `cuModuleLoad*`).
     #[error("a kernel node names a module function with no CUkernel, which only its own context runs")]
     ModuleFunction,
-    /// A cooperative or cluster kernel node.
-    #[error("a kernel node is a cooperative or cluster launch")]
-    CoresidentKernel,
+    /// A cooperative kernel node.
+    #[error("a kernel node is a cooperative launch")]
+    Cooperative,
     /// Instantiated for device-side launch.
     #[error("the graph was instantiated for device-side launch")]
     DeviceLaunch,
@@ -111,6 +139,8 @@ pub struct CudaGraphCopies {
     flags: u64,
     /// Kernel nodes in the snapshot.
     kernels: usize,
+    /// Its kernel nodes in thread-block clusters (distinct function and shape).
+    clusters: Vec<KernelLaunch>,
     /// One copy per green context (`CUcontext` as an integer); `None` where making it failed.
     made: Mutex<HashMap<usize, Option<u64>>>,
 }
@@ -152,11 +182,25 @@ impl CudaGraphCopies {
             Ok(_) => &CONFINABLE,
             Err(NotConfinable::NodeKind(_)) => &NODE_KIND,
             Err(NotConfinable::ModuleFunction) => &MODULE_FUNCTION,
-            Err(_) => &OTHER,
+            Err(NotConfinable::Cooperative) => &COOPERATIVE,
+            Err(NotConfinable::DeviceLaunch) => &DEVICE_LAUNCH_COUNT,
+            Err(NotConfinable::Driver(_)) => &DRIVER,
         };
         counter.fetch_add(1, Ordering::Relaxed);
-        if r.is_err() {
-            WHOLE_DEVICE.fetch_add(1, Ordering::Relaxed);
+        match &r {
+            Ok(c) if !c.clusters.is_empty() => {
+                CLUSTERED.fetch_add(1, Ordering::Relaxed);
+            }
+            Ok(_) => {}
+            Err(e) => {
+                WHOLE_DEVICE.fetch_add(1, Ordering::Relaxed);
+                let why = e.to_string();
+                let mut reasons = REASONS.lock();
+                if reasons.len() < MAX_REASONS && !reasons.contains(&why) {
+                    tracing::info!(graph = exec, reason = %why, "an executable graph runs on the whole device only");
+                    reasons.push(why);
+                }
+            }
         }
         r
     }
@@ -166,7 +210,7 @@ impl CudaGraphCopies {
             return Err(NotConfinable::DeviceLaunch);
         }
         // SAFETY: `graph` is live (caller).
-        let kernels = unsafe { check_nodes(graph) }?;
+        let (kernels, clusters) = unsafe { check_nodes(graph) }?;
         // SAFETY: as above.
         let snapshot = unsafe { graphs::clone(graph) }?;
         Ok(Arc::new(CudaGraphCopies {
@@ -174,6 +218,7 @@ impl CudaGraphCopies {
             snapshot,
             flags: flags & KEPT_FLAGS,
             kernels,
+            clusters,
             made: Mutex::new(HashMap::new()),
         }))
     }
@@ -186,6 +231,12 @@ impl CudaGraphCopies {
     /// Kernel nodes in the graph.
     pub fn kernels(&self) -> usize {
         self.kernels
+    }
+
+    /// The kernel nodes that run in thread-block clusters, one per distinct function and shape, as
+    /// launches (no arguments): a partition runs a copy only if it places every one of them.
+    pub fn cluster_nodes(&self) -> &[KernelLaunch] {
+        &self.clusters
     }
 
     /// The copy whose kernel nodes run in `ctx` (made at the first call for that context), or
@@ -265,12 +316,14 @@ impl Drop for CudaGraphCopies {
     }
 }
 
-/// Whether a copy can hold every node of `graph`; the number of kernel nodes if so.
+/// Whether a copy can hold every node of `graph`; if so, the number of kernel nodes and its
+/// kernel nodes in thread-block clusters.
 ///
 /// # Safety
 /// `graph` must be live.
-unsafe fn check_nodes(graph: CUgraph) -> Result<usize, NotConfinable> {
+unsafe fn check_nodes(graph: CUgraph) -> Result<(usize, Vec<KernelLaunch>), NotConfinable> {
     let mut kernels = 0;
+    let mut clusters: Vec<KernelLaunch> = Vec::new();
     // SAFETY: the caller guarantees `graph`.
     let nodes: Vec<CUgraphNode> = unsafe { graphs::nodes(graph) }?;
     for node in nodes {
@@ -288,10 +341,33 @@ unsafe fn check_nodes(graph: CUgraph) -> Result<usize, NotConfinable> {
             return Err(NotConfinable::ModuleFunction);
         }
         // SAFETY: as above.
-        if unsafe { graphs::kernel_needs_whole_device(node) } {
-            return Err(NotConfinable::CoresidentKernel);
+        let (cooperative, cluster) = unsafe { graphs::kernel_coresidency(node) };
+        if cooperative {
+            return Err(NotConfinable::Cooperative);
+        }
+        if let Some([x, y, z]) = cluster {
+            let k = KernelLaunch::new(
+                FunctionRef::with_static_name(p.kern as u64, FunctionKind::Kernel, "a graph's cluster kernel node"),
+                Dim3 { x: p.gridDimX, y: p.gridDimY, z: p.gridDimZ },
+                Dim3 { x: p.blockDimX, y: p.blockDimY, z: p.blockDimZ },
+                p.sharedMemBytes,
+                KernelArgs::pack(&[]),
+                LaunchAttributes::new(false, Some(Dim3 { x, y, z }), None, Vec::new()),
+            );
+            if !clusters.iter().any(|c| same_shape(c, &k)) {
+                clusters.push(k);
+            }
         }
         kernels += 1;
     }
-    Ok(kernels)
+    Ok((kernels, clusters))
+}
+
+/// Same function, grid, block, dynamic shared memory and cluster shape.
+fn same_shape(a: &KernelLaunch, b: &KernelLaunch) -> bool {
+    a.function().handle() == b.function().handle()
+        && a.grid() == b.grid()
+        && a.block() == b.block()
+        && a.shared_mem_bytes() == b.shared_mem_bytes()
+        && a.attributes().cluster() == b.attributes().cluster()
 }

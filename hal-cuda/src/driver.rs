@@ -998,29 +998,29 @@ pub(crate) mod graphs {
         check("cuGraphKernelNodeSetParams_v2", unsafe { sys::cuGraphKernelNodeSetParams_v2(node, p) })
     }
 
-    /// Whether kernel node `node` must run as a cooperative launch or in thread-block clusters
-    /// (either may not fit a partition unchanged). An attribute the driver does not report counts
-    /// as unset.
+    /// Whether kernel node `node` is a cooperative launch, and its thread-block cluster shape if it
+    /// runs in clusters of more than one block (either may not fit a partition unchanged). An
+    /// attribute the driver does not report counts as unset.
     ///
     /// # Safety
     /// `node` must be a live kernel node.
-    pub(crate) unsafe fn kernel_needs_whole_device(node: CUgraphNode) -> bool {
+    pub(crate) unsafe fn kernel_coresidency(node: CUgraphNode) -> (bool, Option<[u32; 3]>) {
         use sys::CUlaunchAttributeID::{CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION, CU_LAUNCH_ATTRIBUTE_COOPERATIVE};
         // SAFETY: plain C union; all-zero is a valid value.
         let mut v: sys::CUkernelNodeAttrValue = unsafe { std::mem::zeroed() };
         // SAFETY: the caller guarantees `node`; `v` is a live local.
         let coop = unsafe { sys::cuGraphKernelNodeGetAttribute(node, CU_LAUNCH_ATTRIBUTE_COOPERATIVE, &mut v) };
         // SAFETY: the driver wrote the `cooperative` member (or nothing: still zero).
-        if coop == CUresult::CUDA_SUCCESS && unsafe { v.cooperative } != 0 {
-            return true;
-        }
+        let cooperative = coop == CUresult::CUDA_SUCCESS && unsafe { v.cooperative } != 0;
         // SAFETY: as above.
         let mut v: sys::CUkernelNodeAttrValue = unsafe { std::mem::zeroed() };
         // SAFETY: as above.
         let cl = unsafe { sys::cuGraphKernelNodeGetAttribute(node, CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION, &mut v) };
         // SAFETY: the driver wrote the `clusterDim` member (or nothing: still zero).
         let d = unsafe { v.clusterDim };
-        cl == CUresult::CUDA_SUCCESS && (d.x > 1 || d.y > 1 || d.z > 1)
+        let cluster = (cl == CUresult::CUDA_SUCCESS && (d.x > 1 || d.y > 1 || d.z > 1))
+            .then(|| [d.x.max(1), d.y.max(1), d.z.max(1)]);
+        (cooperative, cluster)
     }
 
     /// `cuGraphInstantiateWithFlags(g, flags)`.

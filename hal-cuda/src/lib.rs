@@ -44,7 +44,7 @@ mod partition;
 pub mod probe;
 mod submit;
 
-pub use copies::{graph_copy_counts, CudaGraphCopies, GraphCopyCounts, NotConfinable};
+pub use copies::{graph_copy_counts, graph_copy_reasons, CudaGraphCopies, GraphCopyCounts, NotConfinable};
 pub use device::{CudaBackend, FenceMode, RealizationStats, FENCE_ENV, ROOT_CONTEXT_ENV};
 pub use partition::{launch_native, CudaPartition, BUSY_QUERY_NS, WAIT_TIMEOUT};
 pub use probe::{probe, probe_device, CudaCapabilities};

@@ -329,18 +329,22 @@ impl CudaPartition {
                 return Err(Incompatibility::NotCoResident { blocks: k.blocks(), capacity });
             }
         }
-        if let Some(c) = attrs.cluster() {
-            let cb = c.volume();
-            if cb == 0 || cb > MAX_CLUSTER_BLOCKS {
-                return Err(Incompatibility::InvalidLaunch(format!(
-                    "cluster {c} outside 1..={MAX_CLUSTER_BLOCKS} blocks"
-                )));
-            }
-            if self.max_active_clusters(k)? == 0 {
-                return Err(Incompatibility::ClusterShape { cluster_blocks: cb, units: self.units.len() });
-            }
-        }
+        self.check_cluster(k)?;
         self.check_dynamic_shared(k)
+    }
+
+    /// A launch in thread-block clusters runs here only if this partition's SMs hold at least one
+    /// cluster of its shape.
+    fn check_cluster(&self, k: &KernelLaunch) -> Result<(), Incompatibility> {
+        let Some(c) = k.attributes().cluster() else { return Ok(()) };
+        let cb = c.volume();
+        if cb == 0 || cb > MAX_CLUSTER_BLOCKS {
+            return Err(Incompatibility::InvalidLaunch(format!("cluster {c} outside 1..={MAX_CLUSTER_BLOCKS} blocks")));
+        }
+        if self.max_active_clusters(k)? == 0 {
+            return Err(Incompatibility::ClusterShape { cluster_blocks: cb, units: self.units.len() });
+        }
+        Ok(())
     }
 
     /// A launch asking for more than 48 KiB of dynamic shared memory is valid only where the
@@ -949,13 +953,16 @@ impl PhysicalPartition for CudaPartition {
             // kernels on all 132 SMs, not the green context's. Only the whole device accounts for
             // that truthfully, so a graph is bound to a node holding every SM, unless it carries
             // copies ([`crate::copies`]): then this partition runs its own copy.
-            OpDesc::Graph(g) if self.units.len() < self.shared.caps.sm_count as usize && cuda_copies(g).is_none() => {
-                Err(Incompatibility::WholeDevice {
+            OpDesc::Graph(g) if self.units.len() < self.shared.caps.sm_count as usize => match cuda_copies(g) {
+                None => Err(Incompatibility::WholeDevice {
                     what: "a CUDA graph launch".into(),
                     units: self.units.len(),
                     device: self.shared.caps.sm_count as usize,
-                })
-            }
+                }),
+                // A copy runs its cluster kernel nodes here only if this partition places each
+                // node's cluster shape, as for a cluster launch of its own.
+                Some(c) => c.cluster_nodes().iter().try_for_each(|k| self.check_cluster(k)),
+            },
             _ => Ok(()),
         }
     }

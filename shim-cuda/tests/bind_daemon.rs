@@ -137,3 +137,58 @@ fn no_daemon_at_the_socket_means_in_process_with_a_warning() {
     assert!(err.contains("no vitamin daemon at /nonexistent/vitamin/daemon.sock"), "{err}");
     assert!(err.contains("decides its bindings alone"), "{err}");
 }
+
+fn graph_fixture() -> &'static FakeApp {
+    static F: OnceLock<FakeApp> = OnceLock::new();
+    F.get_or_init(|| FakeApp::build("shim-bind-daemon-graph", "graph_app"))
+}
+
+/// Under TPOT-First, a latency-critical process launching CUDA graphs (tests/fake/graph_app.c)
+/// beside a batch process. A graph that no partition copy holds runs unchanged only on the whole
+/// device, which the latency-critical client's own standing reservation kept from it for ever
+/// (the daemon never bound the launch: both jobs of a mixed run hung on the H100,
+/// docs/results/eval.md, mixed-graph run 1); such a launch now goes to the service partition, as
+/// a cluster kernel does. A graph whose kernel nodes carry a `CUkernel` (`FAKE_CUDA_GRAPH_KERNELS`)
+/// runs partition copies on the nodes the daemon binds. Both processes must finish with their
+/// native output.
+#[test]
+fn a_latency_critical_graph_client_under_tpot_first_is_not_starved_by_its_own_reservation() {
+    let g = graph_fixture();
+    let native_batch = run("tg-native-batch", None);
+    for (case, extra) in [("whole-device", &[][..]), ("copies", &[("FAKE_CUDA_GRAPH_KERNELS", "1")][..])] {
+        let native = run_async_app(&g.app, &g.dir, &format!("tg-native-{case}"), None, extra);
+        assert!(native.out.status.success(), "{case}: native run failed:\n{}", native.stdout());
+        let d = daemon(PolicyKind::Tpot);
+        let socket = d.socket().to_string_lossy().into_owned();
+        let (lc, batch) = std::thread::scope(|s| {
+            let a = s.spawn(|| {
+                let env = [("VITAMIN_DAEMON", socket.as_str()), ("VITAMIN_CLASS", "latency:15")];
+                run_async_app(&g.app, &g.dir, &format!("tg-lc-{case}"), Some(&env), extra)
+            });
+            let b = s.spawn(|| run(&format!("tg-batch-{case}"), Some(&[("VITAMIN_DAEMON", socket.as_str())])));
+            (a.join().expect("latency-critical runner"), b.join().expect("batch runner"))
+        });
+        for (who, r, want) in [("latency-critical", &lc, &native), ("batch", &batch, &native_batch)] {
+            let err = String::from_utf8_lossy(&r.out.stderr);
+            assert!(r.out.status.success(), "{case}: {who} run failed:\n{}\n{err}", r.stdout());
+            assert_eq!(r.stdout(), want.stdout(), "{case}: {who} output differs from native\n{err}");
+        }
+        let census = lc.census.as_ref().expect("census written");
+        let dispatcher = &census["bind"]["dispatcher"];
+        assert_eq!(dispatcher["policy"], "tpot", "{case}: {dispatcher}");
+        assert!(dispatcher["daemon"]["sent"].as_u64().unwrap_or(0) > 0, "{case}: {dispatcher}");
+        let shared = dispatcher["shared_whole_device"].as_u64().unwrap_or(0);
+        let counts = &census["bind"]["graph_copies"];
+        if case == "whole-device" {
+            // Six launches reach bind mode (the seventh is captured): every one shared.
+            assert_eq!(shared, 6, "{case}: graph launches on the service partition: {dispatcher}");
+            assert_eq!(counts["confinable"], 0, "{case}: {counts}");
+        } else {
+            // Launches 5 and 6 follow a kernel-node parameter change no copy matches.
+            assert_eq!(shared, 2, "{case}: {dispatcher}");
+            assert!(counts["copies"].as_u64().unwrap_or(0) >= 1, "{case}: no copy ran: {counts}");
+        }
+        assert_eq!(d.status().counters.clients_registered, 2, "{case}");
+        d.shutdown();
+    }
+}

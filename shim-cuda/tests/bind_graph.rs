@@ -293,5 +293,40 @@ fn a_graph_with_a_cooperative_kernel_node_stays_on_the_whole_device() {
     let counts = &r.census.as_ref().expect("census")["bind"]["graph_copies"];
     assert_eq!((counts["confinable"].as_u64(), counts["copies"].as_u64()), (Some(0), Some(0)), "{counts}");
     assert_eq!(counts["whole_device"], 2, "{counts}");
-    assert_eq!(counts["other"], 2, "cooperative: {counts}");
+    assert_eq!(counts["cooperative"], 2, "{counts}");
+    assert_eq!(counts["reasons"], serde_json::json!(["a kernel node is a cooperative launch"]), "{counts}");
+}
+
+/// A graph whose kernel nodes run in clusters of 16 blocks is copied, but a copy runs only on
+/// partitions that place a 16-block cluster (the fake places one per 16 SMs; its smallest nodes have
+/// 8): a launch Chaos binds elsewhere would fail in the fake (`CLUSTER_TOO_LARGE`) and fall back to
+/// the application's graph. None may: the partitions too small refuse the graph, so Chaos picks
+/// among the others.
+#[test]
+fn a_graph_with_cluster_kernel_nodes_runs_copies_only_where_its_clusters_fit() {
+    let f = fixture();
+    let env = [("VITAMIN_ROOT_CONTEXT", "green"), ("FAKE_CUDA_GRAPH_KERNELS", "1"), ("FAKE_CUDA_GRAPH_CLUSTER", "16")];
+    let native = run_async_app(&f.app, &f.dir, "cluster-native", None, &env);
+    assert!(native.out.status.success(), "{}", native.stdout());
+    let mut copies_ran = 0;
+    for seed in ["1", "3", "7", "11"] {
+        let name = format!("cluster-chaos-{seed}");
+        let vars = [("VITAMIN_POLICY", "chaos"), ("VITAMIN_SEED", seed)];
+        let r = run_async_app(&f.app, &f.dir, &name, Some(&vars), &env);
+        assert!(r.out.status.success(), "{name}:\n{}\n{}", r.stdout(), String::from_utf8_lossy(&r.out.stderr));
+        assert_eq!(r.stdout(), native.stdout(), "{name}: the program's output differs from the native run");
+        assert!(!r.calls.contains("CLUSTER_TOO_LARGE"), "{name}: a copy ran where its clusters do not fit");
+        let (runs, renamed) = graph_runs(&r.exec);
+        assert_eq!(runs.len(), 6, "{name}: {runs:?}");
+        check_exec_order(&name, &renamed, COPY_EDGES);
+        copies_ran += runs.iter().filter(|run| run.exec != 2 && run.nodes == run.ctx).count();
+        let counts = &r.census.as_ref().expect("bind-mode census")["bind"]["graph_copies"];
+        assert_eq!(
+            (counts["confinable"].as_u64(), counts["clustered"].as_u64()),
+            (Some(3), Some(3)),
+            "{name}: {counts}"
+        );
+        assert_eq!((counts["failed"].as_u64(), counts["fallbacks"].as_u64()), (Some(0), Some(0)), "{name}: {counts}");
+    }
+    assert!(copies_ran > 0, "no launch ran a copy under any seed");
 }

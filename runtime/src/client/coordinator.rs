@@ -303,6 +303,9 @@ pub struct Started<B> {
     pub nodes: Vec<String>,
     /// Wall time to create the backend and realize the pool, ms.
     pub realize_ms: f64,
+    /// The policy deciding this process's bindings: the configured one, or the daemon's once
+    /// attached to one.
+    pub policy: &'static str,
     /// A handle on the backend (shared state), for calls that need no dispatcher lock.
     pub backend: B,
     /// The application's client id in the dispatcher (its virtual context's registration).
@@ -956,6 +959,7 @@ fn run<N: NativeApi>(
     }
     let nodes = d.pool().nodes().iter().map(|n| n.units.display(&kind).to_string()).collect();
     let realize_ms = t0.elapsed().as_secs_f64() * 1e3;
+    let policy = d.policy().name();
     let poll_interval = Duration::from_nanos(d.config().min_poll_interval_ns);
     let idle_spin = settings.tuning.idle_spin;
     let wake_grace = settings.tuning.wake_grace;
@@ -965,7 +969,7 @@ fn run<N: NativeApi>(
     let woken = || vctx.has_work_hint() || (waiters_wake && vctx.has_waiters());
     let handle = d.backend().clone();
     *slot.lock() = Some(d);
-    if ready.send(Ok(Started { device, nodes, realize_ms, backend: handle, client })).is_err() {
+    if ready.send(Ok(Started { device, nodes, realize_ms, policy, backend: handle, client })).is_err() {
         // The starting call gave up waiting (`start_timeout_ms`): the process runs in observe mode.
         if let Some(d) = slot.lock().take() {
             std::mem::forget(d);

@@ -355,16 +355,22 @@ impl<B: Backend, P: Policy> Dispatcher<B, P> {
 
     /// Whether ready op `d` goes to the service partition under the daemon: the policy (the
     /// daemon's) shares whole-device launches ([`Policy::shares_whole_device`]), and `d` is a
-    /// cooperative or cluster launch that the whole device runs unchanged and no smaller node
-    /// does. Not in safe mode.
+    /// cooperative or cluster launch, or a graph launch, that the whole device runs unchanged and
+    /// no smaller node does (a graph without per-partition copies: its kernels use every SM
+    /// wherever it is launched). Not in safe mode. Bound to the whole device instead, such an op
+    /// of a latency-critical client would wait under TPOT-First behind the client's own standing
+    /// reservation for ever.
     pub(super) fn remote_shares_whole_device(&self, d: &OpDesc) -> bool {
         let Some(r) = self.remote.as_ref() else { return false };
         if !r.shares_whole_device || r.client.safe_mode().is_some() {
             return false;
         }
-        let OpDesc::Kernel(k) = d else { return false };
-        let a = k.attributes();
-        if !a.needs_coresidency() && a.cluster().is_none() {
+        let coresident = match d {
+            OpDesc::Kernel(k) => k.attributes().needs_coresidency() || k.attributes().cluster().is_some(),
+            OpDesc::Graph(_) => true,
+            _ => false,
+        };
+        if !coresident {
             return false;
         }
         let root = self.arbiter.pool.root();

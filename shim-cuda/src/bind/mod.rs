@@ -221,7 +221,7 @@ pub(crate) fn get() -> Option<&'static Bind> {
         vlog!(
             LogLevel::Info,
             "bind mode on device {device}: policy {}, {} pool nodes on {} realized in {:.1} ms, lane continuation {}",
-            b.settings.policy,
+            b.coordinator.started.policy,
             b.coordinator.started.nodes.len(),
             b.coordinator.started.device,
             b.coordinator.started.realize_ms,
@@ -470,7 +470,9 @@ pub fn census() -> Option<Value> {
     let mut v = BINDS.bind_census(state::config(), |b| b.census_json())?;
     if let Some(o) = v.as_object_mut() {
         // Process-wide: executable graphs confinable to a partition, and their copies.
-        o.insert("graph_copies".into(), serde_json::json!(vitamin_hal_cuda::graph_copy_counts()));
+        let mut copies = serde_json::json!(vitamin_hal_cuda::graph_copy_counts());
+        copies["reasons"] = serde_json::json!(vitamin_hal_cuda::graph_copy_reasons());
+        o.insert("graph_copies".into(), copies);
     }
     Some(v)
 }

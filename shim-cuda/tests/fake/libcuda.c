@@ -617,7 +617,12 @@ EXPORT CUresult cuCtxSynchronize(void) { drain_device(); logf_("cuCtxSynchronize
 /* Only exported so that a green-context backend's symbol check passes; never called in tests. */
 EXPORT CUresult cuLibraryLoadData(void) { return CUDA_ERROR_NOT_SUPPORTED; }
 EXPORT CUresult cuLibraryGetKernel(void) { return CUDA_ERROR_NOT_SUPPORTED; }
-EXPORT CUresult cuKernelGetFunction(void) { return CUDA_ERROR_NOT_SUPPORTED; }
+static char FAKE_KERNEL_HANDLE; /* the CUkernel of graph kernel nodes (FAKE_CUDA_GRAPH_KERNELS) */
+EXPORT CUresult cuKernelGetFunction(void **f, void *kern) {
+    if (kern != &FAKE_KERNEL_HANDLE || !f) return CUDA_ERROR_NOT_SUPPORTED;
+    *f = (void *)&FUNCS[0];
+    return CUDA_SUCCESS;
+}
 EXPORT CUresult cuOccupancyMaxActiveBlocksPerMultiprocessor(int *n, void *f, int threads, size_t smem) {
     int fi = func_index(f);
     logf_("cuOccupancyMaxActiveBlocksPerMultiprocessor %s threads=%d smem=%zu", fi >= 0 ? FUNCS[fi].name : "?", threads,
@@ -926,6 +931,7 @@ typedef struct {
     unsigned long last_seq;
     void *wait_event; /* an event-wait node (cuGraphAddEventWaitNode) */
     int kern;         /* kernel nodes carry a CUkernel */
+    unsigned cluster; /* kernel nodes' cluster size in blocks (FAKE_CUDA_GRAPH_CLUSTER; 0: none) */
     void *node_ctx;   /* the context the kernel nodes name (NULL: primary) */
 } fake_graph;
 static void graph_event_wait_locked(fstream *st, void *event);
@@ -947,6 +953,7 @@ EXPORT CUresult cuStreamEndCapture(CUstream s, CUgraph *g) {
     fake_graph *graph = new_graph(st->captured, 0);
     if (!graph) return CUDA_ERROR_INVALID_VALUE;
     graph->kern = getenv("FAKE_CUDA_GRAPH_KERNELS") != NULL;
+    graph->cluster = getenv("FAKE_CUDA_GRAPH_CLUSTER") ? (unsigned)atoi(getenv("FAKE_CUDA_GRAPH_CLUSTER")) : 0;
     *g = graph;
     logf_("cuStreamEndCapture stream=%d launches=%d", st->index, st->captured);
     return CUDA_SUCCESS;
@@ -961,6 +968,7 @@ EXPORT CUresult cuGraphInstantiateWithFlags(CUgraphExec *exec, CUgraph graph, un
     if (!e) return CUDA_ERROR_INVALID_VALUE;
     e->wait_event = g->wait_event;
     e->kern = g->kern;
+    e->cluster = g->cluster;
     e->node_ctx = g->node_ctx;
     *exec = e;
     logf_("cuGraphInstantiateWithFlags graph=%d flags=%llu -> exec=%d", g->index, flags, e->index);
@@ -977,6 +985,7 @@ EXPORT CUresult cuGraphClone(CUgraph *out, CUgraph graph) {
     if (!c) return CUDA_ERROR_INVALID_VALUE;
     c->wait_event = g->wait_event;
     c->kern = g->kern;
+    c->cluster = g->cluster;
     c->node_ctx = g->node_ctx;
     *out = c;
     logf_("cuGraphClone graph=%d -> graph=%d", g->index, c->index);
@@ -1014,7 +1023,6 @@ typedef struct {
     void **params, **extra;
     void *kern, *ctx;
 } fake_kernel_node_params;
-static char FAKE_KERNEL_HANDLE;
 EXPORT CUresult cuGraphKernelNodeGetParams_v2(void *node, fake_kernel_node_params *p) {
     int i;
     fake_graph *g = graph_of_node(node, &i);
@@ -1043,6 +1051,10 @@ EXPORT CUresult cuGraphKernelNodeGetAttribute(void *node, int attr, void *value)
     if (!g || !value) return CUDA_ERROR_INVALID_VALUE;
     memset(value, 0, 64);
     if (attr == 2 && getenv("FAKE_CUDA_GRAPH_COOPERATIVE")) *(int *)value = 1;
+    if (attr == 4 && g->cluster) { /* CLUSTER_DIMENSION: {cluster, 1, 1} */
+        unsigned d[3] = {g->cluster, 1, 1};
+        memcpy(value, d, sizeof d);
+    }
     return CUDA_SUCCESS;
 }
 EXPORT CUresult cuGraphDestroy(CUgraph graph) {
@@ -1096,6 +1108,11 @@ static CUresult graph_launch(const char *via, CUgraphExec exec, CUstream s) {
     }
     char nodes[16];
     nodes_name(g, nodes, sizeof nodes);
+    if (g->cluster && g->node_ctx && GREEN_SMS[green_of_ctx(g->node_ctx)] < g->cluster) {
+        /* kernel nodes in clusters larger than their green context holds */
+        logf_("%s graph=%d stream=%d ctx=%s nodes=%s -> CLUSTER_TOO_LARGE", via, g->index, st->index, ctx, nodes);
+        return 912; /* CUDA_ERROR_INVALID_CLUSTER_SIZE */
+    }
     pthread_mutex_lock(&G);
     int seq = ++g->nlaunched;
     logf_("%s graph=%d.%d launches=%d v%d stream=%d ctx=%s nodes=%s", via, g->index, seq, g->launches, g->version,

@@ -165,9 +165,10 @@ pub fn run_async_app(
             let _ = child.kill();
             let out = child.wait_with_output().unwrap();
             panic!(
-                "{name}: {} did not finish within 60 s (hang?)\n{}",
+                "{name}: {} did not finish within 60 s (hang?)\n{}\n--- stderr ---\n{}",
                 app.display(),
-                String::from_utf8_lossy(&out.stdout)
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
             );
         }
         std::thread::sleep(Duration::from_millis(20));

@@ -152,7 +152,7 @@ pub(crate) fn get() -> Option<&'static Bind> {
             vlog!(
                 LogLevel::Info,
                 "bind mode on device {device}: policy {}, {} pool nodes on {} realized in {:.1} ms",
-                b.settings.policy,
+                b.coordinator.started.policy,
                 b.coordinator.started.nodes.len(),
                 b.coordinator.started.device,
                 b.coordinator.started.realize_ms,
