@@ -13,7 +13,8 @@ which.
 --sync-per-token: each generated token is brought to the host as a server streaming it would (a
 synchronize per token); the result then adds the per-token times of the window's requests
 (`tpot_p50_ms`, `tpot_p99_ms`, also per rate: the time between consecutive tokens of one request,
-without queueing) and the first token's (`ttft_p50_ms`, `ttft_p99_ms`, queueing excluded).
+without queueing), the first token's (`ttft_p50_ms`, `ttft_p99_ms`, queueing excluded) and each
+served request's times between tokens (`token_ms`, in arrival order).
 --size 8b: Llama 3 8B's shape (16 GB of bf16 weights), built directly on the device.
 
 --cuda-graph: the hand-written llm.Llama (--impl transformers is refused; `impl` names it) with its decode step
@@ -318,6 +319,8 @@ def main():
         "role": "latency", "impl": impl, "cuda_graph": a.cuda_graph, "size": a.size, "rates": rates,
         "by_rate": by_rate, "prompt": a.prompt, "gen": a.gen, "requests": len(arrivals), "not_started": not_started,
         **figures(ms, served), "max_ms": max(ms) if ms else None,
+        # Per served request, in arrival order: the times between its consecutive tokens (ms).
+        "token_ms": [[round(x, 3) for x in per] for _, per in served] if a.sync_per_token else None,
         "service_before_window_ms": service_ms, "per_token_ms": service_ms / a.gen, "throughput": len(ms) / t.seconds, "unit": "requests/s",
     })
 

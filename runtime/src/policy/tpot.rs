@@ -8,9 +8,13 @@
 //!   serving loop's TPOT 32-92 ms per request against 71-89 ms targets (docs/results/eval.md,
 //!   serving run 2). So each busy period of the client that ends with nothing of it outstanding
 //!   ([`Policy::on_idle`]: a step of a loop that synchronizes per token) is measured: one that took
-//!   more than 80% of the target raises the client's floor to the next size above its standing
-//!   node; after [`SHRINK_AFTER`] periods in a row within half of that, the floor steps one size
-//!   down. The standing node is re-reserved whenever its lease drains; where another client's lease covers it (a busy one,
+//!   more than 80% of the target raises the client's floor above its standing node, to the
+//!   smallest size at or above what perfect scaling predicts to fit, capped at twice the
+//!   standing size per period (a period that waited for its node overstates the need). One size
+//!   per period, as before, needs 9 periods from 16 units to 112 in a pool of 15 sizes: beside
+//!   ResNet-50 a CUDA-graph decoder stood on 16 units and its per-token p50 at 1 request/s was
+//!   19.0 ms against Throughput-Oriented's 14.7 (docs/results/eval.md, mixed-graph run 2). After
+//!   [`SHRINK_AFTER`] periods in a row within half of the headroom, the floor steps one size down. The standing node is re-reserved whenever its lease drains; where another client's lease covers it (a busy one,
 //!   kept open by continuation, never drains by itself), it is reclaimed once the client's oldest
 //!   op has waited a whole TPOT target with no node eligible.
 //! - **Deadlines**: a decode's deadline is the client's advised deadline, else the previous
@@ -324,7 +328,12 @@ impl Policy for TpotFirst {
         let sizes = Self::sizes(state);
         let f = self.floor.entry(client).or_insert((0, 0));
         if took > budget {
-            if let Some(&up) = sizes.iter().find(|&&s| s > m) {
+            // Perfect scaling would need m * took / budget units (a step that scales worse is
+            // raised again at its next period), capped at twice m: a period that waited for its
+            // node rather than ran on it overstates the need.
+            let want = (m as f64 * took / budget).min(2.0 * m as f64);
+            let up = sizes.iter().copied().find(|&s| s > m && s as f64 >= want);
+            if let Some(up) = up.or_else(|| sizes.iter().copied().find(|&s| s > m)) {
                 f.0 = f.0.max(up);
             }
             f.1 = 0;
@@ -471,5 +480,42 @@ mod tests {
             ),
             "{plan:?}"
         );
+    }
+
+    /// A step far slower than the headroom raises the floor to the size perfect scaling predicts
+    /// to fit, capped at twice the standing size (rounded up to a pool size); a slow step on a
+    /// node narrower than the floor, or on the widest node, leaves the floor where it is.
+    #[test]
+    fn a_much_slower_step_raises_the_floor_in_proportion_at_most_twofold() {
+        let f = Fixture::new(&[ClientClass::LatencyCritical { tpot_target_ns: 10_000_000 }]);
+        let a = HolderId(0);
+        let ms = 1_000_000;
+        let state = f.at(0);
+        let sizes = TpotFirst::sizes(&state);
+        assert_eq!(sizes, [8, 12, 16, 20, 32, 36, 64, 68, 96, 100, 112, 116, 120, 124, 132], "the simulated pool");
+        let node_of = |size: usize| {
+            state.pool.nodes_by_size().iter().copied().find(|&n| state.pool.node(n).size() == size).unwrap()
+        };
+        let mut policy = TpotFirst::default();
+        let mut step = |on: usize, took_ms: u64, at_ms: u64| {
+            policy.standing.insert(a, node_of(on));
+            policy.on_idle(a, at_ms * ms, &f.at((at_ms + took_ms) * ms));
+            policy.floor[&a].0
+        };
+        // The headroom is 8 ms. 8 units, 12 ms: perfect scaling needs 12 units.
+        assert_eq!(step(8, 12, 0), 12);
+        // 12 units, 9 ms: 13.5 units -> 16.
+        assert_eq!(step(12, 9, 20), 16);
+        // 16 units, 80 ms: 160 units, capped at 32.
+        assert_eq!(step(16, 80, 40), 32);
+        // 32 units, 40 ms: capped at 64.
+        assert_eq!(step(32, 40, 200), 64);
+        // 64 units, 9 ms: 72 -> 96 (no size between 68 and 96 fits).
+        assert_eq!(step(64, 9, 300), 96);
+        // Slow on a narrower node than the floor (it waited for a wider one): the floor stands.
+        assert_eq!(step(8, 40, 400), 96);
+        // Slow on the widest node: nothing above it, the floor stands.
+        assert_eq!(step(132, 40, 500), 96);
+        assert_eq!(policy.standing_size(&f.at(600 * ms), a), 96);
     }
 }
