@@ -325,7 +325,7 @@ fn a_launch_on_a_node_another_client_holds_is_a_stray_not_a_fault() {
     use vitamin_runtime::daemon::now_ns;
 
     let (daemon, _a, mut b, node) = bound_beside_another("stray");
-    assert!(b.launched(7, node, 0, now_ns()).unwrap());
+    assert!(b.launched(7, node, 0, now_ns(), false).unwrap());
     b.flush();
     assert!(b.complete(7, now_ns()).unwrap());
     b.flush();
@@ -350,8 +350,8 @@ fn a_continuation_behind_a_stray_launch_is_a_stray_not_a_fault() {
 
     let (daemon, _a, mut b, node) = bound_beside_another("stray-cont");
     // b launches on a's node (a stale view) and continues behind it on the same lane.
-    assert!(b.launched(7, node, 0, now_ns()).unwrap());
-    assert!(b.continued(8, node, 0, now_ns()).unwrap());
+    assert!(b.launched(7, node, 0, now_ns(), false).unwrap());
+    assert!(b.continued(8, node, 0, now_ns(), false).unwrap());
     b.flush();
     wait_until(|| daemon.status().counters.continued_stray > 0);
     let st = daemon.status();
@@ -387,7 +387,7 @@ fn a_launch_on_the_clients_own_standing_reservation_is_leased_to_it() {
     wait_until(|| reserved(&daemon).is_some());
     let lease = reserved(&daemon).expect("TPOT-First reserves a standing node for a latency client");
     let node: u16 = lease.trim_start_matches('#').split(' ').next().unwrap().parse().unwrap();
-    assert!(c.launched(1, node, 0, now_ns()).unwrap());
+    assert!(c.launched(1, node, 0, now_ns(), false).unwrap());
     c.flush();
     wait_until(|| daemon.status().counters.launched > 0);
     let st = daemon.status();
@@ -605,6 +605,66 @@ fn a_latency_clients_slow_steps_widen_its_standing_node_under_a_daemon() {
     assert_eq!(v.outstanding(), 0);
     let (first, last) = (seen[0], *seen.last().unwrap());
     assert!(last > first, "the standing node widened step by step: units after each step {seen:?}");
+}
+
+/// Under TPOT-First and a daemon, a graph launch of a latency-critical client (a decode step
+/// replayed as one CUDA graph) that runs longer than 80% of its target widens its standing node
+/// at once to what perfect scaling predicts, at most twofold, while the launches run faster on
+/// wider nodes: the daemon times each completed graph launch from its submission or its lane's
+/// previous completion. Busy periods alone widened it one size per step, and under a daemon they
+/// did not follow a graph decoder's tokens (docs/results/eval.md, mixed-graph run 3). A raw
+/// session, so that each launch runs a known time; each is bound to the client's standing node,
+/// so their sizes show the standing node's.
+#[test]
+fn a_latency_clients_slow_graph_launch_widens_its_standing_node_under_a_daemon() {
+    use vitamin_runtime::daemon::wire::{ReadyRecord, FLAG_GRAPH};
+    use vitamin_runtime::pool::{NodeId, Pool};
+    let daemon = start("tpot-graphs", PolicyKind::Tpot);
+    let d = SimBackend::preset("h200").unwrap();
+    let pool = Pool::build(d.topology());
+    // A 10 ms target: 8 ms of headroom.
+    let mut c = DaemonClient::connect(ConnectOptions {
+        socket: daemon.socket().to_path_buf(),
+        name: "decoder".into(),
+        device: 0,
+        topology: d.topology().clone(),
+        class: ClientClass::LatencyCritical { tpot_target_ns: 10_000_000 },
+        lanes: 4,
+        timeout: Duration::from_secs(5),
+    })
+    .expect("registered");
+    let mut seen = Vec::new();
+    // On 8 units 20 ms (want 20 units, capped at 16); on 16 12 ms (24 -> 32); on 32 10 ms
+    // (40 -> 64); on 64 6 ms (within the headroom).
+    for (op, ms) in [(1u64, 20u64), (2, 12), (3, 10), (4, 6)] {
+        c.ready(ReadyRecord {
+            op,
+            flags: FLAG_GRAPH,
+            min_units: 0,
+            kernel: 0x5157,
+            grid: [0; 3],
+            block: [0; 3],
+            smem: 0,
+            resident_per_unit: 0,
+            ready_since_ns: vitamin_runtime::daemon::now_ns(),
+            deadline_ns: None,
+        })
+        .unwrap();
+        c.flush();
+        let mut got = Vec::new();
+        let t = std::time::Instant::now();
+        while got.is_empty() {
+            assert!(t.elapsed() < Duration::from_secs(5), "launch {op} was not bound");
+            c.bindings(&mut got, Duration::from_millis(50)).unwrap();
+        }
+        std::thread::sleep(Duration::from_millis(ms));
+        assert!(c.complete(op, vitamin_runtime::daemon::now_ns()).unwrap());
+        c.flush();
+        std::thread::sleep(Duration::from_millis(20));
+        seen.push(pool.node(NodeId(got[0].node)).size());
+    }
+    // One size per step: 8, 12, 16, 20.
+    assert_eq!(seen, [8, 16, 32, 64], "each launch ran on the standing node, widened after each slow one");
 }
 
 /// A client on an on-demand pool under a daemon asks only the partitions it has and the first node

@@ -157,8 +157,9 @@ fn worker(c: &mut DaemonClient, first_op: u64, total: u64, inflight: usize, exec
             // Every 10th op: lane continuation, an extra op submitted locally behind this one on
             // its lane, reported before this op's completion.
             let cont = CONTINUED_BASE + b.op;
-            let continued =
-                b.op % 10 == 0 && c.may_continue(b.node, b.lane) && c.continued(cont, b.node, b.lane, t1).unwrap();
+            let continued = b.op % 10 == 0
+                && c.may_continue(b.node, b.lane)
+                && c.continued(cont, b.node, b.lane, t1, false).unwrap();
             assert!(c.complete(b.op, t1).unwrap(), "up ring full");
             if continued {
                 std::thread::sleep(Duration::from_micros(exec_us));
@@ -237,7 +238,7 @@ fn run_child(role: &str) {
                 }
                 "bad_continue" => {
                     // A continuation on a node it holds nothing of, behind no outstanding op.
-                    let up = Up::Continued { op: 5, node: 3, lane: 0, submitted_ns: 0 };
+                    let up = Up::Continued { op: 5, node: 3, lane: 0, submitted_ns: 0, graph: false };
                     c.stage_raw(&up.encode().to_words()).unwrap();
                 }
                 "bad_flags" => {

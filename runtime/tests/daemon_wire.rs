@@ -42,18 +42,10 @@ fn arb_up() -> impl Strategy<Value = Up> {
                 deadline_ns: (d != 0).then_some(d),
             })),
         (any::<u64>(), 0u16..59, any::<u64>()).prop_map(|(op, node, t)| Up::Completion { op, node, completed_ns: t }),
-        (any::<u64>(), 0u16..59, 0u16..4, any::<u64>()).prop_map(|(op, node, lane, t)| Up::Launched {
-            op,
-            node,
-            lane,
-            submitted_ns: t
-        }),
-        (any::<u64>(), 0u16..59, 0u16..4, any::<u64>()).prop_map(|(op, node, lane, t)| Up::Continued {
-            op,
-            node,
-            lane,
-            submitted_ns: t
-        }),
+        (any::<u64>(), 0u16..59, 0u16..4, any::<u64>(), any::<bool>())
+            .prop_map(|(op, node, lane, t, graph)| { Up::Launched { op, node, lane, submitted_ns: t, graph } }),
+        (any::<u64>(), 0u16..59, 0u16..4, any::<u64>(), any::<bool>())
+            .prop_map(|(op, node, lane, t, graph)| { Up::Continued { op, node, lane, submitted_ns: t, graph } }),
         (any::<u64>(), any::<u64>(), 0u16..=132, any::<u64>(), any::<u64>()).prop_map(|(op, k, dem, t, d)| Up::Hint(
             HintRecord {
                 op,
@@ -229,7 +221,7 @@ proptest! {
                         m.outstanding.push((op, n, lane));
                         Ok(())
                     };
-                    let w = Up::Continued { op, node: n, lane, submitted_ns: 0 }.encode().to_words();
+                    let w = Up::Continued { op, node: n, lane, submitted_ns: 0, graph: false }.encode().to_words();
                     prop_assert_eq!(l.accept(&w).map(|_| ()), want);
                 }
                 Step::Launch(op, n, lane) => {
@@ -242,7 +234,7 @@ proptest! {
                         m.outstanding.push((op, n, lane));
                         Ok(())
                     };
-                    let w = Up::Launched { op, node: n, lane, submitted_ns: 0 }.encode().to_words();
+                    let w = Up::Launched { op, node: n, lane, submitted_ns: 0, graph: false }.encode().to_words();
                     prop_assert_eq!(l.accept(&w).map(|_| ()), want);
                 }
             }
@@ -260,8 +252,8 @@ fn decoder_fuzz_10m() {
     let valid = [
         ready(3).encode().to_words(),
         Up::Completion { op: 9, node: 58, completed_ns: 4 }.encode().to_words(),
-        Up::Continued { op: 9, node: 1, lane: 3, submitted_ns: 4 }.encode().to_words(),
-        Up::Launched { op: 9, node: 1, lane: 3, submitted_ns: 4 }.encode().to_words(),
+        Up::Continued { op: 9, node: 1, lane: 3, submitted_ns: 4, graph: false }.encode().to_words(),
+        Up::Launched { op: 9, node: 1, lane: 3, submitted_ns: 4, graph: false }.encode().to_words(),
     ];
     let mut accepted = 0u64;
     for i in 0..10_000_000u64 {

@@ -49,6 +49,8 @@ pub struct InProcess<P: Policy> {
     /// Per client with ops bound: how many, and since when it has had one without a break
     /// ([`Policy::on_idle`] when that ends with nothing of it ready).
     busy: HashMap<ClientId, (usize, u64)>,
+    /// Per (client, node, lane): when its last op there completed ([`Policy::on_graph_time`]).
+    lane_done: HashMap<(ClientId, NodeId, u32), u64>,
     seq: u64,
     /// Proposals the pool refused (counted, never applied).
     pub rejected: u64,
@@ -69,6 +71,7 @@ impl<P: Policy> InProcess<P> {
             lane_load: vec![vec![0; lanes]; n],
             bound: HashMap::new(),
             busy: HashMap::new(),
+            lane_done: HashMap::new(),
             seq: 0,
             rejected: 0,
             unplaceable: 0,
@@ -197,6 +200,12 @@ impl<P: Policy> Arbiter for InProcess<P> {
                 }
             }
             let _ = self.state.complete(node);
+            let lane_done = self.lane_done.entry((c.client, node, lane)).or_insert(0);
+            let started = c.submitted_ns.max(*lane_done);
+            *lane_done = c.completed_ns;
+            if probe.is_none() {
+                self.state.on_graph_time(Self::holder(c.client), node, started, c.completed_ns, c.completed_ns);
+            }
             if let Some(kernel) = probe {
                 let done = policy::Completion {
                     client: Self::holder(c.client),

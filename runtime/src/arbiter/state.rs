@@ -289,6 +289,11 @@ impl<P: Policy> ArbiterState<P> {
         self.policy.on_idle(holder, busy_since_ns, &sched!(self, now_ns));
     }
 
+    /// The policy's feedback on one completed graph launch's run time ([`Policy::on_graph_time`]).
+    pub fn on_graph_time(&mut self, holder: HolderId, node: NodeId, started_ns: u64, completed_ns: u64, now_ns: u64) {
+        self.policy.on_graph_time(holder, node, started_ns, completed_ns, &sched!(self, now_ns));
+    }
+
     /// Adds the profile estimate of `kernel` (`None`: no estimate, a graph) on `node` to the
     /// predicted drain time of its `lane`, submitted at `now_ns`.
     pub fn note_submitted(&mut self, node: NodeId, lane: usize, kernel: Option<&KernelLaunch>, now_ns: u64) {

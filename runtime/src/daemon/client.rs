@@ -256,14 +256,22 @@ impl DaemonClient {
 
     /// Records an op this client submitted itself on (node, lane) behind an outstanding op
     /// there (lane continuation) and stages its `Continued` record (none in safe mode).
-    pub fn continued(&mut self, op: u64, node: u16, lane: u16, submitted_ns: u64) -> Result<bool, DaemonError> {
+    /// `graph`: the op is a CUDA graph launch.
+    pub fn continued(
+        &mut self,
+        op: u64,
+        node: u16,
+        lane: u16,
+        submitted_ns: u64,
+        graph: bool,
+    ) -> Result<bool, DaemonError> {
         if !self.outstanding.values().any(|&p| p == (node, lane)) {
             return Err(WireError::NotContinuable { op, node, lane }.into());
         }
         if self.outstanding.contains_key(&op) || self.pending.contains(&op) {
             return Err(WireError::DuplicateOp(op).into());
         }
-        if self.safe.is_none() && !self.stage(&Up::Continued { op, node, lane, submitted_ns })? {
+        if self.safe.is_none() && !self.stage(&Up::Continued { op, node, lane, submitted_ns, graph })? {
             return Ok(false);
         }
         self.outstanding.insert(op, (node, lane));
@@ -281,11 +289,19 @@ impl DaemonClient {
     /// Records a fresh op this client submitted itself on (node, lane) of a node its lease view
     /// shows as its own and open (launch-first) and stages its `Launched` record. `Ok(false)`: the
     /// up ring is full (do not submit now). Not in safe mode.
-    pub fn launched(&mut self, op: u64, node: u16, lane: u16, submitted_ns: u64) -> Result<bool, DaemonError> {
+    /// `graph`: the op is a CUDA graph launch.
+    pub fn launched(
+        &mut self,
+        op: u64,
+        node: u16,
+        lane: u16,
+        submitted_ns: u64,
+        graph: bool,
+    ) -> Result<bool, DaemonError> {
         if self.outstanding.contains_key(&op) || self.pending.contains(&op) {
             return Err(WireError::DuplicateOp(op).into());
         }
-        if !self.stage(&Up::Launched { op, node, lane, submitted_ns })? {
+        if !self.stage(&Up::Launched { op, node, lane, submitted_ns, graph })? {
             return Ok(false);
         }
         self.outstanding.insert(op, (node, lane));

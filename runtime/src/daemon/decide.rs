@@ -160,6 +160,8 @@ struct Inflight {
     /// Launched first on a node that was no longer the client's: outside every lease's count.
     stray: bool,
     submitted_ns: u64,
+    /// A CUDA graph launch.
+    graph: bool,
 }
 
 struct Client {
@@ -189,6 +191,9 @@ struct Client {
     /// Since when the client has had an op outstanding without a break ([`crate::policy::Policy::on_idle`]
     /// when it ends with nothing of it ready).
     busy_since: Option<u64>,
+    /// Per (node, lane) of this client: when its last op there completed (an op's run starts at
+    /// its submission or then, whichever is later: [`crate::policy::Policy::on_graph_time`]).
+    lane_done: HashMap<(u16, u16), u64>,
 }
 
 /// What a turn did.
@@ -422,6 +427,7 @@ impl Decider {
                 departing_since: None,
                 down_head: (0, super::now_ns()),
                 busy_since: None,
+                lane_done: HashMap::default(),
             },
         );
         self.counters.clients_registered += 1;
@@ -1078,6 +1084,13 @@ fn apply(
             counters.completions += 1;
             if let Some(inf) = inflight {
                 debug_assert_eq!(inf.node, node);
+                let done = completed_ns.min(now);
+                let lane_done = c.lane_done.entry((inf.node, inf.lane)).or_insert(0);
+                let started = inf.submitted_ns.max(*lane_done);
+                *lane_done = done;
+                if inf.graph {
+                    dev.arb.on_graph_time(c.holder, n, started, done, now);
+                }
                 if timeline_spans > 0 {
                     record_span(dev, c, op, &inf, completed_ns.min(now), timeline_spans);
                 }
@@ -1118,7 +1131,7 @@ fn apply(
             }
             dev.arb.prepare(&[hint], now);
         }
-        Up::Continued { op, node, lane, submitted_ns } => {
+        Up::Continued { op, node, lane, submitted_ns, graph } => {
             let n = NodeId(node);
             let mut stray = false;
             match *dev.arb.pool.state(n) {
@@ -1140,10 +1153,18 @@ fn apply(
             c.busy_since.get_or_insert(submitted_ns.min(now));
             c.inflight.insert(
                 op,
-                Inflight { kernel: None, node, lane, continued: true, stray, submitted_ns: submitted_ns.min(now) },
+                Inflight {
+                    kernel: None,
+                    node,
+                    lane,
+                    continued: true,
+                    stray,
+                    submitted_ns: submitted_ns.min(now),
+                    graph,
+                },
             );
         }
-        Up::Launched { op, node, lane, submitted_ns } => {
+        Up::Launched { op, node, lane, submitted_ns, graph } => {
             // The client saw the node as its own and open; the daemon may have closed, released or
             // even re-leased it since. Placement never changes an output, so the op is accepted
             // in every case: on its lease (gate open), counted late (draining), on the node leased
@@ -1173,7 +1194,15 @@ fn apply(
             dev.idle_since[n.index()] = 0;
             c.inflight.insert(
                 op,
-                Inflight { kernel: None, node, lane, continued: true, stray, submitted_ns: submitted_ns.min(now) },
+                Inflight {
+                    kernel: None,
+                    node,
+                    lane,
+                    continued: true,
+                    stray,
+                    submitted_ns: submitted_ns.min(now),
+                    graph,
+                },
             );
         }
     }
@@ -1239,6 +1268,7 @@ fn bind_at(
             continued: false,
             stray: false,
             submitted_ns: now,
+            graph: e.graph.is_some(),
         },
     );
     c.pending_down.push(DownRecord {

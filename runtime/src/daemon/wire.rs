@@ -10,7 +10,7 @@
 //! ```text
 //! off size field        Ready                 Completion      Hint              Continued
 //!   0  1   kind         1                     2               3                 4
-//!   1  1   flags        COOPERATIVE|CLUSTER|GRAPH             0                 0
+//!   1  1   flags        COOPERATIVE|CLUSTER|GRAPH             0                 0 | GRAPH
 //!   2  2   aux          min units             node            0                 node
 //!   4  4   check        checksum of the record with check = 0
 //!   8  8   op           op id (client's)      op id           anticipated op    op id
@@ -54,7 +54,7 @@ use std::collections::hash_map::Entry;
 use rustc_hash::FxHashMap as HashMap;
 
 /// Protocol version: hello, region header and record layouts.
-pub const PROTOCOL_VERSION: u32 = 3;
+pub const PROTOCOL_VERSION: u32 = 4;
 /// Words per [`UpRecord`].
 pub const UP_WORDS: usize = 9;
 /// Words per [`DownRecord`].
@@ -482,6 +482,8 @@ pub enum Up {
         lane: u16,
         /// Submitted at, ns.
         submitted_ns: u64,
+        /// A CUDA graph launch (flag `GRAPH`): its run time is the policy's feedback.
+        graph: bool,
     },
     /// A fresh op launched first on a node the client's view showed as its own and open.
     Launched {
@@ -493,6 +495,8 @@ pub enum Up {
         lane: u16,
         /// Submitted at, ns.
         submitted_ns: u64,
+        /// A CUDA graph launch (flag `GRAPH`): its run time is the policy's feedback.
+        graph: bool,
     },
 }
 
@@ -528,16 +532,18 @@ impl Up {
                 deadline_ns: h.deadline_ns.unwrap_or(0),
                 ..UpRecord::default()
             },
-            Up::Continued { op, node, lane, submitted_ns } => UpRecord {
+            Up::Continued { op, node, lane, submitted_ns, graph } => UpRecord {
                 kind: UpKind::Continued as u8,
+                flags: if graph { FLAG_GRAPH } else { 0 },
                 aux: node,
                 op,
                 lane,
                 time_ns: submitted_ns,
                 ..UpRecord::default()
             },
-            Up::Launched { op, node, lane, submitted_ns } => UpRecord {
+            Up::Launched { op, node, lane, submitted_ns, graph } => UpRecord {
                 kind: UpKind::Launched as u8,
+                flags: if graph { FLAG_GRAPH } else { 0 },
                 aux: node,
                 op,
                 lane,
@@ -573,6 +579,7 @@ pub fn decode_up(words: &[u64; UP_WORDS], lim: &Limits) -> Result<Up, WireError>
     };
     let flags_ok = match kind {
         UpKind::Ready => r.flags & !KNOWN_FLAGS == 0,
+        UpKind::Continued | UpKind::Launched => r.flags & !FLAG_GRAPH == 0,
         _ => r.flags == 0,
     };
     if !flags_ok {
@@ -641,10 +648,11 @@ pub fn decode_up(words: &[u64; UP_WORDS], lim: &Limits) -> Result<Up, WireError>
             if r.lane >= lim.lanes {
                 return Err(WireError::LaneRange { lane: r.lane, lanes: lim.lanes });
             }
+            let graph = r.flags & FLAG_GRAPH != 0;
             Ok(if kind == UpKind::Continued {
-                Up::Continued { op: r.op, node, lane: r.lane, submitted_ns: r.time_ns }
+                Up::Continued { op: r.op, node, lane: r.lane, submitted_ns: r.time_ns, graph }
             } else {
-                Up::Launched { op: r.op, node, lane: r.lane, submitted_ns: r.time_ns }
+                Up::Launched { op: r.op, node, lane: r.lane, submitted_ns: r.time_ns, graph }
             })
         }
     }
@@ -843,7 +851,7 @@ mod tests {
         for up in [
             ready(1),
             Up::Completion { op: 2, node: 58, completed_ns: 9 },
-            Up::Continued { op: 3, node: 0, lane: 3, submitted_ns: 1 },
+            Up::Continued { op: 3, node: 0, lane: 3, submitted_ns: 1, graph: false },
             Up::Hint(HintRecord {
                 op: 4,
                 kernel: 1,
@@ -885,7 +893,7 @@ mod tests {
         assert!(matches!(decode_up(&w, &LIM), Err(WireError::Checksum { .. })));
         let w = Up::Completion { op: 1, node: 59, completed_ns: 0 }.encode().to_words();
         assert_eq!(decode_up(&w, &LIM), Err(WireError::NodeRange { node: 59, nodes: 59 }));
-        let w = Up::Continued { op: 1, node: 1, lane: 4, submitted_ns: 0 }.encode().to_words();
+        let w = Up::Continued { op: 1, node: 1, lane: 4, submitted_ns: 0, graph: false }.encode().to_words();
         assert_eq!(decode_up(&w, &LIM), Err(WireError::LaneRange { lane: 4, lanes: 4 }));
         let mut r = ready(1).encode();
         r.flags = 8;
@@ -901,9 +909,9 @@ mod tests {
         assert_eq!(l.accept(&w(Up::Completion { op: 1, node: 0, completed_ns: 0 })), Err(WireError::UnknownOp(1)));
         assert!(l.bind(1, 5, 2));
         assert!(!l.bind(1, 5, 2), "binding twice");
-        let cont = Up::Continued { op: 2, node: 5, lane: 1, submitted_ns: 0 };
+        let cont = Up::Continued { op: 2, node: 5, lane: 1, submitted_ns: 0, graph: false };
         assert!(matches!(l.accept(&w(cont)), Err(WireError::NotContinuable { .. })));
-        l.accept(&w(Up::Continued { op: 2, node: 5, lane: 2, submitted_ns: 0 })).unwrap();
+        l.accept(&w(Up::Continued { op: 2, node: 5, lane: 2, submitted_ns: 0, graph: false })).unwrap();
         assert_eq!(
             l.accept(&w(Up::Completion { op: 1, node: 4, completed_ns: 0 })),
             Err(WireError::WrongNode { op: 1, got: 4, want: 5 })

@@ -927,7 +927,7 @@ impl<B: Backend, P: Policy> Dispatcher<B, P> {
         let Continuation::Lane(Some(node), lane) = self.continuation_target(client, op, desc, place) else {
             return false;
         };
-        if !self.begin_continued(client, op, node, lane) {
+        if !self.begin_continued(client, op, node, lane, matches!(**desc, OpDesc::Graph(_))) {
             return false;
         }
         self.mark_in_vctx = false;
@@ -1130,7 +1130,7 @@ impl<B: Backend, P: Policy> Dispatcher<B, P> {
             match target {
                 Some((node, lane)) => {
                     if let Some(nd) = node {
-                        if !self.begin_continued(ci, c.op, nd, lane) {
+                        if !self.begin_continued(ci, c.op, nd, lane, matches!(*c.desc, OpDesc::Graph(_))) {
                             if self.remote.is_some() {
                                 // The up ring is full: retried next round.
                                 self.deferred.push((ci, c.clone()));
@@ -1213,9 +1213,9 @@ impl<B: Backend, P: Policy> Dispatcher<B, P> {
 
     /// The lease accounting of a continued op about to be submitted on (node, lane): the local
     /// pool's, or a `Continued` record to the daemon. `false`: not now.
-    fn begin_continued(&mut self, ci: usize, op: OpId, node: NodeId, lane: LaneId) -> bool {
+    fn begin_continued(&mut self, ci: usize, op: OpId, node: NodeId, lane: LaneId, graph: bool) -> bool {
         if self.remote.is_some() {
-            self.remote_continued(ci, op, node, lane)
+            self.remote_continued(ci, op, node, lane, graph)
         } else {
             self.arbiter.begin_submit(node, self.clients[ci].info.holder).is_ok()
         }
@@ -1553,6 +1553,9 @@ impl<B: Backend, P: Policy> Dispatcher<B, P> {
         let lane_done = &mut self.lane_last_done[slot][fence.lane as usize];
         let start = inf.submitted.max(*lane_done);
         *lane_done = now;
+        if let (true, Some(nd), OpDesc::Graph(_)) = (inf.pooled, inf.node, &*inf.desc) {
+            self.arbiter.on_graph_time(self.clients[inf.client].info.holder, nd, start, now, now);
+        }
         if let Some(nd) = inf.node {
             self.lane_load[nd.0 as usize][fence.lane as usize] -= 1;
             if self.lane_load[nd.0 as usize][fence.lane as usize] == 0 {

@@ -325,7 +325,7 @@ impl<B: Backend, P: Policy> Dispatcher<B, P> {
             };
             let lane = super::least_loaded(&self.lane_load[node.0 as usize]);
             let Some(r) = self.remote.as_mut() else { return Ok(n) };
-            match r.client.launched(id, node.0, lane16(lane), crate::daemon::now_ns()) {
+            match r.client.launched(id, node.0, lane16(lane), crate::daemon::now_ns(), false) {
                 Ok(true) => {}
                 Ok(false) => break, // the up ring is full: the rest go up next round
                 Err(e) => {
@@ -387,14 +387,21 @@ impl<B: Backend, P: Policy> Dispatcher<B, P> {
 
     /// Reports a continued op before it is submitted. `false`: the up ring is full or the
     /// session refused it: do not continue now.
-    pub(super) fn remote_continued(&mut self, ci: usize, op: OpId, node: NodeId, lane: vitamin_hal::LaneId) -> bool {
+    pub(super) fn remote_continued(
+        &mut self,
+        ci: usize,
+        op: OpId,
+        node: NodeId,
+        lane: vitamin_hal::LaneId,
+        graph: bool,
+    ) -> bool {
         let now = crate::daemon::now_ns();
         let Some(r) = self.remote.as_mut() else { return false };
         // The daemon disconnects a client past its limits: stay below them (not now, later).
         if r.client.outstanding() + r.client.pending() >= r.client.welcome().max_outstanding as usize {
             return false;
         }
-        match r.client.continued(wire_id(ci, op), node.0, lane16(lane), now) {
+        match r.client.continued(wire_id(ci, op), node.0, lane16(lane), now, graph) {
             Ok(ok) => ok,
             Err(e) => {
                 tracing::debug!(error = %e, "continuation not reported to the daemon; not continued");

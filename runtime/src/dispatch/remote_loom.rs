@@ -46,7 +46,7 @@ impl<B: Backend, P: Policy> Dispatcher<B, P> {
     pub(super) fn remote_shares_whole_device(&self, _: &vitamin_hal::OpDesc) -> bool {
         false
     }
-    pub(super) fn remote_continued(&mut self, _: usize, _: OpId, _: NodeId, _: vitamin_hal::LaneId) -> bool {
+    pub(super) fn remote_continued(&mut self, _: usize, _: OpId, _: NodeId, _: vitamin_hal::LaneId, _: bool) -> bool {
         false
     }
     pub(super) fn remote_completed(&mut self, _: usize, _: OpId) {}

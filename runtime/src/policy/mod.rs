@@ -11,7 +11,8 @@
 //!    the eligible list, or `None` to defer that op).
 //! 3. After the kernels, [`Policy::select_graph`] for each ready **graph launch** (oldest first): a
 //!    node from the eligible list, or `None` to defer it.
-//! 4. [`Policy::on_complete`] for each completed kernel (measured times: feedback for deadlines).
+//! 4. [`Policy::on_complete`] for each completed kernel (measured times: feedback for deadlines),
+//!    [`Policy::on_graph_time`] for every completed graph launch, [`Policy::on_idle`] when a client's work ends.
 //!
 //! A policy sees read-only state ([`SchedState`]: the pool with its leases and reservations,
 //! profiles, the clients and the clock) and can neither mutate the pool nor touch a descriptor:
@@ -279,6 +280,21 @@ pub trait Policy: Send {
     /// Reported by the dispatcher, the daemon and [`crate::arbiter::InProcess`].
     fn on_idle(&mut self, _client: HolderId, _busy_since_ns: u64, _state: &SchedState<'_>) {}
 
+    /// Feedback: a CUDA graph launch of `client` (bound or continued) ran on `node` from
+    /// `started_ns` (its submission, or the completion of the op before it on its lane if later)
+    /// to `completed_ns`. A graph replays a whole step (a decode step captured once), so its time
+    /// is the step's, which busy periods ([`on_idle`](Self::on_idle)) need not show under a
+    /// daemon. Reported by the dispatcher, the daemon and [`crate::arbiter::InProcess`].
+    fn on_graph_time(
+        &mut self,
+        _client: HolderId,
+        _node: NodeId,
+        _started_ns: u64,
+        _completed_ns: u64,
+        _state: &SchedState<'_>,
+    ) {
+    }
+
     /// A node for a lone ready `op` that the policy already knows without a round: exactly what
     /// [`begin_round`](Self::begin_round) + [`pick`](Self::pick) + [`select`](Self::select)
     /// would return for a queue of just `op` (the fast path of
@@ -429,6 +445,16 @@ impl Policy for AnyPolicy {
     }
     fn on_idle(&mut self, client: HolderId, busy_since_ns: u64, state: &SchedState<'_>) {
         each!(self, p => p.on_idle(client, busy_since_ns, state))
+    }
+    fn on_graph_time(
+        &mut self,
+        client: HolderId,
+        node: NodeId,
+        started_ns: u64,
+        completed_ns: u64,
+        state: &SchedState<'_>,
+    ) {
+        each!(self, p => p.on_graph_time(client, node, started_ns, completed_ns, state))
     }
     fn solo_node(&mut self, op: &ReadyOpView<'_>, state: &SchedState<'_>) -> Option<NodeId> {
         each!(self, p => p.solo_node(op, state))

@@ -8,15 +8,17 @@
 //!   serving loop's TPOT 32-92 ms per request against 71-89 ms targets (docs/results/eval.md,
 //!   serving run 2). So each busy period of the client that ends with nothing of it outstanding
 //!   ([`Policy::on_idle`]: a step of a loop that synchronizes per token) is measured: one that took
-//!   more than 80% of the target raises the client's floor above its standing node, to the
-//!   smallest size at or above what perfect scaling predicts to fit, capped at twice the
-//!   standing size per period (a period that waited for its node overstates the need). One size
-//!   per period, as before, needs 9 periods from 16 units to 112 in a pool of 15 sizes: beside
-//!   ResNet-50 a CUDA-graph decoder stood on 16 units and its per-token p50 at 1 request/s was
-//!   19.0 ms against Throughput-Oriented's 14.7 (docs/results/eval.md, mixed-graph run 2). After
-//!   [`SHRINK_AFTER`] periods in a row within half of the headroom, the floor steps one size down. The standing node is re-reserved whenever its lease drains; where another client's lease covers it (a busy one,
-//!   kept open by continuation, never drains by itself), it is reclaimed once the client's oldest
-//!   op has waited a whole TPOT target with no node eligible.
+//!   more than 80% of the target raises the client's floor to the next size above its standing
+//!   node; after [`SHRINK_AFTER`] periods in a row within half of that, the floor steps one size
+//!   down. A graph launch that ran longer than 80% of the target ([`Policy::on_graph_time`]: a
+//!   decode step replayed as one CUDA graph) raises the floor at once to what perfect scaling
+//!   predicts for it, at most twice the size of the node it ran on, unless it ran no faster than
+//!   the previous slow launch did on a narrower node. Under a daemon the busy periods did
+//!   not follow such a decoder's tokens: its floor rose a few times in 16 s while its tokens took
+//!   19-45 ms against a 15.8 ms target (docs/results/eval.md, mixed-graph run 3). The standing
+//!   node is re-reserved whenever its lease drains; where another client's lease covers it (a
+//!   busy one, kept open by continuation, never drains by itself), it is reclaimed once the
+//!   client's oldest op has waited a whole TPOT target with no node eligible.
 //! - **Deadlines**: a decode's deadline is the client's advised deadline, else the previous
 //!   decode completion + the TPOT target.
 //! - **Prepare**: for a lookahead hint (a decode recorded behind a copy, or advised), if the
@@ -48,6 +50,10 @@ pub const TAG_DEADLINE: u64 = 3;
 /// Fraction of the TPOT target the standing node's prediction must fit in.
 pub const STANDING_HEADROOM: f64 = 0.8;
 
+/// How much faster (a fraction of its time) a slow op must have run on a wider node than the
+/// client's previous slow op for a further slow op to widen the floor again.
+pub const SCALING_EVIDENCE: f64 = 0.1;
+
 /// Busy periods in a row within half of the headroom before a client's size floor steps down.
 pub const SHRINK_AFTER: u32 = 64;
 
@@ -64,6 +70,9 @@ pub struct TpotFirst {
     /// Per latency-critical client: the least standing size its measured steps asked for, and
     /// how many busy periods in a row fit within half of the headroom.
     floor: HashMap<HolderId, (usize, u32)>,
+    /// Per latency-critical client: the node size and time of its last op slower than the
+    /// headroom ([`Policy::on_graph_time`]).
+    last_slow: HashMap<HolderId, (usize, f64)>,
 }
 
 fn target_of(state: &SchedState<'_>, h: HolderId) -> Option<u64> {
@@ -328,12 +337,7 @@ impl Policy for TpotFirst {
         let sizes = Self::sizes(state);
         let f = self.floor.entry(client).or_insert((0, 0));
         if took > budget {
-            // Perfect scaling would need m * took / budget units (a step that scales worse is
-            // raised again at its next period), capped at twice m: a period that waited for its
-            // node rather than ran on it overstates the need.
-            let want = (m as f64 * took / budget).min(2.0 * m as f64);
-            let up = sizes.iter().copied().find(|&s| s > m && s as f64 >= want);
-            if let Some(up) = up.or_else(|| sizes.iter().copied().find(|&s| s > m)) {
+            if let Some(&up) = sizes.iter().find(|&&s| s > m) {
                 f.0 = f.0.max(up);
             }
             f.1 = 0;
@@ -344,6 +348,42 @@ impl Policy for TpotFirst {
                 f.1 = 0;
             }
         } else {
+            f.1 = 0;
+        }
+    }
+
+    /// A graph launch of a latency-critical client (a decode step replayed as one CUDA graph)
+    /// that ran longer than the headroom: the floor rises to what perfect scaling predicts for
+    /// that op, `m * took / headroom` units on a node of `m`, capped at `2 m` (a step that
+    /// scales worse rises again at its next launch), at least one size above `m`; unless the
+    /// client's previous slow launch ran on a narrower node and this one was not at least
+    /// [`SCALING_EVIDENCE`] faster: widening does not help such a step, and a wider standing
+    /// node only costs the other clients.
+    fn on_graph_time(
+        &mut self,
+        client: HolderId,
+        node: NodeId,
+        started_ns: u64,
+        completed_ns: u64,
+        state: &SchedState<'_>,
+    ) {
+        let Some(target) = target_of(state, client) else { return };
+        let took = completed_ns.saturating_sub(started_ns) as f64;
+        let budget = target as f64 * STANDING_HEADROOM;
+        if took <= budget {
+            return;
+        }
+        let m = state.pool.node(node).size();
+        let before = self.last_slow.insert(client, (m, took));
+        if before.is_some_and(|(m0, t0)| m > m0 && took > t0 * (1.0 - SCALING_EVIDENCE)) {
+            return;
+        }
+        let sizes = Self::sizes(state);
+        let want = (m as f64 * took / budget).min(2.0 * m as f64);
+        let up = sizes.iter().copied().find(|&s| s > m && s as f64 >= want);
+        if let Some(up) = up.or_else(|| sizes.iter().copied().find(|&s| s > m)) {
+            let f = self.floor.entry(client).or_insert((0, 0));
+            f.0 = f.0.max(up);
             f.1 = 0;
         }
     }
@@ -482,14 +522,16 @@ mod tests {
         );
     }
 
-    /// A step far slower than the headroom raises the floor to the size perfect scaling predicts
-    /// to fit, capped at twice the standing size (rounded up to a pool size); a slow step on a
-    /// node narrower than the floor, or on the widest node, leaves the floor where it is.
+    /// A graph launch slower than the headroom raises the floor to the size perfect scaling
+    /// predicts for it, capped at twice its node's size (rounded up to a pool size), while the
+    /// launches run faster on wider nodes; a slow launch on a node narrower than the floor, on
+    /// the widest node, one no faster than the previous slow one on a narrower node, or of a
+    /// best-effort client leaves the floor alone.
     #[test]
-    fn a_much_slower_step_raises_the_floor_in_proportion_at_most_twofold() {
-        let f = Fixture::new(&[ClientClass::LatencyCritical { tpot_target_ns: 10_000_000 }]);
-        let a = HolderId(0);
-        let ms = 1_000_000;
+    fn a_slow_graph_launch_raises_the_floor_in_proportion_at_most_twofold() {
+        let f = Fixture::new(&[ClientClass::LatencyCritical { tpot_target_ns: 10_000_000 }, ClientClass::BestEffort]);
+        let (a, b) = (HolderId(0), HolderId(1));
+        let us = 1_000;
         let state = f.at(0);
         let sizes = TpotFirst::sizes(&state);
         assert_eq!(sizes, [8, 12, 16, 20, 32, 36, 64, 68, 96, 100, 112, 116, 120, 124, 132], "the simulated pool");
@@ -497,25 +539,27 @@ mod tests {
             state.pool.nodes_by_size().iter().copied().find(|&n| state.pool.node(n).size() == size).unwrap()
         };
         let mut policy = TpotFirst::default();
-        let mut step = |on: usize, took_ms: u64, at_ms: u64| {
-            policy.standing.insert(a, node_of(on));
-            policy.on_idle(a, at_ms * ms, &f.at((at_ms + took_ms) * ms));
-            policy.floor[&a].0
+        let mut launch = |who: HolderId, on: usize, took_us: u64| {
+            policy.on_graph_time(who, node_of(on), 1_000_000 * us, (1_000_000 + took_us) * us, &f.at(2_000_000 * us));
+            policy.floor.get(&a).map_or(0, |f| f.0)
         };
-        // The headroom is 8 ms. 8 units, 12 ms: perfect scaling needs 12 units.
-        assert_eq!(step(8, 12, 0), 12);
-        // 12 units, 9 ms: 13.5 units -> 16.
-        assert_eq!(step(12, 9, 20), 16);
-        // 16 units, 80 ms: 160 units, capped at 32.
-        assert_eq!(step(16, 80, 40), 32);
-        // 32 units, 40 ms: capped at 64.
-        assert_eq!(step(32, 40, 200), 64);
-        // 64 units, 9 ms: 72 -> 96 (no size between 68 and 96 fits).
-        assert_eq!(step(64, 9, 300), 96);
-        // Slow on a narrower node than the floor (it waited for a wider one): the floor stands.
-        assert_eq!(step(8, 40, 400), 96);
-        // Slow on the widest node: nothing above it, the floor stands.
-        assert_eq!(step(132, 40, 500), 96);
-        assert_eq!(policy.standing_size(&f.at(600 * ms), a), 96);
+        // The headroom is 8 ms. Within it: nothing.
+        assert_eq!(launch(a, 8, 8_000), 0);
+        // 8 units, 40 ms: perfect scaling needs 40 units, capped at 16.
+        assert_eq!(launch(a, 8, 40_000), 16);
+        // 16 units, 20 ms (faster): 40 units, capped at 32.
+        assert_eq!(launch(a, 16, 20_000), 32);
+        // 32 units, 12 ms: 48 units -> 64.
+        assert_eq!(launch(a, 32, 12_000), 64);
+        // 64 units, 9 ms: 72 -> 96 (no size between 68 and 96).
+        assert_eq!(launch(a, 64, 9_000), 96);
+        // 96 units, 8.5 ms: less than 10% faster than on 64: widening stops helping.
+        assert_eq!(launch(a, 96, 8_500), 96);
+        // Narrower than the floor (it ran where it could), the widest node, a best-effort client.
+        assert_eq!(launch(a, 8, 40_000), 96);
+        assert_eq!(launch(a, 132, 30_000), 96);
+        assert_eq!(launch(b, 96, 40_000), 96);
+        assert!(!policy.floor.contains_key(&b));
+        assert_eq!(policy.standing_size(&f.at(2_000_000 * us), a), 96);
     }
 }
