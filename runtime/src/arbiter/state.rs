@@ -138,6 +138,7 @@ impl<P: Policy> ArbiterState<P> {
                 Preparation::Reserve(n, r) => self.pool.reserve(*n, *r),
                 Preparation::Reclaim(n, r) => self.pool.reclaim_for(*n, *r).map(|_| ()),
                 Preparation::Unreserve(n) => self.pool.unreserve(*n),
+                Preparation::Close(n) => self.pool.close_gate(*n).map(|_| ()),
             };
             match r {
                 Ok(()) => a.applied += 1,

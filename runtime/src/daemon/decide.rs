@@ -164,6 +164,13 @@ struct Inflight {
     graph: bool,
 }
 
+impl Inflight {
+    /// An op the client submitted itself (continued or launched first).
+    fn local(node: u16, lane: u16, stray: bool, submitted_ns: u64, graph: bool) -> Self {
+        Inflight { kernel: None, node, lane, continued: true, stray, submitted_ns, graph }
+    }
+}
+
 struct Client {
     id: u32,
     holder: HolderId,
@@ -1151,18 +1158,7 @@ fn apply(
             }
             counters.continued += 1;
             c.busy_since.get_or_insert(submitted_ns.min(now));
-            c.inflight.insert(
-                op,
-                Inflight {
-                    kernel: None,
-                    node,
-                    lane,
-                    continued: true,
-                    stray,
-                    submitted_ns: submitted_ns.min(now),
-                    graph,
-                },
-            );
+            c.inflight.insert(op, Inflight::local(node, lane, stray, submitted_ns.min(now), graph));
         }
         Up::Launched { op, node, lane, submitted_ns, graph } => {
             // The client saw the node as its own and open; the daemon may have closed, released or
@@ -1192,18 +1188,7 @@ fn apply(
             counters.continued += 1;
             c.busy_since.get_or_insert(submitted_ns.min(now));
             dev.idle_since[n.index()] = 0;
-            c.inflight.insert(
-                op,
-                Inflight {
-                    kernel: None,
-                    node,
-                    lane,
-                    continued: true,
-                    stray,
-                    submitted_ns: submitted_ns.min(now),
-                    graph,
-                },
-            );
+            c.inflight.insert(op, Inflight::local(node, lane, stray, submitted_ns.min(now), graph));
         }
     }
     Ok(())

@@ -190,6 +190,9 @@ pub enum Preparation {
     Reclaim(NodeId, Reservation),
     /// Drop a reservation.
     Unreserve(NodeId),
+    /// Close the gate of a lease: its holder continues nothing more there, and the node goes
+    /// idle once its outstanding ops complete.
+    Close(NodeId),
 }
 
 /// A completed kernel, reported to [`Policy::on_complete`].

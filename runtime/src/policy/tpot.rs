@@ -18,7 +18,10 @@
 //!   19-45 ms against a 15.8 ms target (docs/results/eval.md, mixed-graph run 3). The standing
 //!   node is re-reserved whenever its lease drains; where another client's lease covers it (a
 //!   busy one, kept open by continuation, never drains by itself), it is reclaimed once the
-//!   client's oldest op has waited a whole TPOT target with no node eligible.
+//!   client's oldest op has waited a whole TPOT target with no node eligible. Once the standing
+//!   node is the client's, its leases narrower than that node close: it continues on every lease
+//!   it holds (beside ResNet-50 a CUDA-graph decoder ran 44-46 ms tokens for seconds, likely on
+//!   such a lease; not traced: docs/results/eval.md, mixed-graph run 4).
 //! - **Deadlines**: a decode's deadline is the client's advised deadline, else the previous
 //!   decode completion + the TPOT target.
 //! - **Prepare**: for a lookahead hint (a decode recorded behind a copy, or advised), if the
@@ -162,6 +165,23 @@ impl Policy for TpotFirst {
                     plan.push(Preparation::Unreserve(n));
                 }
                 self.widened.remove(&h);
+            }
+            // A latency-critical client continues on every lease it holds open, so a lease
+            // narrower than its standing node (taken while that node was elsewhere, or smaller)
+            // would keep its steps there for as long as it stays busy. Once the standing node is
+            // its own, such leases close.
+            if let Some(&n) = self.standing.get(&h) {
+                let own = match *pool.state(n) {
+                    NodeState::Reserved { purpose } => purpose.holder == h,
+                    NodeState::Leased { holder, .. } => holder == h,
+                    _ => false,
+                };
+                let size = pool.node(n).size();
+                for &other in pool.nodes_by_size().iter().take_while(|&&o| pool.node(o).size() < size) {
+                    if own && matches!(*pool.state(other), NodeState::Leased { holder, .. } if holder == h) {
+                        plan.push(Preparation::Close(other));
+                    }
+                }
             }
             let want = self.standing_size(state, h);
             let current = self.standing.get(&h).copied();
@@ -561,5 +581,54 @@ mod tests {
         assert_eq!(launch(b, 96, 40_000), 96);
         assert!(!policy.floor.contains_key(&b));
         assert_eq!(policy.standing_size(&f.at(2_000_000 * us), a), 96);
+    }
+
+    /// A latency-critical client's lease narrower than its standing node closes once the
+    /// standing node is its own (reserved or leased), not before: it would otherwise keep
+    /// continuing its steps there. Other clients' leases stay open.
+    #[test]
+    fn a_narrower_lease_of_a_latency_client_closes_once_its_standing_node_is_its_own() {
+        let mut f =
+            Fixture::new(&[ClientClass::LatencyCritical { tpot_target_ns: 10_000_000 }, ClientClass::BestEffort]);
+        let (a, b) = (HolderId(0), HolderId(1));
+        let of_size = |f: &Fixture, size: usize, skip: &[NodeId]| {
+            let pool = &f.pool;
+            pool.nodes_by_size()
+                .iter()
+                .copied()
+                .find(|&n| {
+                    pool.node(n).size() == size
+                        && !skip.iter().any(|&o| pool.node(o).units.intersects(&pool.node(n).units))
+                })
+                .unwrap()
+        };
+        let standing = of_size(&f, 64, &[]);
+        let narrow = of_size(&f, 8, &[standing]);
+        let other = of_size(&f, 8, &[standing, narrow]);
+        f.lease_busy(narrow, a, 1);
+        f.lease_busy(other, b, 1);
+        let mut policy = TpotFirst::default();
+        policy.standing.insert(a, standing);
+        policy.floor.insert(a, (64, 0));
+        let closes = |plan: &[Preparation]| {
+            plan.iter().filter_map(|p| if let Preparation::Close(n) = p { Some(*n) } else { None }).collect::<Vec<_>>()
+        };
+        // The standing node is not yet a's (idle, reserved by maintain's plan): nothing closes.
+        let mut plan = Vec::new();
+        policy.maintain(&f.at(0), &mut plan);
+        assert!(closes(&plan).is_empty(), "{plan:?}");
+        // Reserved for a: a's narrower lease closes, b's does not.
+        f.pool.reserve(standing, Reservation { holder: a, tag: TAG_STANDING }).unwrap();
+        plan.clear();
+        policy.maintain(&f.at(0), &mut plan);
+        assert_eq!(closes(&plan), [narrow]);
+        // Applied, the lease drains and goes idle with its last op.
+        f.pool.close_gate(narrow).unwrap();
+        assert!(matches!(f.pool.state(narrow), NodeState::Draining { .. }));
+        f.complete(narrow, 1);
+        assert!(matches!(f.pool.state(narrow), NodeState::Idle));
+        plan.clear();
+        policy.maintain(&f.at(0), &mut plan);
+        assert!(closes(&plan).is_empty(), "{plan:?}");
     }
 }
