@@ -1099,7 +1099,7 @@ fn apply(
                     dev.arb.on_graph_time(c.holder, n, started, done, now);
                 }
                 if timeline_spans > 0 {
-                    record_span(dev, c, op, &inf, completed_ns.min(now), timeline_spans);
+                    record_span(dev, c, op, &inf, done, timeline_spans);
                 }
                 if let Some(k) = &inf.kernel {
                     let done = Completion {
