@@ -177,10 +177,13 @@ impl Policy for TpotFirst {
                     _ => false,
                 };
                 let size = pool.node(n).size();
-                for &other in pool.nodes_by_size().iter().take_while(|&&o| pool.node(o).size() < size) {
-                    if own && matches!(*pool.state(other), NodeState::Leased { holder, .. } if holder == h) {
-                        plan.push(Preparation::Close(other));
-                    }
+                let narrower = pool.nodes_by_size().iter().copied().take_while(|&o| pool.node(o).size() < size);
+                if own {
+                    plan.extend(
+                        narrower
+                            .filter(|&o| matches!(*pool.state(o), NodeState::Leased { holder, .. } if holder == h))
+                            .map(Preparation::Close),
+                    );
                 }
             }
             let want = self.standing_size(state, h);
