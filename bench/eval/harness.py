@@ -22,10 +22,12 @@ libvitamin_cuda.so beside it), so two builds are compared in the same call, inte
 
 Outputs under --out: log.txt (a progress line per run), rounds/round-N.json (raw records, rewritten
 after every run), results.json (meta + every run), runs/ (each tenant's result, stdout and stderr,
-the daemon's and MPS's logs).
+the daemon's and MPS's logs, the daemon's status snapshots and, for the group's `timeline_configs`,
+its binding timeline with a digest of it).
 """
 import argparse
 import glob
+import gzip
 import json
 import os
 import shutil
@@ -34,6 +36,8 @@ import subprocess
 import sys
 import tempfile
 import time
+
+import timeline_digest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -70,6 +74,13 @@ POOL_LAYOUTS = {
 MPS_SWITCH_S = 4.0  # estimate for starting or stopping the MPS control daemon
 DAEMON_S = 3.0  # estimate for starting and stopping the vitamin daemon around one run
 TEARDOWN_S = 3.0  # estimate for tenants' exit after the window
+STATUS_EVERY_S = 3.0  # default period of the daemon status snapshots after the first (group key status_every_s)
+STATUS_MAX = 40  # most periodic status snapshots per run
+TIMELINE_ENV = "EVAL_TIMELINE_CONFIGS"  # comma-separated; replaces the group's timeline_configs when set
+TIMELINE_SPANS = 600000  # the daemon's --timeline-spans for the timeline configurations
+TIMELINE_WAIT_S = 5.0  # how long to wait for the timeline file after the daemon stopped
+TIMELINE_GZ_MAX = 7 * 1000 * 1000  # a compressed timeline larger than this (bytes) is not kept (two fit one returned file)
+TIMELINE_S = 10.0  # estimate for digesting and compressing one run's timeline
 
 
 class GroupError(ValueError):
@@ -108,9 +119,15 @@ def load_group(path):
     g.setdefault("grace_s", 30)
     g.setdefault("alone", True)
     g.setdefault("alone_mps", False)
+    g.setdefault("status_every_s", STATUS_EVERY_S)
+    g.setdefault("timeline_configs", [])
     for c in g["configs"]:
         if c not in CONFIGS or c.startswith("alone"):
             raise GroupError(f"group {g['name']}: unknown configuration {c!r} (known: {', '.join(CONFIGS)})")
+    s = g["status_every_s"]
+    if isinstance(s, bool) or not isinstance(s, (int, float)) or s < 0:
+        raise GroupError(f"group {g['name']}: status_every_s must be a number >= 0 (0: no periodic snapshots)")
+    check_timeline_configs(g["timeline_configs"])
     g["tenants"] = {k: v for k, v in g["tenants"].items() if not k.startswith("_")}  # "_comment"
     for name, t in g["tenants"].items():
         if not isinstance(t, dict) or not isinstance(t.get("cmd"), list) or not t["cmd"]:
@@ -147,6 +164,16 @@ def load_group(path):
     return g
 
 
+def check_timeline_configs(configs):
+    """Raises GroupError unless `configs` is a list of vitamin daemon configurations."""
+    if not isinstance(configs, list):
+        raise GroupError("timeline_configs must be a list of configuration names")
+    for c in configs:
+        if c not in CONFIGS or CONFIGS[c][2] is None:
+            daemon = [k for k, v in CONFIGS.items() if v[2]]
+            raise GroupError(f"timeline_configs: {c!r} is not a vitamin daemon configuration (those: {', '.join(daemon)})")
+
+
 def plan(g):
     """Every run of the group in order: (round, config, scenario name, tenant names)."""
     used = []
@@ -175,6 +202,8 @@ def run_estimate(g, config, tenants):
     est = max(float(g["tenants"][t]["startup_s"]) for t in tenants) + float(g["seconds"]) + TEARDOWN_S
     if CONFIGS[config][1] == "daemon":
         est += DAEMON_S
+    if config in g.get("timeline_configs", ()):
+        est += TIMELINE_S
     return est
 
 
@@ -343,10 +372,13 @@ class Systems:
         self.log("MPS control daemon off")
         return ok
 
-    def start_daemon(self, policy, log_file, binary=None):
+    def start_daemon(self, policy, log_file, binary=None, timeline=None):
+        """Starts the daemon; `timeline`: where it writes its binding timeline when it stops."""
         self.daemon_bin = binary or self.vitamin
         cmd = [self.daemon_bin, "daemon", "--socket", self.sock, "--policy", policy, "--mps", "check", "--detach",
                "--pid-file", self.pid_file, "--log-file", log_file]
+        if timeline:
+            cmd += ["--timeline", timeline, "--timeline-spans", str(TIMELINE_SPANS)]
         self.daemon = (policy, log_file)  # close() stops it even if the start half-failed
         env = self.env(self.mps_on)
         env.setdefault("VITAMIN_LOG", "info")
@@ -523,7 +555,11 @@ def run_one(g, r, config, scenario, tenants, systems, rundir, log, hard_deadline
     if not systems.set_mps(mps):
         rec["error"] = "MPS could not be switched " + ("on" if mps else "off")
         return rec
-    if policy and not systems.start_daemon(policy, os.path.join(rundir, tag + "-daemon.log"), systems.binary(config)):
+    timeline = None
+    if policy and config in g.get("timeline_configs", ()):
+        timeline = os.path.abspath(os.path.join(rundir, tag + "-timeline.json"))
+    if policy and not systems.start_daemon(policy, os.path.join(rundir, tag + "-daemon.log"), systems.binary(config),
+                                           timeline):
         systems.stop_daemon()
         rec["error"] = f"vitamin daemon ({policy}) did not start"
         return rec
@@ -571,6 +607,11 @@ def run_one(g, r, config, scenario, tenants, systems, rundir, log, hard_deadline
         if hard_deadline is not None:
             deadline = min(deadline, hard_deadline)
         status_taken = policy is None
+        # after the first status snapshot, one every `every` s on a grid from when all were ready
+        # (points already passed are skipped), at most STATUS_MAX
+        every = float(g.get("status_every_s", STATUS_EVERY_S))
+        t_ready = next_status = None
+        periodic = 0
         abort = None
         while any(p.poll() is None for p, _ in procs.values()):
             failed = [n for n, (p, _) in procs.items() if p.poll() not in (None, 0)]
@@ -579,9 +620,15 @@ def run_one(g, r, config, scenario, tenants, systems, rundir, log, hard_deadline
                 break
             if not status_taken and all(
                     os.path.exists(os.path.join(barrier, n + ".ready")) for n in procs):
+                t_ready = time.monotonic()
                 time.sleep(min(1.0, float(g["seconds"]) / 2))
-                systems.daemon_status(os.path.join(rundir, tag + "-status.json"))
+                status_snapshot(systems, rundir, tag, 0, t_ready)
                 status_taken = True
+                next_status = _next_on_grid(t_ready, every)
+            elif next_status is not None and periodic < STATUS_MAX and time.monotonic() >= next_status:
+                periodic += 1
+                status_snapshot(systems, rundir, tag, periodic, t_ready)
+                next_status = _next_on_grid(t_ready, every)
             if time.monotonic() > deadline:
                 break
             time.sleep(0.02)
@@ -618,10 +665,68 @@ def run_one(g, r, config, scenario, tenants, systems, rundir, log, hard_deadline
         shutil.rmtree(barrier, ignore_errors=True)
         if policy:
             systems.stop_daemon()
+    if timeline:
+        name = finish_timeline(timeline, os.path.join(rundir, tag + "-timeline-digest.json"), log)
+        if name:
+            rec["timeline_digest"] = name
     rec["wall_s"] = time.monotonic() - t_begin
     rec["ok"] = len(rec["tenants"]) == len(tenants) and all(
         t.get("rc") == 0 and t.get("result") is not None for t in rec["tenants"].values())
     return rec
+
+
+def _next_on_grid(t0, every):
+    """The first point of the grid t0 + k * every (k >= 1) after now; None for every <= 0."""
+    if every <= 0:
+        return None
+    return t0 + every * (int((time.monotonic() - t0) / every) + 1)
+
+
+def status_snapshot(systems, rundir, tag, k, t_ready):
+    """Snapshot `k` of the daemon's status: k 0 to `<tag>-status.json`, later ones to
+    `<tag>-status-<k>.json`; a line "<k> <s since all tenants were ready> <epoch s>" to
+    `<tag>-status-times.txt` (begun anew by snapshot 0), taken as the request goes out."""
+    since, epoch = time.monotonic() - t_ready, time.time()
+    with open(os.path.join(rundir, tag + "-status-times.txt"), "w" if k == 0 else "a") as f:
+        f.write(f"{k} {since:.3f} {epoch:.6f}\n")
+    systems.daemon_status(os.path.join(rundir, f"{tag}-status.json" if k == 0 else f"{tag}-status-{k}.json"))
+
+
+def finish_timeline(path, digest_path, log):
+    """After the daemon stopped: waits up to TIMELINE_WAIT_S for its timeline `path`, writes its
+    digest (timeline_digest.py) to `digest_path`, compresses it to `path`.gz and removes `path`;
+    a compressed file over TIMELINE_GZ_MAX is removed too and its size noted in the digest
+    (`timeline_gz_dropped`). Returns the digest's file name, or None without a timeline."""
+    deadline = time.monotonic() + TIMELINE_WAIT_S
+    while not os.path.exists(path):
+        if time.monotonic() > deadline:
+            log(f"no binding timeline {os.path.basename(path)} after the daemon stopped")
+            return None
+        time.sleep(0.05)
+    size = os.path.getsize(path)
+    try:
+        d = timeline_digest.digest(timeline_digest.load(path))
+    except (OSError, ValueError, TypeError, KeyError, AttributeError) as e:
+        d = {"error": f"{type(e).__name__}: {e}"}
+    d["timeline_bytes"] = size
+    gz = path + ".gz"
+    try:
+        with open(path, "rb") as src, gzip.open(gz, "wb", compresslevel=6) as dst:
+            shutil.copyfileobj(src, dst, 1 << 20)
+        os.unlink(path)
+        gz_size = os.path.getsize(gz)
+        if gz_size > TIMELINE_GZ_MAX:
+            os.unlink(gz)
+            d["timeline_gz_dropped"] = gz_size
+        else:
+            d["timeline_gz"] = os.path.basename(gz)
+    except OSError as e:
+        d["gzip_error"] = str(e)
+    with open(digest_path, "w") as f:
+        json.dump(d, f, indent=1)
+    kept = f"{os.path.basename(gz)} kept" if "timeline_gz" in d else "compressed timeline not kept"
+    log(f"binding timeline: {d.get('spans', 0)} spans, {size / 1e6:.1f} MB; digest {os.path.basename(digest_path)}, {kept}")
+    return os.path.basename(digest_path)
 
 
 def systems_dir(systems):
@@ -691,6 +796,9 @@ def main(argv=None):
             g["alone_mps"] = bool(a.alone_mps)
         if a.budget is not None:
             g["budget_s"] = a.budget
+        if TIMELINE_ENV in os.environ:
+            g["timeline_configs"] = [c.strip() for c in os.environ[TIMELINE_ENV].split(",") if c.strip()]
+            check_timeline_configs(g["timeline_configs"])
         for c in g["configs"]:
             if c not in CONFIGS or c.startswith("alone"):
                 raise GroupError(f"unknown configuration {c!r} (known: {', '.join(CONFIGS)})")
@@ -707,6 +815,9 @@ def main(argv=None):
     print(f"group {g['name']}: {len(runs)} runs ({g['rounds']} rounds x ({len(g['configs'])} configurations x "
           f"{len(g['scenarios'])} scenarios + alone runs)), window {g['seconds']} s; estimate {est:.0f} s, "
           f"budget {budget:.0f} s")
+    timeline = [c for c in g["timeline_configs"] if c in g["configs"]]
+    if timeline:
+        print(f"binding timeline (--timeline, {TIMELINE_SPANS} spans) under {', '.join(timeline)}")
     if est > budget:
         print(f"harness: group {g['name']} would not fit one device call: estimate {est:.0f} s > budget "
               f"{budget:.0f} s. Cut rounds (--rounds), the window (--seconds), configurations (--configs) or "
@@ -734,7 +845,8 @@ def main(argv=None):
     systems = Systems(work, log, os.path.abspath(a.vitamin) if os.path.exists(a.vitamin) else a.vitamin,
                       a.mps_control, os.path.abspath(a.vitamin_ref) if a.vitamin_ref else None)
     meta = {"group": g["name"], "kind": g["kind"], "rounds": g["rounds"], "seconds": g["seconds"],
-            "alone_mps": g["alone_mps"],
+            "alone_mps": g["alone_mps"], "status_every_s": g["status_every_s"],
+            "timeline_configs": g["timeline_configs"],
             "configs": g["configs"], "scenarios": g["scenarios"],
             "tenants": {k: {"cmd": v["cmd"], "role": v["role"], "latency": v["latency"],
                             "tpot_ms": v.get("tpot_ms"), "tpot_from_alone": v.get("tpot_from_alone"),

@@ -6,11 +6,13 @@ starts after every peer was ready), each configuration's environment (MPS on or 
 thread percentage, the daemon's policy, latency class and TPOT target), per-round raw files, and
 that the MPS stand-in and the daemon stand-in are stopped on every path: tenant crash, tenant hang
 (killed by the run timeout, SIGTERM ignored; the timeout cut to the call's budget), daemon start
-failure, and SIGTERM to the harness.
+failure, and SIGTERM to the harness. The daemon's periodic status snapshots, and its binding
+timeline (digested, compressed) under the configurations that ask for it.
 Every child wait is bounded (watchdogs), so a broken harness fails the test instead of hanging it.
 """
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -446,6 +448,116 @@ def test_ref_configurations_run_through_the_reference_build():
         assert ["daemon", "--socket"] in marks and ["daemon", "stop"] in marks, marks
         assert results(d)["meta"]["builds"]["vitamin_ref"] == "0123abc", results(d)["meta"]
         assert_stand_ins_stopped(d)
+
+
+def _status_times(path):
+    return [ln.split() for ln in open(path).read().splitlines()]
+
+
+def test_periodic_status_snapshots_and_the_binding_timeline():
+    with tempfile.TemporaryDirectory() as d:
+        runs_dir = os.path.join(d, "out", "runs")
+        write_group(d, rounds=1, seconds=1.2, status_every_s=0.2, configs=["mps", "vitamin_throughput", "vitamin_tpot"],
+                    timeline_configs=["vitamin_throughput"])
+        r = harness(d)
+        assert r.returncode == 0, r.stdout + r.stderr
+        by = {x["config"]: x for x in results(d)["runs"] if x["config"] != "alone"}
+        assert all(x["ok"] for x in by.values()), by
+        assert results(d)["meta"]["timeline_configs"] == ["vitamin_throughput"], results(d)["meta"]
+        for c in ("vitamin_throughput", "vitamin_tpot"):
+            tag = f"r1-{c}-a_b"
+            # the first snapshot as before, then one every 0.2 s while the tenants run
+            assert json.load(open(os.path.join(runs_dir, tag + "-status.json"))) == {"policy": c[len("vitamin_"):]}
+            times = _status_times(os.path.join(runs_dir, tag + "-status-times.txt"))
+            ks = [int(t[0]) for t in times]
+            assert ks == list(range(len(ks))) and 3 <= len(ks) <= 41, times
+            since = [float(t[1]) for t in times]
+            assert since == sorted(since) and since[0] >= 0 and since[-1] < 5, times
+            assert all(len(t[1].split(".")[1]) == 3 and len(t[2].split(".")[1]) == 6 for t in times), times
+            assert abs(float(times[0][2]) - time.time()) < 120, times
+            for k in ks[1:]:
+                doc = json.load(open(os.path.join(runs_dir, f"{tag}-status-{k}.json")))
+                assert doc == {"policy": c[len("vitamin_"):]}, (k, doc)
+            assert not os.path.exists(os.path.join(runs_dir, f"{tag}-status-{len(ks)}.json"))
+        # no daemon, no snapshot
+        assert not [f for f in os.listdir(runs_dir) if f.startswith("r1-mps-") and "status" in f]
+        # the timeline under vitamin_throughput only: digested, compressed, the raw file gone
+        tag = "r1-vitamin_throughput-a_b"
+        assert f"spans {600000}" in open(os.path.join(runs_dir, tag + "-daemon.log")).read()
+        assert by["vitamin_throughput"]["timeline_digest"] == tag + "-timeline-digest.json", by["vitamin_throughput"]
+        dig = json.load(open(os.path.join(runs_dir, tag + "-timeline-digest.json")))
+        assert dig["spans"] == 3 and dig["timeline_gz"] == tag + "-timeline.json.gz", dig
+        assert dig["clients"]["a (client 1)"]["total"] == {"node 0: SM 0-65": {"n": 2, "ms": 0.8, "median_ms": 0.4}}, dig
+        assert dig["clients"]["b (client 2)"]["graphs"]["node 1: SM 66-131"]["n"] == 1, dig
+        assert os.path.exists(os.path.join(runs_dir, tag + "-timeline.json.gz"))
+        assert not os.path.exists(os.path.join(runs_dir, tag + "-timeline.json"))
+        assert "timeline_digest" not in by["vitamin_tpot"] and "timeline_digest" not in by["mps"], by
+        assert not [f for f in os.listdir(runs_dir) if "timeline" in f and not f.startswith(tag)], os.listdir(runs_dir)
+        assert "timeline" not in open(os.path.join(runs_dir, "r1-vitamin_tpot-a_b-daemon.log")).read()
+        assert_stand_ins_stopped(d)
+
+        # EVAL_TIMELINE_CONFIGS replaces the group's list; the file written 0.5 s after the stop is
+        # waited for; status_every_s 0: the first snapshot only
+        shutil.rmtree(os.path.join(d, "out"))
+        write_group(d, rounds=1, seconds=1.2, status_every_s=0, configs=["vitamin_throughput", "vitamin_tpot"],
+                    timeline_configs=["vitamin_throughput"])
+        r = harness(d, EVAL_TIMELINE_CONFIGS="vitamin_tpot", EVAL_STUB_TIMELINE_DELAY="0.5")
+        assert r.returncode == 0, r.stdout + r.stderr
+        by = {x["config"]: x for x in results(d)["runs"] if x["config"] != "alone"}
+        assert "timeline_digest" not in by["vitamin_throughput"], by
+        assert by["vitamin_tpot"]["timeline_digest"] == "r1-vitamin_tpot-a_b-timeline-digest.json", by
+        assert os.path.exists(os.path.join(runs_dir, "r1-vitamin_tpot-a_b-timeline.json.gz"))
+        times = _status_times(os.path.join(runs_dir, "r1-vitamin_tpot-a_b-status-times.txt"))
+        assert [t[0] for t in times] == ["0"], times
+        assert not os.path.exists(os.path.join(runs_dir, "r1-vitamin_tpot-a_b-status-1.json"))
+        assert_stand_ins_stopped(d)
+
+        # only daemon configurations have a timeline
+        write_group(d, timeline_configs=["mps"])
+        r = harness(d, "--dry-run")
+        assert r.returncode == 2 and "timeline_configs: 'mps'" in r.stderr, r.stderr
+        write_group(d)
+        r = harness(d, "--dry-run", EVAL_TIMELINE_CONFIGS="vitamin_throughput,bogus")
+        assert r.returncode == 2 and "'bogus'" in r.stderr, r.stderr
+        write_group(d, status_every_s=-1)
+        r = harness(d, "--dry-run")
+        assert r.returncode == 2 and "status_every_s" in r.stderr, r.stderr
+
+
+def test_timeline_estimate_and_finish_without_a_file_or_over_the_size_limit():
+    sys.path.insert(0, HERE)
+    import harness
+    with tempfile.TemporaryDirectory() as d:
+        g = harness.load_group(write_group(d, timeline_configs=["vitamin_tpot"]))
+        assert g["status_every_s"] == harness.STATUS_EVERY_S
+        plain, with_tl = (harness.run_estimate(g, c, ["a", "b"]) for c in ("vitamin_throughput", "vitamin_tpot"))
+        assert with_tl == plain + harness.TIMELINE_S, (plain, with_tl)
+        logged = []
+        wait, limit = harness.TIMELINE_WAIT_S, harness.TIMELINE_GZ_MAX
+        try:
+            harness.TIMELINE_WAIT_S = 0.2
+            assert harness.finish_timeline(os.path.join(d, "none.json"), os.path.join(d, "dig.json"), logged.append) is None
+            assert not os.path.exists(os.path.join(d, "dig.json")) and "no binding timeline" in logged[-1], logged
+            # over the limit: the compressed file goes, the digest says how large it was
+            harness.TIMELINE_GZ_MAX = 10
+            path = os.path.join(d, "t.json")
+            with open(path, "w") as f:
+                json.dump({"traceEvents": [{"name": "k", "ph": "X", "pid": 0, "ts": 5, "dur": 2000,
+                                            "args": {"client": "x (client 1)"}}]}, f)
+            assert harness.finish_timeline(path, os.path.join(d, "dig.json"), logged.append) == "dig.json"
+            dig = json.load(open(os.path.join(d, "dig.json")))
+            assert dig["timeline_gz_dropped"] > 10 and "timeline_gz" not in dig, dig
+            assert dig["clients"]["x (client 1)"]["total"] == {"pid 0": {"n": 1, "ms": 2.0, "median_ms": 2.0}}, dig
+            assert not os.path.exists(path) and not os.path.exists(path + ".gz")
+            # a truncated file (a daemon killed while writing): the error in the digest, the file kept compressed
+            harness.TIMELINE_GZ_MAX = limit
+            with open(path, "w") as f:
+                f.write('{"traceEvents": [{"name"')
+            assert harness.finish_timeline(path, os.path.join(d, "dig.json"), logged.append) == "dig.json"
+            dig = json.load(open(os.path.join(d, "dig.json")))
+            assert dig["error"].startswith("JSONDecodeError") and dig["timeline_gz"] == "t.json.gz", dig
+        finally:
+            harness.TIMELINE_WAIT_S, harness.TIMELINE_GZ_MAX = wait, limit
 
 
 if __name__ == "__main__":

@@ -4,9 +4,10 @@
 # GROUP is a name under groups/ (colo-gpt-resnet, mixed-resnet50, serving, overhead, determinism, ...)
 # or a path to a group file. Staged by stage.sh (vitamin, libvitamin_cuda.so, the scripts, the trace,
 # chain_bench.cu); EVAL_VITAMIN overrides the vitamin binary, EVAL_VITAMIN_REF names the reference
-# build the *_ref configurations run (another stage.sh output, e.g. .device/eval-ref). Writes at most 6 files to $OUT:
+# build the *_ref configurations run (another stage.sh output, e.g. .device/eval-ref). Writes at most 7 files to $OUT:
 # summary.md, results.json (every run's raw record), log.txt, env.txt, plots.tgz (PNG), runs.tgz
-# (each tenant's result, stdout and stderr, daemon logs and status, per-round files).
+# (each tenant's result, stdout and stderr, daemon logs and status, per-round files), timelines.tar
+# (the daemon's compressed binding timelines, for the group's timeline_configs).
 set -uo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 OUT=${OUT:-$HERE/out}
@@ -65,6 +66,10 @@ fi
 [ -f "$R/results.json" ] && cp "$R/results.json" "$OUT/"
 [ -f "$R/log.txt" ] && cp "$R/log.txt" "$OUT/"
 if ls "$R/plots"/*.png > /dev/null 2>&1; then tar czf "$OUT/plots.tgz" -C "$R" plots; fi
-tar czf "$OUT/runs.tgz" -C "$R" $(cd "$R" && ls -d runs rounds 2> /dev/null) 2> /dev/null
+tar czf "$OUT/runs.tgz" -C "$R" --exclude='*-timeline.json.gz' $(cd "$R" && ls -d runs rounds 2> /dev/null) 2> /dev/null
+# The daemon's binding timelines (group key timeline_configs), compressed already: a file of their own.
+if ls "$R"/runs/*-timeline.json.gz > /dev/null 2>&1; then
+    tar cf "$OUT/timelines.tar" -C "$R" $(cd "$R" && ls runs/*-timeline.json.gz)
+fi
 rm -rf "$W"
 exit $rc

@@ -250,7 +250,13 @@ pub fn render_status(st: &StatusReport) -> String {
         );
     }
     for c in &st.clients {
-        let leases = if c.leases.is_empty() { "-".to_owned() } else { c.leases.join(", ") };
+        let mut leases = if c.leases.is_empty() { "-".to_owned() } else { c.leases.join(", ") };
+        if let Some(n) = &c.standing {
+            let _ = write!(leases, "; standing {n}");
+        }
+        if c.floor_units > 0 {
+            let _ = write!(leases, "; floor {} units", c.floor_units);
+        }
         let _ = writeln!(
             o,
             "  {:>3} {:>7} {:>5} {:<22} {:>5} {:>5} {:>5} {:>8} {:>8.0} {:>13}  {:<28} {}{}",
@@ -609,7 +615,16 @@ mod tests {
             command: "python train.py".into(),
             ..Default::default()
         });
+        st.clients.push(vitamin_runtime::daemon::control::ClientStatus {
+            id: 2,
+            class: "latency (tpot 11.0 ms)".into(),
+            standing: Some("#7 (64 units) reserved".into()),
+            floor_units: 64,
+            ..Default::default()
+        });
         let t = render_status(&st);
-        assert!(t.contains("#3 (8 units) leased") && t.contains("python train.py") && t.contains("clients: 1"), "{t}");
+        assert!(t.contains("#3 (8 units) leased") && t.contains("python train.py") && t.contains("clients: 2"), "{t}");
+        assert!(t.contains("-; standing #7 (64 units) reserved; floor 64 units"), "{t}");
+        assert_eq!(t.matches("standing").count(), 1, "{t}");
     }
 }

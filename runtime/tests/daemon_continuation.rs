@@ -665,6 +665,11 @@ fn a_latency_clients_slow_graph_launch_widens_its_standing_node_under_a_daemon()
     }
     // One size per step: 8, 12, 16, 20.
     assert_eq!(seen, [8, 16, 32, 64], "each launch ran on the standing node, widened after each slow one");
+    // The status report names the standing node and the floor the slow launches raised.
+    let st = daemon.status();
+    let me = st.clients.iter().find(|c| c.name == "decoder").expect("the decoder is listed");
+    assert_eq!(me.floor_units, 64, "{me:?}");
+    assert!(me.standing.as_deref().is_some_and(|s| s.contains("(64 units)")), "{me:?}");
 }
 
 /// A client on an on-demand pool under a daemon asks only the partitions it has and the first node

@@ -165,6 +165,13 @@ pub struct ClientStatus {
     /// Of those, ops only the whole device runs unchanged.
     #[serde(default)]
     pub whole_device: u64,
+    /// The policy's standing node for it, `#id (units) state` (TPOT-First's reservation for a
+    /// latency-critical client), if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub standing: Option<String>,
+    /// The policy's size floor for its standing node, units (0: none).
+    #[serde(default)]
+    pub floor_units: usize,
     /// Up-ring depth (records waiting for the daemon).
     pub up_depth: u32,
     /// Down-ring depth (bindings waiting for the client).

@@ -50,7 +50,9 @@ use super::wire::{
 };
 use crate::arbiter::state::{ArbiterState, Proposal};
 use crate::dispatch::{Span, Timeline};
-use crate::policy::{AnyPolicy, ClientClass, ClientInfo, Completion, Hint, PolicyKind, ReadyGraphView, ReadyOpView};
+use crate::policy::{
+    AnyPolicy, ClientClass, ClientInfo, Completion, Hint, Policy, PolicyKind, ReadyGraphView, ReadyOpView,
+};
 use crate::pool::{HolderId, NodeId, NodeState, Pool};
 use crate::profile::Profiles;
 use crate::vctx::OpId;
@@ -858,7 +860,10 @@ impl Decider {
                 c.bound_per_s = (c.bound - b0) as f64 / (dt as f64 / 1e9);
                 c.bound_mark = (c.bound, now);
             }
-            let pool = &self.devices[c.device].arb.pool;
+            let arb = &self.devices[c.device].arb;
+            let pool = &arb.pool;
+            let (standing, floor_units) = arb.policy.standing(c.holder);
+            let standing = standing.map(|n| format!("{n} ({} units) {}", pool.node(n).size(), pool.state(n).name()));
             let mut leases = Vec::new();
             let mut units = 0;
             for &n in pool.active_nodes() {
@@ -888,6 +893,8 @@ impl Decider {
                 bound_per_s: c.bound_per_s,
                 floored: c.floored.0,
                 whole_device: c.floored.1,
+                standing,
+                floor_units,
                 up_depth: c.region.up().depth_hint(),
                 down_depth: c.region.down().depth_hint(),
                 departing: c.departing_since.is_some(),
@@ -1201,10 +1208,11 @@ fn record_span(dev: &mut Device, c: &Client, op: u64, inf: &Inflight, end_ns: u6
         dev.spans.pop_front();
         dev.spans_dropped += 1;
     }
-    let name = match (&inf.kernel, inf.continued) {
-        (Some(k), _) => k.function().name().to_owned(),
-        (None, true) => "continued".to_owned(),
-        (None, false) => "graph".to_owned(),
+    let name = match (&inf.kernel, inf.continued, inf.graph) {
+        (Some(k), _, _) => k.function().name().to_owned(),
+        (None, true, true) => "graph (continued)".to_owned(),
+        (None, true, false) => "continued".to_owned(),
+        (None, false, _) => "graph".to_owned(),
     };
     dev.spans.push_back(Span {
         name,

@@ -298,6 +298,12 @@ pub trait Policy: Send {
     ) {
     }
 
+    /// What the policy keeps for `client`, for status reports: its standing node, if it has one,
+    /// and its size floor in units (0: none). Default: neither.
+    fn standing(&self, _client: HolderId) -> (Option<NodeId>, usize) {
+        (None, 0)
+    }
+
     /// A node for a lone ready `op` that the policy already knows without a round: exactly what
     /// [`begin_round`](Self::begin_round) + [`pick`](Self::pick) + [`select`](Self::select)
     /// would return for a queue of just `op` (the fast path of
@@ -461,6 +467,9 @@ impl Policy for AnyPolicy {
     }
     fn solo_node(&mut self, op: &ReadyOpView<'_>, state: &SchedState<'_>) -> Option<NodeId> {
         each!(self, p => p.solo_node(op, state))
+    }
+    fn standing(&self, client: HolderId) -> (Option<NodeId>, usize) {
+        each!(self, p => p.standing(client))
     }
 }
 

@@ -411,6 +411,10 @@ impl Policy for TpotFirst {
         }
     }
 
+    fn standing(&self, client: HolderId) -> (Option<NodeId>, usize) {
+        (self.standing.get(&client).copied(), self.floor.get(&client).map_or(0, |f| f.0))
+    }
+
     fn on_complete(&mut self, c: &Completion<'_>, state: &SchedState<'_>) {
         if target_of(state, c.client).is_some() {
             self.last_done.insert(c.client, c.completed_ns);
