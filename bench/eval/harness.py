@@ -75,7 +75,8 @@ MPS_SWITCH_S = 4.0  # estimate for starting or stopping the MPS control daemon
 DAEMON_S = 3.0  # estimate for starting and stopping the vitamin daemon around one run
 TEARDOWN_S = 3.0  # estimate for tenants' exit after the window
 STATUS_EVERY_S = 3.0  # default period of the daemon status snapshots after the first (group key status_every_s)
-STATUS_MAX = 40  # most periodic status snapshots per run
+STATUS_MAX = 40  # most periodic status snapshots per run (and most start-up ones)
+STARTUP_STATUS_S = 10.0  # default period of the daemon status snapshots while a tenant is not yet ready (group key startup_status_s)
 TIMELINE_ENV = "EVAL_TIMELINE_CONFIGS"  # comma-separated; replaces the group's timeline_configs when set
 TIMELINE_SPANS = 600000  # the daemon's --timeline-spans for the timeline configurations
 TIMELINE_WAIT_S = 5.0  # how long to wait for the timeline file after the daemon stopped
@@ -120,13 +121,15 @@ def load_group(path):
     g.setdefault("alone", True)
     g.setdefault("alone_mps", False)
     g.setdefault("status_every_s", STATUS_EVERY_S)
+    g.setdefault("startup_status_s", STARTUP_STATUS_S)
     g.setdefault("timeline_configs", [])
     for c in g["configs"]:
         if c not in CONFIGS or c.startswith("alone"):
             raise GroupError(f"group {g['name']}: unknown configuration {c!r} (known: {', '.join(CONFIGS)})")
-    s = g["status_every_s"]
-    if isinstance(s, bool) or not isinstance(s, (int, float)) or s < 0:
-        raise GroupError(f"group {g['name']}: status_every_s must be a number >= 0 (0: no periodic snapshots)")
+    for key in ("status_every_s", "startup_status_s"):
+        s = g[key]
+        if isinstance(s, bool) or not isinstance(s, (int, float)) or s < 0:
+            raise GroupError(f"group {g['name']}: {key} must be a number >= 0 (0: no such snapshots)")
     check_timeline_configs(g["timeline_configs"])
     g["tenants"] = {k: v for k, v in g["tenants"].items() if not k.startswith("_")}  # "_comment"
     for name, t in g["tenants"].items():
@@ -612,6 +615,9 @@ def run_one(g, r, config, scenario, tenants, systems, rundir, log, hard_deadline
         every = float(g.get("status_every_s", STATUS_EVERY_S))
         t_ready = next_status = None
         periodic = 0
+        # before every tenant is ready, one every `startup_every` s (a start-up that hangs)
+        t_spawn, starting = time.monotonic(), 0
+        startup_every = float(g.get("startup_status_s", STARTUP_STATUS_S))
         abort = None
         while any(p.poll() is None for p, _ in procs.values()):
             failed = [n for n, (p, _) in procs.items() if p.poll() not in (None, 0)]
@@ -622,9 +628,13 @@ def run_one(g, r, config, scenario, tenants, systems, rundir, log, hard_deadline
                     os.path.exists(os.path.join(barrier, n + ".ready")) for n in procs):
                 t_ready = time.monotonic()
                 time.sleep(min(1.0, float(g["seconds"]) / 2))
-                status_snapshot(systems, rundir, tag, 0, t_ready)
+                status_snapshot(systems, rundir, tag, 0, t_ready, fresh=starting == 0)
                 status_taken = True
                 next_status = _next_on_grid(t_ready, every)
+            elif (not status_taken and startup_every > 0 and starting < STATUS_MAX
+                  and time.monotonic() - t_spawn >= startup_every * (starting + 1)):
+                starting += 1
+                status_snapshot(systems, rundir, tag, f"start-{starting}", t_spawn, fresh=starting == 1)
             elif next_status is not None and periodic < STATUS_MAX and time.monotonic() >= next_status:
                 periodic += 1
                 status_snapshot(systems, rundir, tag, periodic, t_ready)
@@ -682,12 +692,14 @@ def _next_on_grid(t0, every):
     return t0 + every * (int((time.monotonic() - t0) / every) + 1)
 
 
-def status_snapshot(systems, rundir, tag, k, t_ready):
+def status_snapshot(systems, rundir, tag, k, t_ready, fresh=False):
     """Snapshot `k` of the daemon's status: k 0 to `<tag>-status.json`, later ones to
-    `<tag>-status-<k>.json`; a line "<k> <s since all tenants were ready> <epoch s>" to
-    `<tag>-status-times.txt` (begun anew by snapshot 0), taken as the request goes out."""
+    `<tag>-status-<k>.json` (k "start-<j>": before every tenant was ready); a line
+    "<k> <s since t_ready> <epoch s>" to `<tag>-status-times.txt` (begun anew when `fresh`),
+    taken as the request goes out; t_ready is when all tenants were ready, for the start-up
+    snapshots when they were started."""
     since, epoch = time.monotonic() - t_ready, time.time()
-    with open(os.path.join(rundir, tag + "-status-times.txt"), "w" if k == 0 else "a") as f:
+    with open(os.path.join(rundir, tag + "-status-times.txt"), "w" if fresh else "a") as f:
         f.write(f"{k} {since:.3f} {epoch:.6f}\n")
     systems.daemon_status(os.path.join(rundir, f"{tag}-status.json" if k == 0 else f"{tag}-status-{k}.json"))
 

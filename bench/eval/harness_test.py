@@ -454,6 +454,37 @@ def _status_times(path):
     return [ln.split() for ln in open(path).read().splitlines()]
 
 
+def test_status_snapshots_during_a_slow_start_up():
+    """Before every tenant is ready the daemon's status is taken every startup_status_s seconds
+    (`status-start-<j>.json`, its times from the tenants' start), then the first snapshot as usual."""
+    with tempfile.TemporaryDirectory() as d:
+        runs_dir = os.path.join(d, "out", "runs")
+        write_group(d, rounds=1, seconds=0.3, status_every_s=0, startup_status_s=0.2, configs=["vitamin_tpot"], alone=False,
+                    tenants={"a": {"cmd": stub_cmd("--base", "10", "--warmup", "1.0"), "startup_s": 1},
+                             "b": {"cmd": stub_cmd("--base", "4", "--role", "latency"), "startup_s": 1,
+                                   "role": "latency", "latency": True, "tpot_ms": 30}})
+        r = harness(d)
+        assert r.returncode == 0, r.stdout + r.stderr
+        tag = "r1-vitamin_tpot-a_b"
+        times = _status_times(os.path.join(runs_dir, tag + "-status-times.txt"))
+        ks = [t[0] for t in times]
+        assert ks[-1] == "0" and ks[:-1] == [f"start-{j}" for j in range(1, len(ks))] and len(ks) >= 3, times
+        since = [float(t[1]) for t in times[:-1]]
+        assert since == sorted(since) and since[0] >= 0.2, times
+        for k in ks:
+            name = f"{tag}-status.json" if k == "0" else f"{tag}-status-{k}.json"
+            assert json.load(open(os.path.join(runs_dir, name))) == {"policy": "tpot"}, k
+        # 0 turns them off
+        shutil.rmtree(os.path.join(d, "out"))
+        write_group(d, rounds=1, seconds=0.3, status_every_s=0, startup_status_s=0, configs=["vitamin_tpot"], alone=False,
+                    tenants={"a": {"cmd": stub_cmd("--base", "10", "--warmup", "0.6"), "startup_s": 1},
+                             "b": {"cmd": stub_cmd("--base", "4", "--role", "latency"), "startup_s": 1,
+                                   "role": "latency", "latency": True, "tpot_ms": 30}})
+        r = harness(d)
+        assert r.returncode == 0, r.stdout + r.stderr
+        assert [t[0] for t in _status_times(os.path.join(runs_dir, tag + "-status-times.txt"))] == ["0"]
+
+
 def test_periodic_status_snapshots_and_the_binding_timeline():
     with tempfile.TemporaryDirectory() as d:
         runs_dir = os.path.join(d, "out", "runs")

@@ -672,6 +672,70 @@ fn a_latency_clients_slow_graph_launch_widens_its_standing_node_under_a_daemon()
     assert!(me.standing.as_deref().is_some_and(|s| s.contains("(64 units)")), "{me:?}");
 }
 
+/// A burst of graph launches queued on one lane, their completions seen together (a decoder's
+/// warm-up replays: docs/results/eval.md, mixed-graph run 5), measures no step: the first waited
+/// for the others' completions to be seen, the later ones ran back to back. The floor stays.
+#[test]
+fn a_burst_of_graph_launches_completed_together_leaves_the_floor_alone() {
+    use vitamin_runtime::daemon::wire::{ReadyRecord, FLAG_GRAPH};
+    let daemon = start("tpot-burst", PolicyKind::Tpot);
+    let d = SimBackend::preset("h200").unwrap();
+    let mut c = DaemonClient::connect(ConnectOptions {
+        socket: daemon.socket().to_path_buf(),
+        name: "decoder".into(),
+        device: 0,
+        topology: d.topology().clone(),
+        class: ClientClass::LatencyCritical { tpot_target_ns: 10_000_000 },
+        lanes: 4,
+        timeout: Duration::from_secs(5),
+    })
+    .expect("registered");
+    let now = vitamin_runtime::daemon::now_ns;
+    c.ready(ReadyRecord {
+        op: 1,
+        flags: FLAG_GRAPH,
+        min_units: 0,
+        kernel: 0x5157,
+        grid: [0; 3],
+        block: [0; 3],
+        smem: 0,
+        resident_per_unit: 0,
+        ready_since_ns: now(),
+        deadline_ns: None,
+    })
+    .unwrap();
+    c.flush();
+    let mut got = Vec::new();
+    let t = std::time::Instant::now();
+    while got.is_empty() {
+        assert!(t.elapsed() < Duration::from_secs(5), "the first launch was not bound");
+        c.bindings(&mut got, Duration::from_millis(50)).unwrap();
+    }
+    let (node, lane) = (got[0].node, got[0].lane);
+    // Three more replays behind it on its lane, then 30 ms (beyond the 8 ms headroom) before
+    // any completion is seen, and then all four at once.
+    for op in 2..=4u64 {
+        assert!(c.continued(op, node, lane, now(), true).unwrap());
+    }
+    c.flush();
+    std::thread::sleep(Duration::from_millis(30));
+    let done = now();
+    for op in 1..=4u64 {
+        assert!(c.complete(op, done).unwrap());
+    }
+    c.flush();
+    let t = std::time::Instant::now();
+    while daemon.status().counters.completions < 4 {
+        assert!(t.elapsed() < Duration::from_secs(5), "the completions did not reach the daemon");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let st = daemon.status();
+    let me = st.clients.iter().find(|c| c.name == "decoder").expect("the decoder is listed");
+    // The busy period (30 ms, beyond 80% of the target) widens one size (8 -> 12 units); the
+    // first launch timed from its submission would have asked for 30 units, capped at 16.
+    assert!(me.floor_units <= 12, "no launch of the burst raised the floor: {me:?}");
+}
+
 /// A client on an on-demand pool under a daemon asks only the partitions it has and the first node
 /// of each size whether they run its cooperative and cluster launches (asking creates the
 /// partition), so such launches do not create the whole pool; none is lost either way.

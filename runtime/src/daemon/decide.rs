@@ -1102,7 +1102,14 @@ fn apply(
                 let lane_done = c.lane_done.entry((inf.node, inf.lane)).or_insert(0);
                 let started = inf.submitted_ns.max(*lane_done);
                 *lane_done = done;
-                if inf.graph {
+                // A graph with a later one queued behind it on its lane (a burst of replays, or
+                // completions seen late together) is no measure of one step: left out.
+                let queued = || {
+                    c.inflight.values().any(|o| {
+                        o.graph && (o.node, o.lane) == (inf.node, inf.lane) && o.submitted_ns >= inf.submitted_ns
+                    })
+                };
+                if inf.graph && !queued() {
                     dev.arb.on_graph_time(c.holder, n, started, done, now);
                 }
                 if timeline_spans > 0 {

@@ -691,8 +691,19 @@ impl<B: Backend, P: Policy> Dispatcher<B, P> {
             return;
         }
         let mut done = std::mem::take(&mut self.finishing);
-        for (inf, f, at) in done.drain(..) {
-            self.finish(inf, f, None, at);
+        // Graph launches with a later one on their lane completed in the same poll.
+        let is_graph = |inf: &Inflight| matches!(&*inf.desc, OpDesc::Graph(_));
+        let behind: Vec<bool> = done
+            .iter()
+            .map(|(inf, f, _)| {
+                is_graph(inf)
+                    && done
+                        .iter()
+                        .any(|(o, g, _)| o.node == inf.node && g.lane == f.lane && g.seq > f.seq && is_graph(o))
+            })
+            .collect();
+        for ((inf, f, at), behind) in done.drain(..).zip(behind) {
+            self.finish(inf, f, None, at, behind);
         }
         self.finishing = done;
         self.polling.retain(|&nd| self.lane_load[nd.0 as usize].iter().any(|&l| l > 0));
@@ -1526,14 +1537,15 @@ impl<B: Backend, P: Policy> Dispatcher<B, P> {
                 log_failure(inf.client, inf.op, &inf.desc, inf.node, e.native_code(), &msg);
                 self.failed.push((inf.client, inf.op, e.native_code(), msg.clone()));
                 self.stats.failed += 1;
-                self.finish(inf, k.1, None, self.now);
+                self.finish(inf, k.1, None, self.now, false);
             }
         }
     }
 
     /// Completion bookkeeping of one op observed complete at `now`. A success must already be
     /// satisfied by the caller; a failure is queued here for its vCtx (`flush_satisfied`).
-    fn finish(&mut self, inf: Inflight, fence: Fence, error: Option<&str>, now: u64) {
+    /// `behind`: a later graph launch on its lane completed with it (its time is no step's).
+    fn finish(&mut self, inf: Inflight, fence: Fence, error: Option<&str>, now: u64, behind: bool) {
         if let Some(e) = error {
             log_failure(inf.client, inf.op, &inf.desc, inf.node, None, e);
             self.failed.push((inf.client, inf.op, None, e.to_owned()));
@@ -1554,7 +1566,15 @@ impl<B: Backend, P: Policy> Dispatcher<B, P> {
         let start = inf.submitted.max(*lane_done);
         *lane_done = now;
         if let (true, Some(nd), OpDesc::Graph(_)) = (inf.pooled, inf.node, &*inf.desc) {
-            self.arbiter.on_graph_time(self.clients[inf.client].info.holder, nd, start, now, now);
+            // A graph with a later one queued behind it on its lane (a burst of replays) is no
+            // measure of one step: left out.
+            let queued = behind
+                || self.inflight.iter().any(|((n, f), o)| {
+                    *n == inf.node && f.lane == fence.lane && f.seq > fence.seq && matches!(&*o.desc, OpDesc::Graph(_))
+                });
+            if !queued {
+                self.arbiter.on_graph_time(self.clients[inf.client].info.holder, nd, start, now, now);
+            }
         }
         if let Some(nd) = inf.node {
             self.lane_load[nd.0 as usize][fence.lane as usize] -= 1;

@@ -70,6 +70,9 @@ pub struct TpotFirst {
     last_done: HashMap<HolderId, u64>,
     /// Latency-critical clients with a ready op in the last round: since when the oldest waits.
     lc_waiting: HashMap<HolderId, u64>,
+    /// Best-effort clients with a ready op in the last round: since when the oldest waits, and
+    /// the largest size floor among their ready ops.
+    be_waiting: HashMap<HolderId, (u64, usize)>,
     /// Per latency-critical client: the least standing size its measured steps asked for, and
     /// how many busy periods in a row fit within half of the headroom.
     floor: HashMap<HolderId, (usize, u32)>,
@@ -186,6 +189,27 @@ impl Policy for TpotFirst {
                     );
                 }
             }
+            // A standing reservation idles while its client does. A best-effort client whose
+            // oldest ready op has waited a whole TPOT target with no node eligible for it gets
+            // the node while the latency-critical client has nothing ready: over the whole
+            // device, a decoder's reservation left a training job no node at all while the
+            // decoder waited for that job at start-up (docs/results/eval.md, mixed-graph run 5).
+            // The node is reserved again once idle, or reclaimed as below.
+            if let Some(&n) = self.standing.get(&h) {
+                let idle_reserved = matches!(*pool.state(n), NodeState::Reserved { purpose } if purpose.holder == h);
+                let target = target_of(state, h).unwrap_or(0);
+                let starved = || {
+                    self.be_waiting.iter().any(|(&b, &(since, min))| {
+                        let mut e = Vec::new();
+                        pool.eligible(b, min, &mut e);
+                        state.now_ns.saturating_sub(since) >= target && e.is_empty()
+                    })
+                };
+                if idle_reserved && !self.lc_waiting.contains_key(&h) && starved() {
+                    plan.push(Preparation::Unreserve(n));
+                    continue;
+                }
+            }
             let want = self.standing_size(state, h);
             let current = self.standing.get(&h).copied();
             let keep = current.filter(|&n| pool.node(n).size() == want);
@@ -274,9 +298,15 @@ impl Policy for TpotFirst {
 
     fn begin_round(&mut self, queue: &[ReadyOpView<'_>], state: &SchedState<'_>) {
         self.lc_waiting.clear();
-        for o in queue.iter().filter(|o| target_of(state, o.client).is_some()) {
-            let since = self.lc_waiting.entry(o.client).or_insert(o.ready_since_ns);
-            *since = (*since).min(o.ready_since_ns);
+        self.be_waiting.clear();
+        for o in queue {
+            if target_of(state, o.client).is_some() {
+                let since = self.lc_waiting.entry(o.client).or_insert(o.ready_since_ns);
+                *since = (*since).min(o.ready_since_ns);
+            } else {
+                let w = self.be_waiting.entry(o.client).or_insert((o.ready_since_ns, 0));
+                *w = (w.0.min(o.ready_since_ns), w.1.max(o.min_units));
+            }
         }
         let best_effort: Vec<ReadyOpView<'_>> =
             queue.iter().copied().filter(|o| target_of(state, o.client).is_none()).collect();
@@ -588,6 +618,52 @@ mod tests {
         assert_eq!(launch(b, 96, 40_000), 96);
         assert!(!policy.floor.contains_key(&b));
         assert_eq!(policy.standing_size(&f.at(2_000_000 * us), a), 96);
+    }
+
+    /// A standing reservation over the whole device, its client idle, is let go once a
+    /// best-effort client's op has waited a whole TPOT target with no node eligible: not
+    /// sooner, not while the latency-critical client has an op ready, and not while the
+    /// best-effort client has a node it may use.
+    #[test]
+    fn an_idle_standing_node_that_starves_a_best_effort_client_is_let_go() {
+        let mut f =
+            Fixture::new(&[ClientClass::LatencyCritical { tpot_target_ns: 10_000_000 }, ClientClass::BestEffort]);
+        let (a, b) = (HolderId(0), HolderId(1));
+        let whole = *f.pool.nodes_by_size().last().unwrap();
+        assert_eq!(f.pool.node(whole).size(), 132);
+        f.pool.reserve(whole, Reservation { holder: a, tag: TAG_STANDING }).unwrap();
+        let mut policy = TpotFirst::default();
+        policy.standing.insert(a, whole);
+        policy.floor.insert(a, (132, 0));
+        let k = kernel("train", 4);
+        let ms = 1_000_000;
+        let mut be = op(&k, b, 1);
+        be.ready_since_ns = 100 * ms;
+        let lets_go = |policy: &mut TpotFirst, queue: &[ReadyOpView<'_>], now: u64, f: &Fixture| {
+            policy.begin_round(queue, &f.at(now));
+            let mut plan = Vec::new();
+            policy.maintain(&f.at(now), &mut plan);
+            plan.iter().any(|p| matches!(p, Preparation::Unreserve(n) if *n == whole))
+        };
+        // Waited 9 ms: not yet. 10 ms: let go.
+        assert!(!lets_go(&mut policy, &[be], 109 * ms, &f));
+        assert!(lets_go(&mut policy, &[be], 110 * ms, &f));
+        // Not while the latency-critical client has an op ready.
+        let lc = op(&k, a, 2);
+        assert!(!lets_go(&mut policy, &[be, lc], 200 * ms, &f));
+        // Not while a narrower node is the best-effort client's to use.
+        f.pool.unreserve(whole).unwrap();
+        let half = f.pool.nodes_by_size().iter().copied().find(|&n| f.pool.node(n).size() == 64).unwrap();
+        f.pool.reserve(half, Reservation { holder: a, tag: TAG_STANDING }).unwrap();
+        policy.standing.insert(a, half);
+        policy.floor.insert(a, (64, 0));
+        let let_go_half = |policy: &mut TpotFirst, f: &Fixture| {
+            policy.begin_round(&[be], &f.at(200 * ms));
+            let mut plan = Vec::new();
+            policy.maintain(&f.at(200 * ms), &mut plan);
+            plan.iter().any(|p| matches!(p, Preparation::Unreserve(n) if *n == half))
+        };
+        assert!(!let_go_half(&mut policy, &f));
     }
 
     /// A latency-critical client's lease narrower than its standing node closes once the
