@@ -70,6 +70,9 @@ pub struct TpotFirst {
     last_done: HashMap<HolderId, u64>,
     /// Latency-critical clients with a ready op in the last round: since when the oldest waits.
     lc_waiting: HashMap<HolderId, u64>,
+    /// Latency-critical clients holding a lease narrower than their standing node's size while
+    /// that node is not theirs: since when.
+    narrow_since: HashMap<HolderId, u64>,
     /// Best-effort clients with a ready op in the last round: since when the oldest waits, and
     /// the largest size floor among their ready ops.
     be_waiting: HashMap<HolderId, (u64, usize)>,
@@ -223,13 +226,41 @@ impl Policy for TpotFirst {
                     // TPOT target with no node eligible for it, the standing node is reclaimed.
                     // (Reclaiming at once drains other clients at every short wait, which cost
                     // the simulated serving scenario most of TPOT-First's gain.)
+                    //
+                    // A client that continues on a narrower lease of its own never waits, and
+                    // one slowed by that lease stays busy for good: beside ResNet-50 on the
+                    // other 124 SMs a CUDA-graph decoder ran its steps on 8 SMs for seconds
+                    // (docs/results/eval.md, mixed-graph run 6). Once it has held such a lease
+                    // for a whole TPOT target, the standing node is reclaimed as well (then its
+                    // narrower leases close, above).
+                    let target = target_of(state, h).unwrap_or(0);
+                    let size = pool.node(n).size();
+                    let narrow = pool
+                        .nodes_by_size()
+                        .iter()
+                        .take_while(|&&o| pool.node(o).size() < size)
+                        .any(|&o| matches!(*pool.state(o), NodeState::Leased { holder, .. } if holder == h));
+                    let own = match *pool.state(n) {
+                        NodeState::Reserved { purpose } => purpose.holder == h,
+                        NodeState::Leased { holder, .. } => holder == h,
+                        _ => false,
+                    };
+                    if narrow && !own {
+                        self.narrow_since.entry(h).or_insert(state.now_ns);
+                    } else {
+                        self.narrow_since.remove(&h);
+                    }
+                    let stuck_narrow =
+                        self.narrow_since.get(&h).is_some_and(|&since| state.now_ns.saturating_sub(since) >= target);
                     if matches!(pool.state(n), NodeState::Idle) && pool.pending_for(n).is_none() {
                         let r = Reservation { holder: h, tag: TAG_STANDING };
-                        let starved = self.lc_waiting.get(&h).is_some_and(|&since| {
-                            state.now_ns.saturating_sub(since) >= target_of(state, h).unwrap_or(0)
-                        });
+                        let starved =
+                            self.lc_waiting.get(&h).is_some_and(|&since| state.now_ns.saturating_sub(since) >= target);
                         if pool.is_eligible(n, h) {
                             plan.push(Preparation::Reserve(n, r));
+                        } else if stuck_narrow {
+                            plan.push(Preparation::Reclaim(n, r));
+                            self.narrow_since.remove(&h);
                         } else if starved {
                             let mut e = Vec::new();
                             pool.eligible(h, 0, &mut e);
@@ -664,6 +695,46 @@ mod tests {
             plan.iter().any(|p| matches!(p, Preparation::Unreserve(n) if *n == half))
         };
         assert!(!let_go_half(&mut policy, &f));
+    }
+
+    /// A latency-critical client that keeps continuing on a lease narrower than its standing
+    /// node, the standing node under a best-effort client's lease, never waits: once it has held
+    /// the narrow lease for a whole TPOT target, its standing node is reclaimed.
+    #[test]
+    fn a_latency_client_stuck_on_a_narrow_lease_reclaims_its_standing_node() {
+        let mut f =
+            Fixture::new(&[ClientClass::LatencyCritical { tpot_target_ns: 10_000_000 }, ClientClass::BestEffort]);
+        let (a, b) = (HolderId(0), HolderId(1));
+        let by_size = |f: &Fixture, size: usize, first_unit: usize| {
+            f.pool
+                .nodes_by_size()
+                .iter()
+                .copied()
+                .find(|&n| f.pool.node(n).size() == size && f.pool.node(n).units.iter().next() == Some(first_unit))
+                .unwrap()
+        };
+        let narrow = by_size(&f, 8, 0);
+        let wide = by_size(&f, 124, 8);
+        let standing = by_size(&f, 64, 0);
+        f.lease_busy(narrow, a, 1);
+        f.lease_busy(wide, b, 1);
+        let mut policy = TpotFirst::default();
+        policy.standing.insert(a, standing);
+        policy.floor.insert(a, (64, 0));
+        let ms = 1_000_000;
+        let reclaims = |policy: &mut TpotFirst, now: u64, f: &Fixture| {
+            policy.begin_round(&[], &f.at(now));
+            let mut plan = Vec::new();
+            policy.maintain(&f.at(now), &mut plan);
+            plan.iter().any(|p| matches!(p, Preparation::Reclaim(n, _) if *n == standing))
+        };
+        assert!(!reclaims(&mut policy, 100 * ms, &f), "not at once");
+        assert!(!reclaims(&mut policy, 109 * ms, &f), "not within a TPOT target");
+        assert!(reclaims(&mut policy, 110 * ms, &f), "after a whole TPOT target on the narrow lease");
+        // Off the narrow lease, the clock starts again.
+        f.complete(narrow, 1);
+        f.pool.release(narrow, a).unwrap();
+        assert!(!reclaims(&mut policy, 200 * ms, &f));
     }
 
     /// A latency-critical client's lease narrower than its standing node closes once the
