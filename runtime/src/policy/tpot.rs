@@ -219,7 +219,10 @@ impl Policy for TpotFirst {
             match keep {
                 Some(n) => {
                     // Reserved, leased by h or being reclaimed need nothing. Idle is re-reserved
-                    // where nothing overlaps it. Under another client's busy lease it cannot be
+                    // where nothing overlaps it. Under another client's busy lease (overlapping
+                    // it, or on the node itself: a training job leased the whole device once an
+                    // idle standing reservation of it was let go, and the decoder's next step
+                    // waited 12 s, docs/results/eval.md, mixed-graph run 7) it cannot be
                     // reserved, and h's op waits for that lease to drain. A lease kept busy by
                     // continuation (a training job that took the whole device while h's lease
                     // drained) never drains by itself: once h's oldest op has waited a whole
@@ -252,11 +255,13 @@ impl Policy for TpotFirst {
                     }
                     let stuck_narrow =
                         self.narrow_since.get(&h).is_some_and(|&since| state.now_ns.saturating_sub(since) >= target);
-                    if matches!(pool.state(n), NodeState::Idle) && pool.pending_for(n).is_none() {
+                    let idle = matches!(pool.state(n), NodeState::Idle);
+                    let taken = matches!(*pool.state(n), NodeState::Leased { holder, .. } if holder != h);
+                    if (idle || taken) && pool.pending_for(n).is_none() {
                         let r = Reservation { holder: h, tag: TAG_STANDING };
                         let starved =
                             self.lc_waiting.get(&h).is_some_and(|&since| state.now_ns.saturating_sub(since) >= target);
-                        if pool.is_eligible(n, h) {
+                        if idle && pool.is_eligible(n, h) {
                             plan.push(Preparation::Reserve(n, r));
                         } else if stuck_narrow {
                             plan.push(Preparation::Reclaim(n, r));
@@ -695,6 +700,37 @@ mod tests {
             plan.iter().any(|p| matches!(p, Preparation::Unreserve(n) if *n == half))
         };
         assert!(!let_go_half(&mut policy, &f));
+    }
+
+    /// A standing node leased by a best-effort client itself (it took the whole device after the
+    /// idle reservation was let go) is reclaimed once the latency-critical client's op has waited
+    /// a whole TPOT target, as one under an overlapping lease is.
+    #[test]
+    fn a_standing_node_leased_by_another_client_is_reclaimed_for_a_waiting_step() {
+        let mut f =
+            Fixture::new(&[ClientClass::LatencyCritical { tpot_target_ns: 10_000_000 }, ClientClass::BestEffort]);
+        let (a, b) = (HolderId(0), HolderId(1));
+        let whole = *f.pool.nodes_by_size().last().unwrap();
+        f.lease_busy(whole, b, 3);
+        let mut policy = TpotFirst::default();
+        policy.standing.insert(a, whole);
+        policy.floor.insert(a, (132, 0));
+        let k = kernel("decode", 4);
+        let ms = 1_000_000;
+        let mut step = op(&k, a, 1);
+        step.ready_since_ns = 100 * ms;
+        let reclaims = |policy: &mut TpotFirst, now: u64| {
+            policy.begin_round(&[step], &f.at(now));
+            let mut plan = Vec::new();
+            policy.maintain(&f.at(now), &mut plan);
+            plan.iter().any(|p| matches!(p, Preparation::Reclaim(n, _) if *n == whole))
+        };
+        assert!(!reclaims(&mut policy, 105 * ms), "within a TPOT target: the lease may drain");
+        assert!(reclaims(&mut policy, 110 * ms), "a whole TPOT target: reclaimed");
+        // Applied: the lease drains and the node is the latency-critical client's once it has.
+        f.pool.reclaim_for(whole, Reservation { holder: a, tag: TAG_STANDING }).unwrap();
+        f.complete(whole, 3);
+        assert!(matches!(*f.pool.state(whole), NodeState::Reserved { purpose } if purpose.holder == a));
     }
 
     /// A latency-critical client that keeps continuing on a lease narrower than its standing
