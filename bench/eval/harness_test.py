@@ -454,15 +454,21 @@ def _status_times(path):
     return [ln.split() for ln in open(path).read().splitlines()]
 
 
+def slow_start_group(d, every, warmup):
+    """One TPOT-First run whose tenant "a" is ready `warmup` s late; start-up snapshots every `every` s."""
+    write_group(d, rounds=1, seconds=0.3, status_every_s=0, startup_status_s=every, configs=["vitamin_tpot"],
+                alone=False,
+                tenants={"a": {"cmd": stub_cmd("--base", "10", "--warmup", str(warmup)), "startup_s": 1},
+                         "b": {"cmd": stub_cmd("--base", "4", "--role", "latency"), "startup_s": 1,
+                               "role": "latency", "latency": True, "tpot_ms": 30}})
+
+
 def test_status_snapshots_during_a_slow_start_up():
     """Before every tenant is ready the daemon's status is taken every startup_status_s seconds
     (`status-start-<j>.json`, its times from the tenants' start), then the first snapshot as usual."""
     with tempfile.TemporaryDirectory() as d:
         runs_dir = os.path.join(d, "out", "runs")
-        write_group(d, rounds=1, seconds=0.3, status_every_s=0, startup_status_s=0.2, configs=["vitamin_tpot"], alone=False,
-                    tenants={"a": {"cmd": stub_cmd("--base", "10", "--warmup", "1.0"), "startup_s": 1},
-                             "b": {"cmd": stub_cmd("--base", "4", "--role", "latency"), "startup_s": 1,
-                                   "role": "latency", "latency": True, "tpot_ms": 30}})
+        slow_start_group(d, every=0.2, warmup=1.0)
         r = harness(d)
         assert r.returncode == 0, r.stdout + r.stderr
         tag = "r1-vitamin_tpot-a_b"
@@ -476,10 +482,7 @@ def test_status_snapshots_during_a_slow_start_up():
             assert json.load(open(os.path.join(runs_dir, name))) == {"policy": "tpot"}, k
         # 0 turns them off
         shutil.rmtree(os.path.join(d, "out"))
-        write_group(d, rounds=1, seconds=0.3, status_every_s=0, startup_status_s=0, configs=["vitamin_tpot"], alone=False,
-                    tenants={"a": {"cmd": stub_cmd("--base", "10", "--warmup", "0.6"), "startup_s": 1},
-                             "b": {"cmd": stub_cmd("--base", "4", "--role", "latency"), "startup_s": 1,
-                                   "role": "latency", "latency": True, "tpot_ms": 30}})
+        slow_start_group(d, every=0, warmup=0.6)
         r = harness(d)
         assert r.returncode == 0, r.stdout + r.stderr
         assert [t[0] for t in _status_times(os.path.join(runs_dir, tag + "-status-times.txt"))] == ["0"]

@@ -607,6 +607,37 @@ fn a_latency_clients_slow_steps_widen_its_standing_node_under_a_daemon() {
     assert!(last > first, "the standing node widened step by step: units after each step {seen:?}");
 }
 
+/// A raw session of a latency-critical client named "decoder" with a 10 ms TPOT target (8 ms
+/// of headroom), 4 lanes.
+fn decoder_session(daemon: &Daemon, d: &SimBackend) -> DaemonClient {
+    DaemonClient::connect(ConnectOptions {
+        socket: daemon.socket().to_path_buf(),
+        name: "decoder".into(),
+        device: 0,
+        topology: d.topology().clone(),
+        class: ClientClass::LatencyCritical { tpot_target_ns: 10_000_000 },
+        lanes: 4,
+        timeout: Duration::from_secs(5),
+    })
+    .expect("registered")
+}
+
+/// The ready record of graph launch `op`, ready now.
+fn graph_record(op: u64) -> vitamin_runtime::daemon::wire::ReadyRecord {
+    vitamin_runtime::daemon::wire::ReadyRecord {
+        op,
+        flags: vitamin_runtime::daemon::wire::FLAG_GRAPH,
+        min_units: 0,
+        kernel: 0x5157,
+        grid: [0; 3],
+        block: [0; 3],
+        smem: 0,
+        resident_per_unit: 0,
+        ready_since_ns: vitamin_runtime::daemon::now_ns(),
+        deadline_ns: None,
+    }
+}
+
 /// Under TPOT-First and a daemon, a graph launch of a latency-critical client (a decode step
 /// replayed as one CUDA graph) that runs longer than 80% of its target widens its standing node
 /// at once to what perfect scaling predicts, at most twofold, while the launches run faster on
@@ -617,39 +648,17 @@ fn a_latency_clients_slow_steps_widen_its_standing_node_under_a_daemon() {
 /// so their sizes show the standing node's.
 #[test]
 fn a_latency_clients_slow_graph_launch_widens_its_standing_node_under_a_daemon() {
-    use vitamin_runtime::daemon::wire::{ReadyRecord, FLAG_GRAPH};
     use vitamin_runtime::pool::{NodeId, Pool};
     let daemon = start("tpot-graphs", PolicyKind::Tpot);
     let d = SimBackend::preset("h200").unwrap();
     let pool = Pool::build(d.topology());
     // A 10 ms target: 8 ms of headroom.
-    let mut c = DaemonClient::connect(ConnectOptions {
-        socket: daemon.socket().to_path_buf(),
-        name: "decoder".into(),
-        device: 0,
-        topology: d.topology().clone(),
-        class: ClientClass::LatencyCritical { tpot_target_ns: 10_000_000 },
-        lanes: 4,
-        timeout: Duration::from_secs(5),
-    })
-    .expect("registered");
+    let mut c = decoder_session(&daemon, &d);
     let mut seen = Vec::new();
     // On 8 units 20 ms (want 20 units, capped at 16); on 16 12 ms (24 -> 32); on 32 10 ms
     // (40 -> 64); on 64 6 ms (within the headroom).
     for (op, ms) in [(1u64, 20u64), (2, 12), (3, 10), (4, 6)] {
-        c.ready(ReadyRecord {
-            op,
-            flags: FLAG_GRAPH,
-            min_units: 0,
-            kernel: 0x5157,
-            grid: [0; 3],
-            block: [0; 3],
-            smem: 0,
-            resident_per_unit: 0,
-            ready_since_ns: vitamin_runtime::daemon::now_ns(),
-            deadline_ns: None,
-        })
-        .unwrap();
+        c.ready(graph_record(op)).unwrap();
         c.flush();
         let mut got = Vec::new();
         let t = std::time::Instant::now();
@@ -677,33 +686,11 @@ fn a_latency_clients_slow_graph_launch_widens_its_standing_node_under_a_daemon()
 /// for the others' completions to be seen, the later ones ran back to back. The floor stays.
 #[test]
 fn a_burst_of_graph_launches_completed_together_leaves_the_floor_alone() {
-    use vitamin_runtime::daemon::wire::{ReadyRecord, FLAG_GRAPH};
     let daemon = start("tpot-burst", PolicyKind::Tpot);
     let d = SimBackend::preset("h200").unwrap();
-    let mut c = DaemonClient::connect(ConnectOptions {
-        socket: daemon.socket().to_path_buf(),
-        name: "decoder".into(),
-        device: 0,
-        topology: d.topology().clone(),
-        class: ClientClass::LatencyCritical { tpot_target_ns: 10_000_000 },
-        lanes: 4,
-        timeout: Duration::from_secs(5),
-    })
-    .expect("registered");
+    let mut c = decoder_session(&daemon, &d);
     let now = vitamin_runtime::daemon::now_ns;
-    c.ready(ReadyRecord {
-        op: 1,
-        flags: FLAG_GRAPH,
-        min_units: 0,
-        kernel: 0x5157,
-        grid: [0; 3],
-        block: [0; 3],
-        smem: 0,
-        resident_per_unit: 0,
-        ready_since_ns: now(),
-        deadline_ns: None,
-    })
-    .unwrap();
+    c.ready(graph_record(1)).unwrap();
     c.flush();
     let mut got = Vec::new();
     let t = std::time::Instant::now();
