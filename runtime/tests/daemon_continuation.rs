@@ -769,3 +769,61 @@ fn an_on_demand_client_under_a_daemon_creates_few_partitions_for_constrained_lau
         assert!(report.created < report.nodes, "{}: {report:?}", policy.name());
     }
 }
+
+/// Under a Throughput daemon a graph launch whose only eligible node is a sliver beside a client
+/// that holds most of the device is not bound there: its client waits, the daemon reclaims a fair
+/// half from the other's lease (its gate closes), and binds the graph there once that lease
+/// drained. A CUDA-graph decoder bound beside ResNet-50 to 8 SMs ran its tokens 4x slower for
+/// 12 s (docs/results/eval.md, mixed-graph runs 5-6). Raw sessions, so the leases are known.
+#[test]
+fn a_graph_is_not_bound_to_a_sliver_beside_a_wide_lease_under_a_daemon() {
+    use vitamin_runtime::daemon::now_ns;
+    use vitamin_runtime::daemon::wire::{kernel_hash, ReadyRecord};
+    use vitamin_runtime::pool::{NodeId, Pool};
+
+    let daemon = start("graph-sliver", PolicyKind::Throughput);
+    let pool = Pool::build(SimBackend::preset("h200").unwrap().topology());
+    let size = |n: u16| pool.node(NodeId(n)).size();
+    let (mut a, mut b) =
+        (session(&daemon, "decoder", ClientClass::BestEffort), session(&daemon, "trainer", ClientClass::BestEffort));
+    let kernel = |op: u64, grid: u32| ReadyRecord {
+        op,
+        flags: 0,
+        min_units: 0,
+        kernel: kernel_hash("k"),
+        grid: [grid, 1, 1],
+        block: [256, 1, 1],
+        smem: 0,
+        resident_per_unit: 0,
+        ready_since_ns: now_ns(),
+        deadline_ns: None,
+    };
+    let bound = |c: &mut DaemonClient, within: Duration| {
+        let mut got = Vec::new();
+        let t = std::time::Instant::now();
+        while got.is_empty() && t.elapsed() < within {
+            c.bindings(&mut got, Duration::from_millis(20)).unwrap();
+        }
+        got.first().map(|g| g.node)
+    };
+    // The decoder's first kernel (8 blocks) on a leaf, the trainer's (4096 blocks) on most of the rest.
+    assert!(a.ready(kernel(1, 8)).unwrap());
+    a.flush();
+    let leaf = bound(&mut a, Duration::from_secs(5)).expect("the decoder's kernel is bound");
+    assert_eq!(size(leaf), 8);
+    assert!(b.ready(kernel(1, 4096)).unwrap());
+    b.flush();
+    let wide = bound(&mut b, Duration::from_secs(5)).expect("the trainer's kernel is bound");
+    assert!(size(wide) > 66, "the trainer holds most of the device: {} units", size(wide));
+    // The decoder's kernel completes; its graph is ready, and only its lingering leaf is free.
+    assert!(a.complete(1, now_ns()).unwrap());
+    a.ready(graph_record(2)).unwrap();
+    a.flush();
+    assert_eq!(bound(&mut a, Duration::from_millis(300)), None, "not bound to the sliver");
+    // The trainer's op completes (its gate closed, it continues nothing more): the half is the decoder's.
+    assert!(b.complete(1, now_ns()).unwrap());
+    b.flush();
+    let half = bound(&mut a, Duration::from_secs(5)).expect("the graph is bound once the trainer drained");
+    assert!(size(half) >= 64, "a fair half or more: {} units", size(half));
+    assert!(a.complete(2, now_ns()).unwrap());
+}

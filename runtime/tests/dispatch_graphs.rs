@@ -247,3 +247,38 @@ fn a_deferred_graph_stays_ready_until_the_policy_binds_it() {
     assert_eq!(d.pool().node(NodeId(s.node)).size(), 8);
     assert_eq!(d.stats().graphs, 1);
 }
+
+/// Throughput-Oriented does not leave a client's graphs on a sliver beside a client that holds
+/// most of the device (a CUDA-graph decoder ran 39-45 ms tokens on an 8-SM lease for 12 s beside
+/// ResNet-50 on 124 SMs: docs/results/eval.md, mixed-graph runs 5-6). Here the decoder's first
+/// kernel takes a leaf, the trainer's kernels most of the rest (116 units), and the decoder's graphs,
+/// recorded behind its kernel, would continue on the leaf; they go up instead, the decoder waits,
+/// a fair half is reclaimed from the trainer's lease, and the later graphs run there. Nothing is
+/// lost: every op of both clients completes.
+#[test]
+fn throughput_moves_a_graph_client_off_a_sliver_beside_a_wide_lease() {
+    let sim = SimBackend::preset("h200").unwrap();
+    let mut d = dispatcher(&sim, PolicyKind::Throughput.build(0), true);
+    let (dec, train) = (Arc::new(VirtualContext::new(VctxId(0))), Arc::new(VirtualContext::new(VctxId(1))));
+    d.register(dec.clone(), "decoder", ClientClass::BestEffort);
+    d.register(train.clone(), "trainer", ClientClass::BestEffort);
+    let (ds, ts) = (dec.create_stream(StreamKind::NonBlocking, 0), train.create_stream(StreamKind::NonBlocking, 0));
+    let first = dec.record_op(ds, kernel(&sim, 8, 2_000_000)).unwrap().op;
+    d.pump().unwrap();
+    for _ in 0..40 {
+        train.record_op(ts, kernel(&sim, 4096, 50_000)).unwrap();
+    }
+    d.pump().unwrap();
+    let graphs: Vec<OpId> = (0..20).map(|i| dec.record_op(ds, graph(100 + i)).unwrap().op).collect();
+    d.run_until_idle().unwrap();
+    assert_eq!((dec.outstanding(), train.outstanding()), (0, 0));
+    let spans = &d.timeline().unwrap().spans;
+    let size = |s: &Span| d.pool().node(NodeId(s.node)).size();
+    let leaf = span_of(spans, 0, first);
+    assert_eq!(size(leaf), 8, "the decoder's kernel on a leaf: {leaf:?}");
+    let trainer_first = spans.iter().filter(|s| s.holder == 1).min_by_key(|s| s.start_ns).unwrap();
+    assert!(size(trainer_first) > 66, "the trainer beside it on most of the rest: {trainer_first:?}");
+    let sizes: Vec<usize> = graphs.iter().map(|&g| size(span_of(spans, 0, g))).collect();
+    assert!(sizes.iter().all(|&s| s >= 64), "every graph on a fair half or wider: {sizes:?}");
+    assert_eq!(d.stats().failed, 0);
+}

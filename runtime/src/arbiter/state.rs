@@ -249,6 +249,12 @@ impl<P: Policy> ArbiterState<P> {
         self.policy.continue_on_lane(view, node, &sched!(self, now_ns))
     }
 
+    /// Whether the policy lets a graph launch of `holder` follow its predecessors on `node`
+    /// ([`Policy::continue_graph`]).
+    pub fn continue_graph(&mut self, holder: HolderId, node: NodeId, now_ns: u64) -> bool {
+        self.policy.continue_graph(holder, node, &sched!(self, now_ns))
+    }
+
     /// Whether `holder` leases `node` (gate open or not yet closed: `Leased`).
     pub fn holds(&self, node: NodeId, holder: HolderId) -> bool {
         matches!(self.pool.state(node), NodeState::Leased { holder: h, .. } if *h == holder)

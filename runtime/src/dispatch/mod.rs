@@ -1209,6 +1209,13 @@ impl<B: Backend, P: Policy> Dispatcher<B, P> {
                             };
                             self.arbiter.continue_on_lane(&view, node, self.now)
                         }
+                        None if matches!(**desc, OpDesc::Graph(_)) => {
+                            if self.remote.is_some() {
+                                self.remote_policy_continues_graph(node)
+                            } else {
+                                self.arbiter.continue_graph(holder, node, self.now)
+                            }
+                        }
                         None => true,
                     };
                 if allowed {

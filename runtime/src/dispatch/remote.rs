@@ -257,6 +257,20 @@ impl<B: Backend, P: Policy> Dispatcher<B, P> {
         self.arbiter.policy.continue_on_lease(&view, node, &state)
     }
 
+    /// [`remote_policy_continues`](Self::remote_policy_continues) for a graph launch
+    /// ([`Policy::continue_graph`] over the mirror of the lease view).
+    pub(super) fn remote_policy_continues_graph(&mut self, node: NodeId) -> bool {
+        let Some(r) = self.remote.as_mut() else { return true };
+        if !r.policy_continues || r.client.safe_mode().is_some() {
+            return true;
+        }
+        let Ok(epoch) = r.client.lease_view_raw(&mut r.view_buf) else { return true };
+        r.mirror_at(epoch, self.arbiter.pool.hierarchy());
+        let Some((_, pool)) = r.mirror.as_ref() else { return true };
+        let state = crate::policy::SchedState { clients: &r.mirror_clients, ..sched!(self.arbiter, self.now, pool) };
+        self.arbiter.policy.continue_graph(MIRROR_SELF, node, &state)
+    }
+
     /// Launch-first under the daemon: each fresh kernel launch not sent up yet (nor refused by a
     /// node) goes out at once on a node the lease view shows as this client's and open, when the
     /// node runs it unchanged (cooperative and cluster launches included) and the policy would

@@ -33,7 +33,10 @@
 //!   to size it by, the most units available now is the choice that cannot make it slower.
 //!   Throughput-Oriented binds graphs after the round's kernels, so MinBind still gives every ready
 //!   kernel its minimum node first; a client whose graph finds no eligible node counts as waiting
-//!   (its fairness reclaim then frees a leaf for it).
+//!   (its fairness reclaim then frees a leaf for it). Throughput-Oriented does not keep a graph
+//!   on a sliver of the device (under a quarter) beside clients that hold more than half: it
+//!   neither continues nor binds it there while a fair half can be reclaimed
+//!   ([`Policy::continue_graph`]).
 //! - **TPOT-First**: a latency-critical client's graph (a captured decode step) takes its prepared
 //!   wider node, else its standing reservation, else the widest eligible node; best-effort graphs
 //!   follow Throughput-Oriented.
@@ -261,6 +264,14 @@ pub trait Policy: Send {
         self.continue_on_lane(op, node, state)
     }
 
+    /// Whether a graph launch of `client` may follow its predecessors on `node`, a lease the
+    /// client holds (lane continuation, in-process or under a daemon over the mirror of its lease
+    /// view, where `client` is the mirror's own holder). A refused graph becomes ready once its
+    /// predecessors complete and is placed by [`Policy::select_graph`]. Default: yes.
+    fn continue_graph(&mut self, _client: HolderId, _node: NodeId, _state: &SchedState<'_>) -> bool {
+        true
+    }
+
     /// A node for the ready graph launch `op` among `eligible` (non-conflicting for its client), or
     /// `None` to defer it to a later round. The whole graph runs on the chosen node (see the module
     /// docs). Default: the widest eligible node.
@@ -448,6 +459,9 @@ impl Policy for AnyPolicy {
     }
     fn select_graph(&mut self, op: &ReadyGraphView<'_>, eligible: &[NodeId], state: &SchedState<'_>) -> Option<NodeId> {
         each!(self, p => p.select_graph(op, eligible, state))
+    }
+    fn continue_graph(&mut self, client: HolderId, node: NodeId, state: &SchedState<'_>) -> bool {
+        each!(self, p => p.continue_graph(client, node, state))
     }
     fn on_complete(&mut self, c: &Completion<'_>, state: &SchedState<'_>) {
         each!(self, p => p.on_complete(c, state))

@@ -13,6 +13,11 @@
 //! drain), and [`Policy::maintain`] reclaims the smallest blocked leaf for the waiting client,
 //! closing the gates of the leases that overlap it. Stale reservations are dropped.
 //!
+//! A graph launch has no profile: it is bound to the widest eligible node, and continues on its
+//! lease unless that lease is a sliver (under a quarter of the device) while other clients hold
+//! more than half of it as leases; such a graph is not bound to a sliver either while a fair half
+//! can be reclaimed: its client waits for one ([`Policy::continue_graph`]).
+//!
 //! An op with a size floor ([`ReadyOpView::min_units`]: a cooperative or cluster launch that only
 //! some nodes hold) is planned only on nodes at least that large, and its client waits for such a
 //! node: the reclaimed node is then at least the floor, even beyond a fair share and over the
@@ -56,6 +61,9 @@ pub struct ThroughputOriented {
     waiting: Vec<HolderId>,
     /// Per waiting client, the largest size floor among its ops that found no node (0: none).
     waiting_floor: HashMap<HolderId, usize>,
+    /// Waiting clients with a graph [`confined`] to a sliver: their own leases may drain for
+    /// the node reclaimed for them (the graph has left them).
+    waiting_confined: Vec<HolderId>,
     deferred: HashMap<(HolderId, OpId), u64>,
     // Reused buffers of `plan_round` (it runs every dispatcher round).
     scratch_rr: Vec<usize>,
@@ -157,6 +165,65 @@ impl ThroughputOriented {
         best
     }
 
+    /// The node [`Policy::maintain`] reclaims for waiting client `h` (size floor `floor`, 0: none):
+    /// a fair share, the smallest node of at least units / (clients with work) and `floor`, among
+    /// those overlapping only other clients' leases (fewest first) and no reservation or pending
+    /// reclaim. `None`: nothing can be reclaimed for it now.
+    fn fairness_target(&self, state: &SchedState<'_>, h: HolderId, floor: usize) -> Option<NodeId> {
+        let pool = state.pool;
+        let root_size = pool.node(pool.root()).size();
+        let busy_clients = state
+            .clients
+            .iter()
+            .filter(|c| {
+                c.holder == h
+                    || self.waiting.contains(&c.holder)
+                    || pool.active_nodes().iter().any(|&n| {
+                        matches!(pool.state(n), NodeState::Leased { holder, .. } | NodeState::Draining { holder, .. } if *holder == c.holder)
+                    })
+            })
+            .count()
+            .max(1);
+        let share = root_size / busy_clients;
+        // A floor above the fair share is reclaimed as it is, own smaller leases included
+        // (they drain like the others'): the op runs nowhere smaller. So is a share for a
+        // confined graph, which left its sliver.
+        let own_ok = floor > share || self.waiting_confined.contains(&h);
+        let mut overlapping = Vec::new();
+        pool.nodes_by_size()
+            .iter()
+            .copied()
+            .filter(|&n| pool.node(n).size() >= share.max(floor).min(root_size))
+            .filter(|&n| pool.pending().iter().all(|(t, _)| pool.node(*t).units.is_disjoint(&pool.node(n).units)))
+            .filter(|&n| {
+                !pool.active_nodes().iter().any(|&a| {
+                    matches!(pool.state(a), NodeState::Reserved { .. })
+                        && pool.node(a).units.intersects(&pool.node(n).units)
+                })
+            })
+            .filter_map(|n| {
+                pool.overlapping_leased(n, &mut overlapping);
+                let foreign_only = own_ok
+                    || overlapping
+                        .iter()
+                        .all(|&o| !matches!(pool.state(o), NodeState::Leased { holder, .. } if *holder == h));
+                (foreign_only && !overlapping.is_empty()).then_some((pool.node(n).size(), overlapping.len(), n))
+            })
+            .min()
+            .map(|(_, _, n)| n)
+    }
+
+    /// Whether a node of at least `size` units is on its way to `h`: reserved for it, or a
+    /// pending reclaim for it.
+    fn has_coming(&self, state: &SchedState<'_>, h: HolderId, size: usize) -> bool {
+        let pool = state.pool;
+        pool.pending().iter().any(|(t, r)| r.holder == h && pool.node(*t).size() >= size)
+            || pool.active_nodes().iter().any(|&n| {
+                matches!(pool.state(n), NodeState::Reserved { purpose } if purpose.holder == h)
+                    && pool.node(n).size() >= size
+            })
+    }
+
     /// Clients currently waiting for any node.
     pub fn waiting(&self) -> &[HolderId] {
         &self.waiting
@@ -178,6 +245,7 @@ impl ThroughputOriented {
         self.cursor = 0;
         self.waiting.clear();
         self.waiting_floor.clear();
+        self.waiting_confined.clear();
         if queue.is_empty() {
             return;
         }
@@ -305,6 +373,28 @@ impl ThroughputOriented {
     }
 }
 
+/// For a whole-step launch (a graph) of `client` on a node of `m` units: the size of a fair half
+/// (the widest pool node of at most half the device) when `m` is under a quarter of the device
+/// while other clients hold more than half of it as leases; `None` otherwise.
+pub(super) fn confined(state: &SchedState<'_>, client: HolderId, m: usize) -> Option<usize> {
+    let pool = state.pool;
+    let root = pool.node(pool.root()).size();
+    if m * 4 >= root {
+        return None;
+    }
+    let foreign = pool.active_nodes().iter().fold(UnitSet::EMPTY, |acc, &a| match pool.state(a) {
+        NodeState::Leased { holder, .. } | NodeState::Draining { holder, .. } if *holder != client => {
+            acc | pool.node(a).units
+        }
+        _ => acc,
+    });
+    if foreign.len() * 2 <= root {
+        return None;
+    }
+    let half = pool.nodes_by_size().iter().rev().map(|&n| pool.node(n).size()).find(|&s| s * 2 <= root)?;
+    (half > m).then_some(half)
+}
+
 /// Whether `n` could be newly leased by `h` (idle and conflict-free, or reserved for `h`).
 fn is_fresh(state: &SchedState<'_>, n: NodeId, h: HolderId) -> bool {
     match state.pool.state(n) {
@@ -342,46 +432,7 @@ impl Policy for ThroughputOriented {
             if has {
                 continue;
             }
-            // A fair share: the smallest node of at least units / (clients with work), among those
-            // overlapping only other clients' leases (fewest first).
-            let busy_clients = state
-                .clients
-                .iter()
-                .filter(|c| {
-                    self.waiting.contains(&c.holder)
-                        || pool.active_nodes().iter().any(|&n| {
-                            matches!(pool.state(n), NodeState::Leased { holder, .. } | NodeState::Draining { holder, .. } if *holder == c.holder)
-                        })
-                })
-                .count()
-                .max(1);
-            let share = root_size / busy_clients;
-            // A floor above the fair share is reclaimed as it is, own smaller leases included
-            // (they drain like the others'): the op runs nowhere smaller.
-            let own_ok = floor > share;
-            let mut overlapping = Vec::new();
-            let target = pool
-                .nodes_by_size()
-                .iter()
-                .copied()
-                .filter(|&n| pool.node(n).size() >= share.max(floor).min(root_size))
-                .filter(|&n| pool.pending().iter().all(|(t, _)| pool.node(*t).units.is_disjoint(&pool.node(n).units)))
-                .filter(|&n| {
-                    !pool.active_nodes().iter().any(|&a| {
-                        matches!(pool.state(a), NodeState::Reserved { .. })
-                            && pool.node(a).units.intersects(&pool.node(n).units)
-                    })
-                })
-                .filter_map(|n| {
-                    pool.overlapping_leased(n, &mut overlapping);
-                    let foreign_only = own_ok
-                        || overlapping
-                            .iter()
-                            .all(|&o| !matches!(pool.state(o), NodeState::Leased { holder, .. } if *holder == h));
-                    (foreign_only && !overlapping.is_empty()).then_some((pool.node(n).size(), overlapping.len(), n))
-                })
-                .min()
-                .map(|(_, _, n)| n);
+            let target = self.fairness_target(state, h, floor);
             if let Some(t) = target {
                 plan.push(Preparation::Reclaim(t, Reservation { holder: h, tag: TAG_FAIRNESS }));
             }
@@ -446,11 +497,34 @@ impl Policy for ThroughputOriented {
         // No profile sizes a graph: the widest eligible node (the trait's default). A client whose
         // graph finds nothing eligible waits, like one whose kernel does, so `maintain` reclaims a
         // leaf for it.
-        let chosen = super::widest(eligible, state.pool);
-        if chosen.is_none() {
+        let Some(chosen) = super::widest(eligible, state.pool) else {
             self.note_waiting(op.client, op.min_units);
+            return None;
+        };
+        // Confined to a sliver beside a client that holds most of the device: wait for a fair
+        // half instead (`maintain` reclaims it), as long as one can be had.
+        if let Some(half) = confined(state, op.client, state.pool.node(chosen).size()) {
+            if !self.waiting_confined.contains(&op.client) {
+                self.waiting_confined.push(op.client);
+            }
+            if self.has_coming(state, op.client, half) || self.fairness_target(state, op.client, half).is_some() {
+                self.note_waiting(op.client, half);
+                return None;
+            }
+            self.waiting_confined.retain(|&h| h != op.client);
         }
-        chosen
+        Some(chosen)
+    }
+
+    /// A graph continues on its lease unless [`confined`] there: then it goes to the arbiter,
+    /// whose [`select_graph`](Policy::select_graph) waits for a fair half. A graph replays a whole
+    /// step (a decode step) and, with nothing to size it by, is bound to the widest node free at
+    /// the time; a client that never goes idle would otherwise keep it on that node for as long
+    /// as it stays busy (a CUDA-graph decoder ran 39-45 ms tokens on an 8-SM lease for 12 s
+    /// beside ResNet-50 on 124 SMs, its alone time 8.6-10 ms: docs/results/eval.md, mixed-graph
+    /// runs 5-6).
+    fn continue_graph(&mut self, client: HolderId, node: NodeId, state: &SchedState<'_>) -> bool {
+        confined(state, client, state.pool.node(node).size()).is_none()
     }
 
     /// The memoized plan of a lone op on a quiescent pool (see `solo_memo`): a round would plan
@@ -667,5 +741,93 @@ mod tests {
         let known = planned_units(&k.clone().with_resident_per_unit(1));
         assert_eq!(known, 132, "two full waves need every SM");
         assert!(guessed < 132, "the guess saturates early: planned on {guessed} units");
+    }
+
+    /// The node of `size` units whose first unit is `first`, on the fixture's simulated H200.
+    fn node_at(pool: &Pool, size: usize, first: usize) -> NodeId {
+        pool.nodes_by_size()
+            .iter()
+            .copied()
+            .find(|&n| pool.node(n).size() == size && pool.node(n).units.iter().next() == Some(first))
+            .unwrap_or_else(|| panic!("no node of {size} units at unit {first}"))
+    }
+
+    fn graph_view(g: &vitamin_hal::GraphLaunch, client: HolderId) -> ReadyGraphView<'_> {
+        ReadyGraphView { client, op: OpId(7), graph: g, ready_since_ns: 0, seq: 7, deadline_ns: None, min_units: 0 }
+    }
+
+    /// A graph on a sliver beside a client that holds most of the device (the CUDA-graph decoder
+    /// on 8 SMs beside ResNet-50 on 124, mixed-graph runs 5-6) neither continues there nor is
+    /// bound there again: its client waits, `maintain` reclaims a fair half for it, and the graph
+    /// takes that half once it is reserved. The wide client's graphs continue.
+    #[test]
+    fn a_graph_confined_to_a_sliver_waits_for_a_reclaimed_half() {
+        use super::super::testkit::Fixture;
+        use super::super::ClientClass;
+        let mut f = Fixture::new(&[ClientClass::BestEffort, ClientClass::BestEffort]);
+        let (a, b) = (HolderId(0), HolderId(1));
+        let (narrow, wide) = (node_at(&f.pool, 8, 0), node_at(&f.pool, 124, 8));
+        f.lease_busy(narrow, a, 1);
+        f.lease_busy(wide, b, 3);
+        let mut policy = ThroughputOriented::default();
+        assert!(!policy.continue_graph(a, narrow, &f.at(0)), "the sliver's graph goes up");
+        assert!(policy.continue_graph(b, wide, &f.at(0)), "the wide lease's graph continues");
+        // Its predecessors done, the graph is ready with only the sliver eligible: it waits.
+        f.complete(narrow, 1);
+        let g = vitamin_hal::GraphLaunch::new(1, "decode_step");
+        policy.begin_round(&[], &f.at(0));
+        assert_eq!(policy.select_graph(&graph_view(&g, a), &[narrow], &f.at(0)), None);
+        assert_eq!(policy.waiting(), [a]);
+        let mut plan = Vec::new();
+        policy.maintain(&f.at(0), &mut plan);
+        let [Preparation::Reclaim(t, r)] = plan.as_slice() else { panic!("one reclaim expected: {plan:?}") };
+        let (t, r) = (*t, *r);
+        // The smallest node of a fair share (132 / 2 units): SM 64-131.
+        assert_eq!((f.pool.node(t).size(), r.holder), (68, a), "a fair half for the waiting client");
+        assert!(f.pool.node(t).units.is_disjoint(&f.pool.node(narrow).units), "over b's lease only");
+        // Pending (b's lease drains): still waiting, no second reclaim.
+        f.pool.reclaim_for(t, r).unwrap();
+        policy.begin_round(&[], &f.at(1));
+        assert_eq!(policy.select_graph(&graph_view(&g, a), &[narrow], &f.at(1)), None);
+        plan.clear();
+        policy.maintain(&f.at(1), &mut plan);
+        assert!(!plan.iter().any(|p| matches!(p, Preparation::Reclaim(..))), "{plan:?}");
+        // b's lease drained: the half is reserved for a and the graph takes it.
+        f.complete(wide, 3);
+        assert!(matches!(f.pool.state(t), NodeState::Reserved { purpose } if purpose.holder == a));
+        policy.begin_round(&[], &f.at(2));
+        assert_eq!(policy.select_graph(&graph_view(&g, a), &[narrow, t], &f.at(2)), Some(t));
+        assert!(policy.continue_graph(a, t, &f.at(2)), "a half is no sliver");
+    }
+
+    /// The sliver is kept when no half can be had (the rest of the device reserved or being
+    /// reclaimed for another client), and where the other clients hold half the device or less:
+    /// a graph never waits for a node that is not coming.
+    #[test]
+    fn a_graph_keeps_its_sliver_when_no_half_can_be_had() {
+        use super::super::testkit::Fixture;
+        use super::super::ClientClass;
+        let classes = [ClientClass::BestEffort, ClientClass::BestEffort, ClientClass::BestEffort];
+        let mut f = Fixture::new(&classes);
+        let (a, b, c) = (HolderId(0), HolderId(1), HolderId(2));
+        let (narrow, wide) = (node_at(&f.pool, 8, 0), node_at(&f.pool, 124, 8));
+        f.lease_busy(narrow, a, 1);
+        f.lease_busy(wide, b, 1);
+        // c is reclaiming SM 64-131, which every node of a fair share (66 units or more) overlaps.
+        let other_half = node_at(&f.pool, 68, 64);
+        f.pool.reclaim_for(other_half, Reservation { holder: c, tag: TAG_FAIRNESS }).unwrap();
+        let g = vitamin_hal::GraphLaunch::new(1, "decode_step");
+        let mut policy = ThroughputOriented::default();
+        policy.begin_round(&[], &f.at(0));
+        assert_eq!(policy.select_graph(&graph_view(&g, a), &[narrow], &f.at(0)), Some(narrow));
+        assert!(policy.waiting().is_empty());
+        // Others on half the device or less: no confinement, whatever the lease's size.
+        let mut f = Fixture::new(&classes);
+        let (half, narrow) = (node_at(&f.pool, 64, 0), node_at(&f.pool, 8, 64));
+        f.lease_busy(narrow, a, 1);
+        f.lease_busy(half, b, 1);
+        assert!(policy.continue_graph(a, narrow, &f.at(0)));
+        assert_eq!(confined(&f.at(0), a, 8), None);
+        assert_eq!(confined(&f.at(0), b, 8), None, "a's 8 units are no majority");
     }
 }

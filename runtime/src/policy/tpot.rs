@@ -404,6 +404,13 @@ impl Policy for TpotFirst {
         target_of(state, op.client).is_some() || self.tput.continue_on_lane(op, node, state)
     }
 
+    /// A latency-critical client's graph continues on every lease it holds (its standing node
+    /// and the narrow-lease reclaim of `maintain` move it); a best-effort one's by
+    /// Throughput-Oriented's rule.
+    fn continue_graph(&mut self, client: HolderId, node: NodeId, state: &SchedState<'_>) -> bool {
+        target_of(state, client).is_some() || self.tput.continue_graph(client, node, state)
+    }
+
     /// Under a daemon, over the mirror of its lease view: a latency-critical client continues on
     /// every lease it holds open (its next decode goes out at once, launch-first included), a
     /// best-effort client by Throughput-Oriented's rule (it leaves a small lease for a clearly
