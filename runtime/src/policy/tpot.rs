@@ -115,6 +115,15 @@ impl TpotFirst {
         s
     }
 
+    /// Whether a best-effort client is registered beside the latency-critical ones (on a pool
+    /// of more than one size). Then a floor raised by graph launches stops below the whole
+    /// device: a whole-device standing node leaves the best-effort client no node at all, so it
+    /// is let go whenever its client idles and drained back at the next request (a CUDA-graph
+    /// decoder beside ResNet-50: docs/results/eval.md, mixed-graph runs 7-8).
+    fn beside_best_effort(state: &SchedState<'_>) -> bool {
+        state.clients.iter().any(|c| c.class == ClientClass::BestEffort) && Self::sizes(state).len() > 1
+    }
+
     fn standing_size(&self, state: &SchedState<'_>, h: HolderId) -> usize {
         let (Some(k), Some(target)) = (self.decode.get(&h), target_of(state, h)) else {
             return self.floor.get(&h).map_or(0, |f| f.0).max(state.min_units());
@@ -474,7 +483,10 @@ impl Policy for TpotFirst {
         if before.is_some_and(|(m0, t0)| m > m0 && took > t0 * (1.0 - SCALING_EVIDENCE)) {
             return;
         }
-        let sizes = Self::sizes(state);
+        let mut sizes = Self::sizes(state);
+        if Self::beside_best_effort(state) {
+            sizes.pop();
+        }
         let want = (m as f64 * took / budget).min(2.0 * m as f64);
         let up = sizes.iter().copied().find(|&s| s > m && s as f64 >= want);
         if let Some(up) = up.or_else(|| sizes.iter().copied().find(|&s| s > m)) {
@@ -661,6 +673,25 @@ mod tests {
         assert_eq!(launch(b, 96, 40_000), 96);
         assert!(!policy.floor.contains_key(&b));
         assert_eq!(policy.standing_size(&f.at(2_000_000 * us), a), 96);
+    }
+
+    /// Beside a best-effort client a slow graph launch raises the floor at most to the widest
+    /// node below the whole device; alone, to the whole device.
+    #[test]
+    fn a_slow_graph_launch_leaves_a_best_effort_client_a_node() {
+        let lc = ClientClass::LatencyCritical { tpot_target_ns: 10_000_000 };
+        for (classes, top) in [(vec![lc, ClientClass::BestEffort], 124), (vec![lc], 132)] {
+            let f = Fixture::new(&classes);
+            let state = f.at(0);
+            let node_of = |size: usize| {
+                state.pool.nodes_by_size().iter().copied().find(|&n| state.pool.node(n).size() == size).unwrap()
+            };
+            let mut policy = TpotFirst::default();
+            // 68 units, 14.5 ms, then 124 units, 9 ms (more than 10% faster), against 8 ms of headroom.
+            policy.on_graph_time(HolderId(0), node_of(68), 0, 14_500_000, &state);
+            policy.on_graph_time(HolderId(0), node_of(124), 0, 9_000_000, &state);
+            assert_eq!(policy.floor[&HolderId(0)].0, top, "{classes:?}");
+        }
     }
 
     /// A standing reservation over the whole device, its client idle, is let go once a
