@@ -116,7 +116,7 @@ impl TpotFirst {
     }
 
     /// Whether a best-effort client is registered beside the latency-critical ones (on a pool
-    /// of more than one size). Then a floor raised by graph launches stops below the whole
+    /// of more than one size). Then a floor raised by graph launches or busy periods stops below the whole
     /// device: a whole-device standing node leaves the best-effort client no node at all, so it
     /// is let go whenever its client idles and drained back at the next request (a CUDA-graph
     /// decoder beside ResNet-50: docs/results/eval.md, mixed-graph runs 7-8).
@@ -439,7 +439,10 @@ impl Policy for TpotFirst {
         let m = state.pool.node(n).size();
         let took = state.now_ns.saturating_sub(busy_since_ns) as f64;
         let budget = target as f64 * STANDING_HEADROOM;
-        let sizes = Self::sizes(state);
+        let mut sizes = Self::sizes(state);
+        if Self::beside_best_effort(state) {
+            sizes.pop();
+        }
         let f = self.floor.entry(client).or_insert((0, 0));
         if took > budget {
             if let Some(&up) = sizes.iter().find(|&&s| s > m) {
@@ -675,8 +678,8 @@ mod tests {
         assert_eq!(policy.standing_size(&f.at(2_000_000 * us), a), 96);
     }
 
-    /// Beside a best-effort client a slow graph launch raises the floor at most to the widest
-    /// node below the whole device; alone, to the whole device.
+    /// Beside a best-effort client a slow graph launch or busy period raises the floor at most
+    /// to the widest node below the whole device; alone, to the whole device.
     #[test]
     fn a_slow_graph_launch_leaves_a_best_effort_client_a_node() {
         let lc = ClientClass::LatencyCritical { tpot_target_ns: 10_000_000 };
@@ -691,6 +694,13 @@ mod tests {
             policy.on_graph_time(HolderId(0), node_of(68), 0, 14_500_000, &state);
             policy.on_graph_time(HolderId(0), node_of(124), 0, 9_000_000, &state);
             assert_eq!(policy.floor[&HolderId(0)].0, top, "{classes:?}");
+            // A slow busy period on a 124-unit standing node: the same bound.
+            let mut policy = TpotFirst::default();
+            policy.standing.insert(HolderId(0), node_of(124));
+            policy.on_idle(HolderId(0), 0, &f.at(9_000_000));
+            // Alone it rises to the whole device; beside the best-effort client it has nowhere to rise.
+            let expected = if top == 132 { 132 } else { 0 };
+            assert_eq!(policy.floor.get(&HolderId(0)).map_or(0, |f| f.0), expected, "{classes:?}");
         }
     }
 
