@@ -13,7 +13,8 @@
 //!   down. A graph launch that ran longer than 80% of the target ([`Policy::on_graph_time`]: a
 //!   decode step replayed as one CUDA graph) raises the floor at once to what perfect scaling
 //!   predicts for it, at most twice the size of the node it ran on, unless it ran no faster than
-//!   the previous slow launch did on a narrower node. Under a daemon the busy periods did
+//!   the previous slow launch did on a narrower node. Beside a best-effort client neither rule
+//!   raises the floor to the whole device (see `beside_best_effort`). Under a daemon the busy periods did
 //!   not follow such a decoder's tokens: its floor rose a few times in 16 s while its tokens took
 //!   19-45 ms against a 15.8 ms target (docs/results/eval.md, mixed-graph run 3). The standing
 //!   node is re-reserved whenever its lease drains; where another client's lease covers it (a
