@@ -287,27 +287,28 @@ fn session(daemon: &Daemon, name: &str, class: ClientClass) -> DaemonClient {
     .expect("registered")
 }
 
-/// A Throughput daemon with two best-effort clients, `a` with one op bound (on the node returned),
-/// `b` with nothing.
-fn bound_beside_another(tag: &str) -> (Daemon, DaemonClient, DaemonClient, u16) {
-    use vitamin_runtime::daemon::now_ns;
-    use vitamin_runtime::daemon::wire::{kernel_hash, ReadyRecord};
-
-    let daemon = start(tag, PolicyKind::Throughput);
-    let (mut a, b) = (session(&daemon, "a", ClientClass::BestEffort), session(&daemon, "b", ClientClass::BestEffort));
-    let r = ReadyRecord {
-        op: 1,
+/// The ready record of kernel launch `op` (kernel "k", `grid` blocks of 256 threads), ready now.
+fn kernel_record(op: u64, grid: u32) -> vitamin_runtime::daemon::wire::ReadyRecord {
+    vitamin_runtime::daemon::wire::ReadyRecord {
+        op,
         flags: 0,
         min_units: 0,
-        kernel: kernel_hash("k"),
-        grid: [4096, 1, 1],
+        kernel: vitamin_runtime::daemon::wire::kernel_hash("k"),
+        grid: [grid, 1, 1],
         block: [256, 1, 1],
         smem: 0,
         resident_per_unit: 0,
-        ready_since_ns: now_ns(),
+        ready_since_ns: vitamin_runtime::daemon::now_ns(),
         deadline_ns: None,
-    };
-    assert!(a.ready(r).unwrap());
+    }
+}
+
+/// A Throughput daemon with two best-effort clients, `a` with one op bound (on the node returned),
+/// `b` with nothing.
+fn bound_beside_another(tag: &str) -> (Daemon, DaemonClient, DaemonClient, u16) {
+    let daemon = start(tag, PolicyKind::Throughput);
+    let (mut a, b) = (session(&daemon, "a", ClientClass::BestEffort), session(&daemon, "b", ClientClass::BestEffort));
+    assert!(a.ready(kernel_record(1, 4096)).unwrap());
     a.flush();
     let mut got = Vec::new();
     let t = std::time::Instant::now();
@@ -778,7 +779,6 @@ fn an_on_demand_client_under_a_daemon_creates_few_partitions_for_constrained_lau
 #[test]
 fn a_graph_is_not_bound_to_a_sliver_beside_a_wide_lease_under_a_daemon() {
     use vitamin_runtime::daemon::now_ns;
-    use vitamin_runtime::daemon::wire::{kernel_hash, ReadyRecord};
     use vitamin_runtime::pool::{NodeId, Pool};
 
     let daemon = start("graph-sliver", PolicyKind::Throughput);
@@ -786,18 +786,6 @@ fn a_graph_is_not_bound_to_a_sliver_beside_a_wide_lease_under_a_daemon() {
     let size = |n: u16| pool.node(NodeId(n)).size();
     let (mut a, mut b) =
         (session(&daemon, "decoder", ClientClass::BestEffort), session(&daemon, "trainer", ClientClass::BestEffort));
-    let kernel = |op: u64, grid: u32| ReadyRecord {
-        op,
-        flags: 0,
-        min_units: 0,
-        kernel: kernel_hash("k"),
-        grid: [grid, 1, 1],
-        block: [256, 1, 1],
-        smem: 0,
-        resident_per_unit: 0,
-        ready_since_ns: now_ns(),
-        deadline_ns: None,
-    };
     let bound = |c: &mut DaemonClient, within: Duration| {
         let mut got = Vec::new();
         let t = std::time::Instant::now();
@@ -807,11 +795,11 @@ fn a_graph_is_not_bound_to_a_sliver_beside_a_wide_lease_under_a_daemon() {
         got.first().map(|g| g.node)
     };
     // The decoder's first kernel (8 blocks) on a leaf, the trainer's (4096 blocks) on most of the rest.
-    assert!(a.ready(kernel(1, 8)).unwrap());
+    assert!(a.ready(kernel_record(1, 8)).unwrap());
     a.flush();
     let leaf = bound(&mut a, Duration::from_secs(5)).expect("the decoder's kernel is bound");
     assert_eq!(size(leaf), 8);
-    assert!(b.ready(kernel(1, 4096)).unwrap());
+    assert!(b.ready(kernel_record(1, 4096)).unwrap());
     b.flush();
     let wide = bound(&mut b, Duration::from_secs(5)).expect("the trainer's kernel is bound");
     assert!(size(wide) > 66, "the trainer holds most of the device: {} units", size(wide));

@@ -235,31 +235,25 @@ impl<B: Backend, P: Policy> Dispatcher<B, P> {
     /// leases alone, a local policy other than the daemon's, safe mode, or a view being
     /// rewritten: continue.
     pub(super) fn remote_policy_continues(&mut self, ci: usize, op: OpId, k: &KernelLaunch, node: NodeId) -> bool {
-        let Some(r) = self.remote.as_mut() else { return true };
-        if !r.policy_continues || r.client.safe_mode().is_some() {
-            return true;
-        }
-        let Ok(epoch) = r.client.lease_view_raw(&mut r.view_buf) else { return true };
-        r.mirror_at(epoch, self.arbiter.pool.hierarchy());
-        let Some((_, pool)) = r.mirror.as_ref() else { return true };
-        // This process is the mirror's one client (`MIRROR_SELF`, the class it registered), so a
-        // policy that asks a client's class (TPOT-First) finds it.
-        let state = crate::policy::SchedState { clients: &r.mirror_clients, ..sched!(self.arbiter, self.now, pool) };
-        let view = ReadyOpView {
-            client: MIRROR_SELF,
-            op,
-            kernel: k,
-            ready_since_ns: self.now,
-            seq: self.seq,
-            deadline_ns: self.clients[ci].info.deadline_ns,
-            min_units: 0,
-        };
-        self.arbiter.policy.continue_on_lease(&view, node, &state)
+        let (now, seq, deadline_ns) = (self.now, self.seq, self.clients[ci].info.deadline_ns);
+        self.ask_mirror(|policy, state| {
+            let view =
+                ReadyOpView { client: MIRROR_SELF, op, kernel: k, ready_since_ns: now, seq, deadline_ns, min_units: 0 };
+            policy.continue_on_lease(&view, node, state)
+        })
     }
 
     /// [`remote_policy_continues`](Self::remote_policy_continues) for a graph launch
     /// ([`Policy::continue_graph`] over the mirror of the lease view).
     pub(super) fn remote_policy_continues_graph(&mut self, node: NodeId) -> bool {
+        self.ask_mirror(|policy, state| policy.continue_graph(MIRROR_SELF, node, state))
+    }
+
+    /// Asks the local policy a continuation question over the mirror of the daemon's lease view,
+    /// in which this process is the one client (`MIRROR_SELF`, with the class it registered, so a
+    /// policy that asks a client's class finds it). Yes without a question where the policy does
+    /// not decide from leases, in safe mode, or when the view cannot be read.
+    fn ask_mirror(&mut self, ask: impl FnOnce(&mut P, &crate::policy::SchedState<'_>) -> bool) -> bool {
         let Some(r) = self.remote.as_mut() else { return true };
         if !r.policy_continues || r.client.safe_mode().is_some() {
             return true;
@@ -268,7 +262,7 @@ impl<B: Backend, P: Policy> Dispatcher<B, P> {
         r.mirror_at(epoch, self.arbiter.pool.hierarchy());
         let Some((_, pool)) = r.mirror.as_ref() else { return true };
         let state = crate::policy::SchedState { clients: &r.mirror_clients, ..sched!(self.arbiter, self.now, pool) };
-        self.arbiter.policy.continue_graph(MIRROR_SELF, node, &state)
+        ask(&mut self.arbiter.policy, &state)
     }
 
     /// Launch-first under the daemon: each fresh kernel launch not sent up yet (nor refused by a
