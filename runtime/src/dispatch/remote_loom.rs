@@ -43,6 +43,9 @@ impl<B: Backend, P: Policy> Dispatcher<B, P> {
     ) -> bool {
         true
     }
+    pub(super) fn remote_policy_continues_graph(&mut self, _: NodeId) -> bool {
+        true
+    }
     pub(super) fn remote_shares_whole_device(&self, _: &vitamin_hal::OpDesc) -> bool {
         false
     }
