@@ -252,6 +252,7 @@ def mixed_section(ix, plots):
     out.append("| scenario | rate /s | configuration | p50 ms | p99 ms (median) | p99 range | background norm. | rounds |")
     out.append("| --- | --- | --- | --- | --- | --- | --- | --- |")
     p99s, bgs, keys, cells = {}, {}, [], []
+    p99_rounds, bg_rounds = {}, {}
     for s in ix.scenarios:
         lat = [t for t in ix.members[s] if ix.role.get(t) == "latency"]
         bg = [t for t in ix.members[s] if ix.role.get(t) != "latency"]
@@ -265,6 +266,7 @@ def mixed_section(ix, plots):
         for c in ix.configs:
             norm = [n for n in (ix.norm(r, c, s, bg)[0] for r in ix.rounds) if n is not None]
             bgs[(s, c)] = med(norm)
+            bg_rounds[(s, c)] = norm
         for rate in rates:
             key = s if rate is None else f"{s} @{rate}/s"
             keys.append(key)
@@ -274,6 +276,7 @@ def mixed_section(ix, plots):
                 p50 = [x for x in (_lat(g, rate, "p50_ms") for g in got) if x is not None]
                 p99 = [x for x in (_lat(g, rate, "p99_ms") for g in got) if x is not None]
                 p99s[(key, c)] = med(p99)
+                p99_rounds[(key, c)] = p99
                 out.append(f"| {s} | {rate or '-'} | {LABELS.get(c, c)} | {fmt(med(p50), 2)} | **{fmt(med(p99), 2)}** | "
                            f"{spread(p99, 2)} | {fmt(bgs[(s, c)])} | {len(p99)} |")
             for t in lat:
@@ -284,26 +287,30 @@ def mixed_section(ix, plots):
     view.__dict__.update(ix.__dict__)
     view.scenarios = keys
     out += ratio_lines(view, p99s, higher_better=False, what="inference p99")
-    tpots = per_token_table(ix, cells, out)
+    tpots, tpot_rounds = per_token_table(ix, cells, out)
     if tpots:
         out += ratio_lines(view, tpots, higher_better=False, what="per-token p99")
     out += ratio_lines(ix, bgs, higher_better=True, what="background throughput")
     out += ["", "Goals (issue 25): p99 at most 0.4x MPS's and 0.9x Static's; background at least 1.05x the best "
             "baseline's.", ""]
     if plots is not None:
-        bars(plots, f"{ix.meta['group']}-p99.png", keys, ix.configs,
-             {k: [v] if v is not None else [] for k, v in p99s.items()}, "inference p99 (ms)", ix.meta["group"])
-        bars(plots, f"{ix.meta['group']}-background.png", ix.scenarios, ix.configs,
-             {k: [v] if v is not None else [] for k, v in bgs.items()}, "background normalized throughput",
-             ix.meta["group"], ref=1.0)
+        # Bars at the median over rounds, whiskers at the rounds' minimum and maximum.
+        bars(plots, f"{ix.meta['group']}-p99.png", keys, ix.configs, p99_rounds, "inference p99 (ms)",
+             ix.meta["group"])
+        if tpot_rounds:
+            bars(plots, f"{ix.meta['group']}-per-token-p99.png", keys, ix.configs, tpot_rounds,
+                 "per-token p99 (ms)", ix.meta["group"])
+        bars(plots, f"{ix.meta['group']}-background.png", ix.scenarios, ix.configs, bg_rounds,
+             "background normalized throughput", ix.meta["group"], ref=1.0)
     return out
 
 
 def per_token_table(ix, cells, out):
     """For latency tenants that streamed their tokens (`--sync-per-token`): the time between
     consecutive tokens of a request (queueing excluded) per (scenario, rate, row key) of `cells` and
-    configuration, median over rounds, appended to `out`; returns {(row key, config): p99 median}."""
-    rows, tpots = [], {}
+    configuration, median over rounds, appended to `out`; returns {(row key, config): p99 median} and
+    {(row key, config): [p99 of each round]}."""
+    rows, tpots, rounds = [], {}, {}
     for s, rate, key in cells:
         lat = [t for t in ix.members[s] if ix.role.get(t) == "latency"]
         for c in ix.configs:
@@ -313,6 +320,7 @@ def per_token_table(ix, cells, out):
             if not p99:
                 continue
             tpots[(key, c)] = med(p99)
+            rounds[(key, c)] = p99
             rows.append(f"| {s} | {rate or '-'} | {LABELS.get(c, c)} | {fmt(med(p50), 2)} | **{fmt(med(p99), 2)}** | "
                         f"{spread(p99, 2)} | {len(p99)} |")
         for t in lat:
@@ -325,7 +333,7 @@ def per_token_table(ix, cells, out):
                 "queueing excluded):", "",
                 "| scenario | rate /s | configuration | p50 ms | p99 ms (median) | p99 range | rounds |",
                 "| --- | --- | --- | --- | --- | --- | --- |"] + rows
-    return tpots
+    return tpots, rounds
 
 
 SERVE_KEYS = [("tpot_violation_pct", "TPOT viol. %"), ("ttft_violation_pct", "TTFT viol. %"),
@@ -358,7 +366,7 @@ def serving_section(ix, plots):
     out = [f"### {ix.meta['group']}: serving replay (Azure conversation trace)", ""]
     out.append("| scenario | configuration | " + " | ".join(h for _, h in SERVE_KEYS) + " | background norm. | rounds |")
     out.append("| --- | --- | " + " | ".join("---" for _ in SERVE_KEYS) + " | --- | --- |")
-    viol, sens, by_round = {}, [], {}
+    viol, viol_rounds, sens, by_round = {}, {}, [], {}
     for s in ix.scenarios:
         srv = [t for t in ix.members[s] if ix.role.get(t) == "serving"]
         bg = [t for t in ix.members[s] if ix.role.get(t) not in ("serving", "latency")]
@@ -381,6 +389,7 @@ def serving_section(ix, plots):
             by_round[(s, c)] = {r: x[0] for (r, _, _), x in zip(pairs, v)}
             vals["tpot_violation_pct"], vals["ttft_violation_pct"] = med([x[0] for x in v]), med([x[1] for x in v])
             viol[(s, c)] = (vals["tpot_violation_pct"], vals["ttft_violation_pct"])
+            viol_rounds[(s, c)] = [x[0] for x in v if x[0] is not None]
             cells = " | ".join(fmt(vals[k], 0 if k == "completed" else 2) for k, _ in SERVE_KEYS)
             label = f"{srv[0]} alone (native)" if c == "alone" else LABELS.get(c, c)
             out.append(f"| {s} | {label} | {cells} | {fmt(med(norm))} | {len(pairs)} |")
@@ -401,9 +410,8 @@ def serving_section(ix, plots):
                 "TPOT p50.", "", "| scenario | configuration | " + " | ".join(f"{f}x" for f in SLO_FACTORS) + " |",
                 "| --- | --- | " + " | ".join("---" for _ in SLO_FACTORS) + " |"] + sens + [""]
     if plots is not None:
-        bars(plots, f"{ix.meta['group']}-tpot-violations.png", ix.scenarios, ix.configs,
-             {k: [v[0]] if v[0] is not None else [] for k, v in viol.items()}, "TPOT SLO violations (%)",
-             ix.meta["group"])
+        bars(plots, f"{ix.meta['group']}-tpot-violations.png", ix.scenarios, ix.configs, viol_rounds,
+             "TPOT SLO violations (%)", ix.meta["group"])
     return out
 
 

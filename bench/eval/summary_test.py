@@ -228,6 +228,34 @@ def test_digest_flags_a_mismatch_and_shows_reshape_drift():
         assert "| a | 1 | 0.03 | 2 | no |" in text, text
 
 
+def test_plots_get_every_rounds_figure_for_their_whiskers():
+    """The plots draw the median over rounds with min-max whiskers: each bar gets every round's figure,
+    not the median alone (which drew no whiskers)."""
+    with tempfile.TemporaryDirectory() as d:
+        runs = []
+        for r in (1, 2, 3):
+            runs.append(run(r, "alone", "alone:dec", {"dec": {"role": "latency", "p99_ms": 9.0, "by_rate": {
+                "1": {"p50_ms": 4.0, "p99_ms": 8.0, "tpot_p50_ms": 5.0, "tpot_p99_ms": 6.0}}}}))
+            runs.append(run(r, "alone", "alone:bg", {"bg": {"throughput": 3.0}}))
+            runs.append(run(r, "mps", "dec+bg", {
+                "dec": {"role": "latency", "p50_ms": 50, "p99_ms": 90, "by_rate": {
+                    "1": {"p50_ms": 50, "p99_ms": 90 + r, "tpot_p50_ms": 10, "tpot_p99_ms": 20 + r}}},
+                "bg": {"throughput": 0.3 * r}}))
+        out = write(d, "mixed", "mixed", ["mps"], [{"name": "dec+bg", "tenants": ["dec", "bg"]}],
+                    {"dec": "latency", "bg": "train"}, runs)
+        drawn = {}
+        real = summary.bars
+        summary.bars = lambda plots, name, groups, configs, values, *a, **k: drawn.__setitem__(name, values)
+        try:
+            # The section itself (render skips plots where matplotlib is not importable).
+            summary.mixed_section(summary.Index(summary.load(out)[0]), os.path.join(d, "plots"))
+        finally:
+            summary.bars = real
+        assert sorted(drawn["mixed-p99.png"][("dec+bg @1/s", "mps")]) == [91, 92, 93], drawn
+        assert sorted(drawn["mixed-per-token-p99.png"][("dec+bg @1/s", "mps")]) == [21, 22, 23], drawn
+        assert [round(x, 3) for x in sorted(drawn["mixed-background.png"][("dec+bg", "mps")])] == [0.1, 0.2, 0.3]
+
+
 def test_plots_are_written():
     try:
         import matplotlib  # noqa: F401
