@@ -14,7 +14,7 @@
 //!   decode step replayed as one CUDA graph) raises the floor at once to what perfect scaling
 //!   predicts for it, at most twice the size of the node it ran on, unless it ran no faster than
 //!   the previous slow launch did on a narrower node. Beside a best-effort client neither rule
-//!   raises the floor to the whole device (see `beside_best_effort`). Under a daemon the busy periods did
+//!   raises the floor to the whole device (see `floor_sizes`). Under a daemon the busy periods did
 //!   not follow such a decoder's tokens: its floor rose a few times in 16 s while its tokens took
 //!   19-45 ms against a 15.8 ms target (docs/results/eval.md, mixed-graph run 3). The standing
 //!   node is re-reserved whenever its lease drains; where another client's lease covers it (a
@@ -116,13 +116,17 @@ impl TpotFirst {
         s
     }
 
-    /// Whether a best-effort client is registered beside the latency-critical ones (on a pool
-    /// of more than one size). Then a floor raised by graph launches or busy periods stops below the whole
-    /// device: a whole-device standing node leaves the best-effort client no node at all, so it
+    /// The sizes a measured floor may rise to: every pool size, but below the whole device while
+    /// a best-effort client is registered beside the latency-critical ones (on a pool of more than
+    /// one size). A whole-device standing node leaves the best-effort client no node at all, so it
     /// is let go whenever its client idles and drained back at the next request (a CUDA-graph
     /// decoder beside ResNet-50: docs/results/eval.md, mixed-graph runs 7-8).
-    fn beside_best_effort(state: &SchedState<'_>) -> bool {
-        state.clients.iter().any(|c| c.class == ClientClass::BestEffort) && Self::sizes(state).len() > 1
+    fn floor_sizes(state: &SchedState<'_>) -> Vec<usize> {
+        let mut sizes = Self::sizes(state);
+        if sizes.len() > 1 && state.clients.iter().any(|c| c.class == ClientClass::BestEffort) {
+            sizes.pop();
+        }
+        sizes
     }
 
     fn standing_size(&self, state: &SchedState<'_>, h: HolderId) -> usize {
@@ -440,10 +444,7 @@ impl Policy for TpotFirst {
         let m = state.pool.node(n).size();
         let took = state.now_ns.saturating_sub(busy_since_ns) as f64;
         let budget = target as f64 * STANDING_HEADROOM;
-        let mut sizes = Self::sizes(state);
-        if Self::beside_best_effort(state) {
-            sizes.pop();
-        }
+        let sizes = Self::floor_sizes(state);
         let f = self.floor.entry(client).or_insert((0, 0));
         if took > budget {
             if let Some(&up) = sizes.iter().find(|&&s| s > m) {
@@ -487,10 +488,7 @@ impl Policy for TpotFirst {
         if before.is_some_and(|(m0, t0)| m > m0 && took > t0 * (1.0 - SCALING_EVIDENCE)) {
             return;
         }
-        let mut sizes = Self::sizes(state);
-        if Self::beside_best_effort(state) {
-            sizes.pop();
-        }
+        let sizes = Self::floor_sizes(state);
         let want = (m as f64 * took / budget).min(2.0 * m as f64);
         let up = sizes.iter().copied().find(|&s| s > m && s as f64 >= want);
         if let Some(up) = up.or_else(|| sizes.iter().copied().find(|&s| s > m)) {
