@@ -347,6 +347,7 @@ pub const KEYS: &[Key] = &[
     advanced("pool", "hierarchical"),
     advanced("lane_streams", "on-demand"),
     advanced("remainders", "on-demand"),
+    advanced("guard_hold_ms", "50"),
 ];
 
 /// The `[daemon]` section of the configuration file: the daemon's options (`vitamin daemon`

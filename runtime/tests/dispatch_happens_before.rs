@@ -345,6 +345,7 @@ fn run_case(case: &Case, policy: PolicyKind) -> Result<Outcome, String> {
         // an order or an output.
         pool: [PoolLayout::Hierarchical, PoolLayout::Flat, PoolLayout::OnDemand][(case.seed % 3) as usize],
         remainders_at_start: (case.seed / 3).is_multiple_of(2),
+        ..DispatchConfig::default()
     };
     let mut disp = Dispatcher::new(sim.clone(), policy.build(case.seed), Profiles::new("simulated H200"), config)
         .map_err(|e| format!("dispatcher: {e}"))?;

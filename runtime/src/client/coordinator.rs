@@ -208,6 +208,10 @@ pub struct Tuning {
     pub remainders_at_start: bool,
     /// Whether `remainders` was set to a value that is neither of its two.
     pub remainders_unknown: bool,
+    /// `guard_hold_ms`: the longest a best-effort process under a TPOT-First daemon holds back a
+    /// launch it would share on the whole device while a latency-critical client is busy
+    /// ([`DispatchConfig::guard_hold_max_ns`]).
+    pub guard_hold: Duration,
     /// `fault_dispatch` (fault injection for tests): `panic:N` / `hang:N`, the dispatcher thread
     /// panics / stops making progress (holding its lock) at its first round after N ops were
     /// submitted.
@@ -289,6 +293,7 @@ impl Tuning {
             remainders_at_start: get("remainders").is_some_and(|v| v.trim().eq_ignore_ascii_case("start-up")),
             remainders_unknown: get("remainders")
                 .is_some_and(|v| !["start-up", "on-demand"].iter().any(|k| v.trim().eq_ignore_ascii_case(k))),
+            guard_hold: num("guard_hold_ms").map_or(GUARD_HOLD, Duration::from_millis),
             fault: get("fault_dispatch").as_deref().and_then(Fault::parse),
         }
     }
@@ -1435,6 +1440,11 @@ pub const MAX_OUTSTANDING: usize = 1024;
 /// (`max_staged_bytes`): 64 MiB, what [`MAX_OUTSTANDING`] copies of the largest staged size
 /// ([`STAGE_MAX_BYTES`](super::handles::STAGE_MAX_BYTES)) hold.
 pub const MAX_STAGED_BYTES: u64 = 64 << 20;
+/// The longest a best-effort process holds back a shared whole-device launch while a
+/// latency-critical client of a TPOT-First daemon is busy (`guard_hold_ms`): a few decode steps
+/// of the decoders measured (10-15 ms each, docs/results/eval.md, mixed-graph), so a decoder that
+/// never idles delays each such launch of a training job by this much at most.
+pub const GUARD_HOLD: Duration = Duration::from_millis(50);
 /// How long the first bind-mode call waits for the pool (`start_timeout_ms`): realizing the
 /// H200's 59 nodes takes about 100 ms (docs/STATUS.md).
 pub const START_TIMEOUT: Duration = Duration::from_secs(30);
@@ -1471,6 +1481,7 @@ fn dispatch_config(settings: &Settings) -> DispatchConfig {
         waiters_poll: t.wait_assist,
         pool: t.pool,
         remainders_at_start: t.remainders_at_start,
+        guard_hold_max_ns: u64::try_from(t.guard_hold.as_nanos()).unwrap_or(u64::MAX),
         ..DispatchConfig::default()
     }
 }

@@ -389,6 +389,14 @@ impl DaemonClient {
         Ok(epoch)
     }
 
+    /// Since when (CLOCK_MONOTONIC ns) a latency-critical client of this device has had work
+    /// outstanding, when the daemon's policy asks best-effort clients to hold their shared
+    /// whole-device launches for it ([`crate::policy::Policy::guards_latency_clients`]); `None`
+    /// otherwise. Read from the shared region, no round trip.
+    pub fn guard_since(&self) -> Option<u64> {
+        Some(self.region.guard()).filter(|&t| t != 0)
+    }
+
     /// The daemon-wide notices ([`super::NOTICE_CONCURRENCY_FAULT`], ...) as last checked.
     pub fn notice(&self) -> u64 {
         self.notice

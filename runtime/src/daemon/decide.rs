@@ -200,6 +200,8 @@ struct Client {
     /// Since when the client has had an op outstanding without a break ([`crate::policy::Policy::on_idle`]
     /// when it ends with nothing of it ready).
     busy_since: Option<u64>,
+    /// The guard word last published in the client's region (`SharedRegion::set_guard`).
+    guard: u64,
     /// Per (node, lane) of this client: when its last op there completed (an op's run starts at
     /// its submission or then, whichever is later: [`crate::policy::Policy::on_graph_time`]).
     lane_done: HashMap<(u16, u16), u64>,
@@ -436,6 +438,7 @@ impl Decider {
                 departing_since: None,
                 down_head: (0, super::now_ns()),
                 busy_since: None,
+                guard: 0,
                 lane_done: HashMap::default(),
             },
         );
@@ -752,12 +755,32 @@ impl Decider {
         n
     }
 
-    /// Rewrites the lease view of every client of device `di` whose leases changed.
+    /// Rewrites the lease view of every client of device `di` whose leases changed, and the
+    /// guard word of each whose guard changed: since when a latency-critical client of the
+    /// device has been busy (the earliest such busy period), when the policy guards latency
+    /// clients ([`crate::policy::Policy::guards_latency_clients`]); 0 otherwise. A departing
+    /// client guards nothing. The latency client's own region carries it too; its dispatcher
+    /// holds nothing for it.
     fn publish_views(&mut self, di: usize) {
         let dev = &self.devices[di];
         let pool = &dev.arb.pool;
+        let guard = if dev.arb.policy.guards_latency_clients() {
+            self.clients
+                .values()
+                .filter(|c| c.device == di && c.departing_since.is_none())
+                .filter(|c| matches!(c.class, ClientClass::LatencyCritical { .. }))
+                .filter_map(|c| c.busy_since)
+                .min()
+                .map_or(0, |t| t.max(1))
+        } else {
+            0
+        };
         let mut states = Vec::new();
         for c in self.clients.values_mut().filter(|c| c.device == di) {
+            if c.guard != guard {
+                c.region.set_guard(guard);
+                c.guard = guard;
+            }
             states.clear();
             states.resize(pool.nodes().len(), LeaseState::None as u32);
             for &n in pool.active_nodes() {

@@ -442,6 +442,11 @@ mod region {
     pub(crate) const H_STATE: usize = 12;
     /// Daemon-wide notices ([`super::super::NOTICE_CONCURRENCY_FAULT`], ...), 0: none.
     pub(crate) const H_NOTICE: usize = 13;
+    /// Since when (CLOCK_MONOTONIC ns) a latency-critical client of the client's device has had
+    /// work outstanding, while the daemon's policy asks best-effort clients to hold their shared
+    /// whole-device launches for it ([`crate::policy::Policy::guards_latency_clients`]); 0: no
+    /// such guard.
+    pub(crate) const H_GUARD: usize = 14;
 
     /// Where everything lives in a client's region. Computed by the daemon; the client
     /// re-derives it from the header and checks it against the file size.
@@ -742,6 +747,15 @@ mod region {
         /// The daemon-wide notices.
         pub fn notice(&self) -> u64 {
             self.header()[H_NOTICE].load(Ordering::Acquire)
+        }
+        /// Daemon: publishes the guard word (see `H_GUARD`; 0: none).
+        pub fn set_guard(&self, since_ns: u64) {
+            self.header()[H_GUARD].store(since_ns, Ordering::Release);
+        }
+        /// The guard word: since when a latency-critical client of this device has been busy, 0
+        /// while none is (or the policy asks for no guard).
+        pub fn guard(&self) -> u64 {
+            self.header()[H_GUARD].load(Ordering::Acquire)
         }
     }
 }

@@ -54,7 +54,7 @@ use std::collections::hash_map::Entry;
 use rustc_hash::FxHashMap as HashMap;
 
 /// Protocol version: hello, region header and record layouts.
-pub const PROTOCOL_VERSION: u32 = 4;
+pub const PROTOCOL_VERSION: u32 = 5;
 /// Words per [`UpRecord`].
 pub const UP_WORDS: usize = 9;
 /// Words per [`DownRecord`].

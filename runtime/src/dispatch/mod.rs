@@ -157,6 +157,12 @@ pub struct DispatchConfig {
     /// remainders of the H200's 59 nodes are half of the pool's footprint, and only complement
     /// leases (another holder keeps the rest of the device) use them.
     pub remainders_at_start: bool,
+    /// Longest time (ns) a best-effort client under a daemon holds back a launch it would share
+    /// on the whole device while a latency-critical client is busy
+    /// ([`Policy::guards_latency_clients`]); it then goes beside the busy client. Bounds how
+    /// long a latency client that never idles can stop a training job: each such launch waits
+    /// at most this long.
+    pub guard_hold_max_ns: u64,
 }
 
 impl DispatchConfig {
@@ -181,6 +187,7 @@ impl Default for DispatchConfig {
             waiters_poll: false,
             pool: PoolLayout::Hierarchical,
             remainders_at_start: false,
+            guard_hold_max_ns: 50_000_000,
         }
     }
 }
@@ -217,6 +224,14 @@ pub struct DispatchStats {
     /// Under a Throughput daemon, launches only the whole device runs unchanged, placed on the
     /// service partition beside the other clients' leases ([`Policy::shares_whole_device`]).
     pub shared_whole_device: u64,
+    /// Of `shared_whole_device`, launches of a best-effort client held back while a
+    /// latency-critical client was busy ([`Policy::guards_latency_clients`]).
+    pub shared_held: u64,
+    /// Of `shared_held`, launches that went at [`DispatchConfig::guard_hold_max_ns`] with the
+    /// latency client still busy.
+    pub shared_held_expired: u64,
+    /// Total time (CLOCK_MONOTONIC ns) the held launches waited.
+    pub shared_held_ns: u64,
     /// Markers completed without device work.
     pub markers: u64,
     /// Policy proposals rejected by validation.
@@ -359,6 +374,9 @@ pub struct Dispatcher<B: Backend, P: Policy> {
     in_ready: HashSet<(usize, OpId)>,
     /// Unit-free ops whose submission failed, retried at the next intake.
     retry_unit_free: Vec<(usize, OpId, Arc<OpDesc>)>,
+    /// Launches shared on the whole device that wait while a latency-critical client of the
+    /// daemon is busy, with when they were first held (CLOCK_MONOTONIC ns), tried at every intake.
+    held_shared: Vec<(usize, OpId, Arc<OpDesc>, u64)>,
     /// Failed submissions per op; at [`MAX_SUBMIT_ATTEMPTS`] the op fails.
     submit_attempts: HashMap<(usize, OpId), u32>,
     /// Continuable ops not continued yet (lane too deep or policy said wait): retried each round
@@ -470,6 +488,7 @@ impl<B: Backend + Clone + 'static, P: Policy> Dispatcher<B, P> {
             ready: Vec::new(),
             in_ready: HashSet::default(),
             retry_unit_free: Vec::new(),
+            held_shared: Vec::new(),
             submit_attempts: HashMap::default(),
             deferred: Vec::new(),
             stats: DispatchStats { per_node: vec![0; n], ..Default::default() },
@@ -585,6 +604,7 @@ impl<B: Backend, P: Policy> Dispatcher<B, P> {
     /// Whether nothing is ready or in flight (and no completion awaits its bookkeeping).
     pub fn is_idle(&self) -> bool {
         self.ready.is_empty()
+            && self.held_shared.is_empty()
             && self.inflight.is_empty()
             && self.finishing.is_empty()
             && self.satisfied.iter().all(Vec::is_empty)
@@ -733,6 +753,7 @@ impl<B: Backend, P: Policy> Dispatcher<B, P> {
             && self.ready.is_empty()
             && self.deferred.is_empty()
             && self.retry_unit_free.is_empty()
+            && self.held_shared.is_empty()
             && !self.awaiting_completion
             && self.clients.iter().any(|c| c.vctx.has_waiters())
     }
@@ -1018,6 +1039,7 @@ impl<B: Backend, P: Policy> Dispatcher<B, P> {
                 n += 1;
             }
         }
+        n += self.release_held_shared()?;
         let mut buf = Vec::new();
         let root = self.arbiter.pool.root();
         loop {
@@ -1051,6 +1073,11 @@ impl<B: Backend, P: Policy> Dispatcher<B, P> {
                             n += 1;
                         }
                         d if self.remote_shares_whole_device(d) => {
+                            if self.remote_guarded() {
+                                self.held_shared.push((ci, r.op, r.desc, crate::daemon::now_ns()));
+                                self.stats.shared_held += 1;
+                                continue;
+                            }
                             let lane = (ci % self.config.service_lanes.max(1)) as LaneId;
                             self.submit_at(ci, r.op, r.desc, None, lane, false)?;
                             self.stats.shared_whole_device += 1;
@@ -1075,6 +1102,32 @@ impl<B: Backend, P: Policy> Dispatcher<B, P> {
                 return Ok(n);
             }
         }
+    }
+
+    /// Submits the held shared launches ([`Dispatcher::remote_guarded`]) once no latency-critical
+    /// client is busy, or those held for [`DispatchConfig::guard_hold_max_ns`]. In the order they
+    /// were held; each is ready, so holding one reorders nothing its successors wait for.
+    fn release_held_shared(&mut self) -> Result<usize, DispatchError> {
+        if self.held_shared.is_empty() {
+            return Ok(0);
+        }
+        let guarded = self.remote_guarded();
+        let now = crate::daemon::now_ns();
+        let mut n = 0;
+        for (ci, op, desc, since) in std::mem::take(&mut self.held_shared) {
+            let waited = now.saturating_sub(since);
+            if guarded && waited < self.config.guard_hold_max_ns {
+                self.held_shared.push((ci, op, desc, since));
+                continue;
+            }
+            let lane = (ci % self.config.service_lanes.max(1)) as LaneId;
+            self.submit_at(ci, op, desc, None, lane, false)?;
+            self.stats.shared_whole_device += 1;
+            self.stats.shared_held_ns += waited;
+            self.stats.shared_held_expired += u64::from(guarded);
+            n += 1;
+        }
+        Ok(n)
     }
 
     fn continuation(&mut self) -> Result<usize, DispatchError> {

@@ -75,6 +75,8 @@ pub struct Remote {
     policy_continues: bool,
     /// Whether the local policy is the daemon's and shares whole-device launches.
     shares_whole_device: bool,
+    /// Whether the local policy is the daemon's and guards latency-critical clients.
+    guards: bool,
     /// This process as the one client of the mirror (holder `MIRROR_SELF`, its registered class):
     /// the clients a policy sees when it decides over the mirror.
     mirror_clients: Vec<crate::policy::ClientInfo>,
@@ -108,6 +110,7 @@ impl Remote {
             view_buf: Vec::new(),
             policy_continues: false,
             shares_whole_device: false,
+            guards: false,
             mirror_clients: Vec::new(),
             bindings: Vec::new(),
             gone_since: None,
@@ -204,6 +207,7 @@ impl<B: Backend, P: Policy> Dispatcher<B, P> {
         let mut remote = remote;
         remote.policy_continues = continues;
         remote.shares_whole_device = shares;
+        remote.guards = same && self.arbiter.policy.guards_latency_clients();
         remote.mirror_clients = vec![crate::policy::ClientInfo {
             holder: MIRROR_SELF,
             name: String::new(),
@@ -391,6 +395,19 @@ impl<B: Backend, P: Policy> Dispatcher<B, P> {
                 .nodes()
                 .iter()
                 .all(|n| n.id == root || !asked(n.id) || self.partitions[n.id.0 as usize].can_execute(d).is_err())
+    }
+
+    /// Whether this client holds back the launches it shares on the whole device
+    /// ([`Dispatcher::remote_shares_whole_device`]) now: it is best-effort, the daemon's policy
+    /// (its own too) guards latency-critical clients ([`Policy::guards_latency_clients`]) and the
+    /// region's guard word says one of them is busy. Not in safe mode: the word is the daemon's.
+    pub(super) fn remote_guarded(&self) -> bool {
+        let Some(r) = self.remote.as_ref() else { return false };
+        r.shares_whole_device
+            && r.guards
+            && r.client.safe_mode().is_none()
+            && matches!(r.client.class(), crate::policy::ClientClass::BestEffort)
+            && r.client.guard_since().is_some()
     }
 
     /// Reports a continued op before it is submitted. `false`: the up ring is full or the

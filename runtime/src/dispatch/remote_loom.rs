@@ -49,6 +49,9 @@ impl<B: Backend, P: Policy> Dispatcher<B, P> {
     pub(super) fn remote_shares_whole_device(&self, _: &vitamin_hal::OpDesc) -> bool {
         false
     }
+    pub(super) fn remote_guarded(&self) -> bool {
+        false
+    }
     pub(super) fn remote_continued(&mut self, _: usize, _: OpId, _: NodeId, _: vitamin_hal::LaneId, _: bool) -> bool {
         false
     }

@@ -256,6 +256,16 @@ pub trait Policy: Send {
         false
     }
 
+    /// Whether, under a daemon with this policy, a best-effort client holds back the launches it
+    /// would share on the whole device ([`Policy::shares_whole_device`]) while a latency-critical
+    /// client of the same device has work outstanding: such a launch runs on every unit, the
+    /// latency client's node included. The daemon publishes the latency clients' busy periods in
+    /// each client's region; a held launch goes once none is busy, or after the dispatcher's
+    /// `guard_hold_max` (DispatchConfig) at the latest. Default: no.
+    fn guards_latency_clients(&self) -> bool {
+        false
+    }
+
     /// [`Policy::continue_on_lane`] for a client under a daemon, asked over a mirror of the
     /// daemon's lease view (this client's leases, and the nodes other clients hold as leases of
     /// another holder). A refusal there costs more than in-process: the op waits for its
@@ -456,6 +466,9 @@ impl Policy for AnyPolicy {
     }
     fn shares_whole_device(&self) -> bool {
         each!(self, p => p.shares_whole_device())
+    }
+    fn guards_latency_clients(&self) -> bool {
+        each!(self, p => p.guards_latency_clients())
     }
     fn select_graph(&mut self, op: &ReadyGraphView<'_>, eligible: &[NodeId], state: &SchedState<'_>) -> Option<NodeId> {
         each!(self, p => p.select_graph(op, eligible, state))
