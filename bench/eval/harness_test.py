@@ -403,6 +403,31 @@ def test_graph_decoder_group_loads_and_part_a_fits():
         assert r.returncode == 0 and f"estimate {est:.0f} s, budget 560 s" in r.stdout, (part, r.stdout, r.stderr)
 
 
+def test_serving_graph_group_loads_and_parts_fit():
+    """serving-graph (the trace through continuous batching of the 8B-shaped decoder whose decode steps
+    replay CUDA graphs, beside ResNet-50): loads, its SLOs come from the alone run, and each part fits
+    the 560 s of one call at its 2 rounds."""
+    sys.path.insert(0, HERE)
+    import harness
+    path = os.path.join(HERE, "groups", "serving-graph.json")
+    g = harness.load_group(path)
+    assert g["kind"] == "serving" and g["rounds"] == 2 and g["budget_s"] == 560, g
+    t = g["tenants"]["serve_graph_8b"]
+    cmd = t["cmd"]
+    assert cmd[1] == "tenants/serve.py" and "--cuda-graph" in cmd and cmd[cmd.index("--size") + 1] == "8b", cmd
+    assert t["role"] == "serving" and t["tpot_from_alone"]["field"] == "tpot_p50_ms", t
+    assert t["ttft_from_alone"]["field"] == "ttft_p50_ms", t
+    (s,) = g["scenarios"]
+    assert s["tenants"] == ["serve_graph_8b", "resnet50"], s
+    assert g["parts"]["a"] == ["vitamin_throughput", "vitamin_tpot", "mps"], g["parts"]
+    for part, configs in g["parts"].items():
+        est = harness.estimate(g, harness.plan(dict(g, configs=configs)))
+        assert est <= 560, (part, est)
+        r = subprocess.run([sys.executable, HARNESS, path, "--out", "/nonexistent", "--dry-run", "--part", part],
+                           capture_output=True, text=True, timeout=60)
+        assert r.returncode == 0 and f"estimate {est:.0f} s, budget 560 s" in r.stdout, (part, r.stdout, r.stderr)
+
+
 def test_run_group_packs_at_most_eight_files():
     with tempfile.TemporaryDirectory() as d:
         group = write_group(d, rounds=1, configs=["mps", "vitamin_throughput"])

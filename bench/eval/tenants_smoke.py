@@ -6,6 +6,10 @@ where present are used; the fallbacks are forced once too); without torch it say
   python3 tenants_smoke.py [NAME ...]
   python3 tenants_smoke.py --gpu [NAME ...]    # on the GPU machine: the CUDA-graph decoder cases on the device
 
+The serve_graph* cases (serve.py --cuda-graph) report their digest beside the eager serve.py's
+(equal or not, as the decoder's: the captured step attends over the whole cache). serve_graph_8b is
+the serving-graph group's tenant: --gpu only.
+
 The decoder_graph* cases (decoder.py --cuda-graph) also run the eager hand-written decoder's digest
 with the same arguments and report whether the two digests and token lists are equal (the static
 step attends over the whole cache, so the bits are not expected to be: tenants/llm.py); on the CPU
@@ -47,12 +51,15 @@ CASES = {
                          "--gen", "32", "--sync-per-token"],
     "serve": ["tenants/serve.py", "--size", "tiny", "--slots", "4", "--speed", "8", "--max-prompt", "32",
               "--max-gen", "4"],
+    "serve_graph": ["tenants/serve.py", "--cuda-graph", "--size", "tiny", "--slots", "4", "--speed", "8",
+                    "--max-prompt", "32", "--max-gen", "4"],
+    "serve_graph_8b": ["tenants/serve.py", "--cuda-graph", "--size", "8b", "--slots", "16", "--speed", "2"],
     "footprint": ["tenants/footprint.py", "--n", "128"],
 }
 DIGEST = {"lm", "resnet", "lora", "lora_hand", "decoder", "loader", "offload", "comm", "bert_hand", "decoder_hand", "serve",
-          "decoder_graph", "decoder_graph_small", "decoder_graph_8b"}
-GPU_CASES = ["decoder_graph", "decoder_graph_small", "decoder_graph_8b"]  # --gpu's default list
-GPU_ONLY = {"decoder_graph_small", "decoder_graph_8b"}  # left out of the CPU run's default list
+          "decoder_graph", "decoder_graph_small", "decoder_graph_8b", "serve_graph"}
+GPU_CASES = ["decoder_graph", "decoder_graph_small", "decoder_graph_8b", "serve_graph", "serve_graph_8b"]  # --gpu's
+GPU_ONLY = {"decoder_graph_small", "decoder_graph_8b", "serve_graph_8b"}  # left out of the CPU run's default list
 GPU = False  # --gpu: the cases run on the CUDA device (no EVAL_DEVICE=cpu)
 
 
@@ -100,7 +107,7 @@ def main():
         with tempfile.TemporaryDirectory() as d:
             try:
                 doc = run(name, args, d)
-                key = "tpot_violation_pct" if name == "serve" else "p99_ms" if name.startswith("decoder") else "throughput"
+                key = "tpot_violation_pct" if name.startswith("serve") else "p99_ms" if name.startswith("decoder") else "throughput"
                 assert key in doc, (name, doc)
                 if name.startswith(("decoder_stream", "decoder_graph")):
                     gaps = int(args[args.index("--gen") + 1]) - 1
@@ -108,6 +115,8 @@ def main():
                     assert all("tpot_p99_ms" in v for v in doc["by_rate"].values()), doc
                 if name.startswith("decoder_graph"):
                     assert doc["cuda_graph"] and ("no CUDA graph" in doc["impl"]) != GPU, doc["impl"]
+                if name.startswith("serve_graph"):
+                    assert doc["cuda_graph"] and ("no CUDA device" in doc["impl"]) != GPU, doc["impl"]
                 line = f"ok {name}: {key}={doc.get(key)} " + " ".join(
                     f"{k}={str(doc[k])[:60]}" for k in ("impl", "lora_impl", "completed", "host_phase_ms_median",
                                                         "per_token_ms", "tpot_p50_ms", "tpot_p99_ms")
@@ -122,6 +131,9 @@ def main():
                         line += f" reshape {c['reshape']}"
                     if name.startswith("decoder_graph"):
                         line += graph_vs_eager(name, args, d, a)
+                    if name.startswith("serve_graph"):
+                        e = run(name + "_eager", [x for x in args if x != "--cuda-graph"] + ["--digest"], d)
+                        line += f" eager digest {e['digest'][:12]}: {'equal' if e['digest'] == a['digest'] else 'differ'}"
                 print(line, flush=True)
             except (AssertionError, subprocess.TimeoutExpired) as e:
                 failed.append(name)

@@ -40,7 +40,7 @@ split in K pieces (the reshaping treatment), natively; reports the logits' drift
 import argparse
 import time
 
-from llm_sizes import SIZES
+from llm_sizes import ON_DEVICE, SIZES
 
 try:
     import common  # first: puts bench/eval (tenant.py) on the path
@@ -54,8 +54,6 @@ except ImportError as e:  # without torch only the arguments can be checked (ten
 tenant = common.tenant if common else None
 
 
-# Sizes built directly on the device (in bf16) rather than on the host and copied.
-ON_DEVICE = {"8b"}
 GRAPH_LEN_ROUND = 16  # --cuda-graph: the cache (and the captured attention) spans --prompt + --gen rounded up to this
 
 

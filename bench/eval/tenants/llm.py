@@ -89,6 +89,10 @@ class Llama(nn.Module):
         self.register_buffer("sin", ang.sin(), persistent=False)
         self.k_cache = self.v_cache = self.key_pos = self.slot_ids = None
         self.head_splits = 1  # >1: the reshaping treatment (the LM head's reduction split in pieces)
+        # decode_static's cache writes: "select" (_select_static: torch.where over the layer's cache, the
+        # same kernels in the deterministic mode) or "index" (index_put_ at the (slot, position)
+        # pairs: a write of B rows, capturable outside the deterministic mode only)
+        self.static_put = "select"
 
     def alloc_cache(self, slots, max_len):
         p = self.head.weight
@@ -151,6 +155,12 @@ class Llama(nn.Module):
         return self.logits(x[:, 0])
 
     def _put_static(self, cache, slots, positions, new):
+        if self.static_put == "index":
+            cache[slots, :, positions] = new
+            return
+        self._select_static(cache, slots, positions, new)
+
+    def _select_static(self, cache, slots, positions, new):
         """cache [S, kv_heads, L, hd] gets new[j] [kv_heads, hd] at (slots[j], positions[j]) for every j,
         by selection (torch.where over the cache, then a copy back) rather than index_put_: the same
         kernels in the deterministic mode (whose index_put_ sorts its indices, which CUDA graphs do not
@@ -183,6 +193,84 @@ class Llama(nn.Module):
             x = x + layer.wo(a.transpose(1, 2).reshape(b, 1, self.d))
             x = layer.mlp(x)
         return self.logits(x[:, 0])
+
+
+def buckets(slots):
+    """The batch sizes StepGraphs captures for `slots` slots: the powers of two below it, and it."""
+    out, b = [], 1
+    while b < slots:
+        out.append(b)
+        b *= 2
+    return out + [slots]
+
+
+class StepGraphs:
+    """Batched decode steps over a slot KV cache (continuous batching, serve.py --cuda-graph):
+    decode_static captured once per batch size of buckets(slots), in CUDA graphs that share one
+    memory pool, on a CUDA device; run eagerly elsewhere (the CPU smoke path). A step of n requests
+    replays the smallest size >= n; its rows past n are padding that write the scratch slot (the
+    cache's last, which no request is given) at position 0, and their logits are dropped. The model's
+    cache must have slots + 1 slots.
+
+    The graphs share their pool because they never run at once and none reads another's output;
+    each output is read before the next replay (step returns a view of it: the caller's argmax or
+    copy must come first)."""
+
+    def __init__(self, m, slots):
+        if m.k_cache is None or m.k_cache.shape[1] != slots + 1:
+            raise ValueError(f"StepGraphs({slots} slots) needs a cache of {slots + 1} slots (one scratch)")
+        dev = m.head.weight.device
+        self.m, self.scratch, self.sizes = m, slots, buckets(slots)
+        # static inputs per size: tokens, slots (the scratch slot until a request fills the row), positions
+        self.inputs = {b: (torch.zeros(b, dtype=torch.long, device=dev),
+                           torch.full((b,), slots, dtype=torch.long, device=dev),
+                           torch.zeros(b, dtype=torch.long, device=dev)) for b in self.sizes}
+        self.graphs, self.outputs = {}, {}
+        if dev.type == "cuda":
+            self._capture()
+
+    def _capture(self):
+        # Warm-up on a side stream before capture (torch's rule for CUDA graphs); it writes the scratch slot only.
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            for b in self.sizes:
+                for _ in range(2):
+                    self.m.decode_static(*self.inputs[b])
+        torch.cuda.current_stream().wait_stream(side)
+        torch.cuda.synchronize()
+        pool = torch.cuda.graph_pool_handle()
+        for b in reversed(self.sizes):  # the largest first: the smaller ones fit in its blocks
+            g = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(g, pool=pool):
+                self.outputs[b] = self.m.decode_static(*self.inputs[b])
+            self.graphs[b] = g
+        torch.cuda.synchronize()
+
+    def describe(self):
+        how = "CUDA graphs" if self.graphs else "run eagerly (no CUDA device: no graphs)"
+        return (f"decode step per batch size {self.sizes} ({how}, cache length {self.m.k_cache.shape[3]}, "
+                f"writes by {self.m.static_put}), prefill eager")
+
+    @torch.no_grad()
+    def step(self, tokens, slots, positions):
+        """Logits [n, vocab] of one decode step: tokens [n] (device), slots and positions lists of n ints."""
+        n = len(slots)
+        if not 1 <= n <= self.scratch or len(positions) != n or tokens.shape[0] != n:
+            raise ValueError(f"a step of {n} requests ({len(positions)} positions, {tokens.shape[0]} tokens) "
+                             f"with {self.scratch} slots")
+        b = next(x for x in self.sizes if x >= n)
+        tok, slot, pos = self.inputs[b]
+        pad = b - n
+        tok[:n].copy_(tokens)  # device to device; the padding rows keep earlier (valid) token ids
+        slot.copy_(torch.tensor(list(slots) + [self.scratch] * pad))
+        pos.copy_(torch.tensor(list(positions) + [0] * pad))
+        if self.graphs:
+            self.graphs[b].replay()
+            out = self.outputs[b]
+        else:
+            out = self.m.decode_static(tok, slot, pos)
+        return out[:n]
 
 
 def build(size, dev, seed=0, on_device=False):

@@ -11,3 +11,6 @@ SIZES = {
     # decode step as one CUDA graph. build(on_device=True) creates it on the device in bf16.
     "8b": dict(vocab=128256, d=4096, layers=32, heads=32, ffn=14336, kv_heads=8),
 }
+
+# Sizes built directly on the device in bf16 (llm.build(on_device=True)) rather than on the host and copied.
+ON_DEVICE = {"8b"}

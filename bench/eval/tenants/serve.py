@@ -8,7 +8,15 @@ sets them from the round's alone run).
 
   python3 tenants/serve.py [--trace PATH] [--start-row 0] [--speed 1] [--slots 16] [--size small]
                            [--tpot-slo-ms 50] [--ttft-slo-ms 1000] [--max-prompt 512] [--max-gen 64]
-                           [--digest]
+                           [--cuda-graph] [--digest]
+
+--cuda-graph: every decode step replays a CUDA graph of llm.Llama.decode_static captured for the
+smallest batch size of 1, 2, 4, ... --slots that holds the step's requests (llm.StepGraphs: the
+padding rows write a scratch slot), so a step costs its GPU time rather than the launches of
+several hundred kernels from Python; prefill stays eager. The cache spans --max-prompt + --max-gen
+rounded up to 16, over which the captured attention runs with a mask. Outside --digest the K/V
+writes are index_put_ at the (slot, position) pairs; with --digest (deterministic mode, whose
+index_put_ CUDA graphs do not take) they are the selection writes of decoder.py --cuda-graph.
 
 --digest: the first --slots requests of the trace, all at time 0, served to completion; SHA-256 of
 every generated token.
@@ -21,6 +29,7 @@ import common
 import llm
 import serving_core
 import torch
+from llm_sizes import ON_DEVICE
 
 tenant = common.tenant
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -41,14 +50,24 @@ def main():
     ap.add_argument("--max-gen", type=int, default=64)
     ap.add_argument("--drain-s", type=float, default=2.0)
     ap.add_argument("--digest", action="store_true")
+    ap.add_argument("--cuda-graph", action="store_true",
+                    help="decode steps replay CUDA graphs captured per batch size (prefill eager)")
     a = ap.parse_args()
     # targets the harness derived from this round's alone run (bench/eval/README.md) win over the flags
     a.tpot_slo_ms = float(os.environ.get("EVAL_TPOT_SLO_MS") or a.tpot_slo_ms)
     a.ttft_slo_ms = float(os.environ.get("EVAL_TTFT_SLO_MS") or a.ttft_slo_ms)
     t = tenant.Tenant("serve")
     dev = common.setup(a.digest)
-    m = llm.build(a.size, dev)
-    m.alloc_cache(a.slots, a.max_prompt + a.max_gen + 1)
+    m = llm.build(a.size, dev, on_device=a.size in ON_DEVICE)
+    graphs = None
+    if a.cuda_graph:
+        m.alloc_cache(a.slots + 1, -(-(a.max_prompt + a.max_gen) // 16) * 16)  # + the scratch slot
+        m.static_put = "select" if torch.are_deterministic_algorithms_enabled() else "index"
+        graphs = llm.StepGraphs(m, a.slots)
+        impl = f"hand-written llm.Llama, {graphs.describe()}"
+    else:
+        m.alloc_cache(a.slots, a.max_prompt + a.max_gen + 1)
+        impl = "hand-written llm.Llama, eager"
     vocab = llm.SIZES[a.size]["vocab"]
     last = {}
 
@@ -62,7 +81,8 @@ def main():
 
     def decode(batch):
         toks = torch.cat([last[s] for _, s in batch])
-        out = m.decode(toks, [s for _, s in batch], [r.prompt + r.tokens - 1 for r, _ in batch]).argmax(-1)
+        slots, positions = [s for _, s in batch], [r.prompt + r.tokens - 1 for r, _ in batch]
+        out = (graphs.step(toks, slots, positions) if graphs else m.decode(toks, slots, positions)).argmax(-1)
         common.sync()  # the step's tokens are out: TPOT is measured per step
         for i, (r, s) in enumerate(batch):
             last[s] = out[i:i + 1]
@@ -84,7 +104,8 @@ def main():
         serving_core.ContinuousBatcher(a.slots, sync_prefill, decode, time.perf_counter, time.sleep,
                                        prefills_per_step=a.slots).run(reqs, stop_at=600)
         toks = [torch.cat(generated[r.rid]).tolist() for r in reqs]
-        return t.write({"role": "serving", "digest": tenant.sha256_hex([str(toks).encode()]),
+        return t.write({"role": "serving", "impl": impl, "cuda_graph": a.cuda_graph,
+                        "digest": tenant.sha256_hex([str(toks).encode()]),
                         "requests": len(reqs), "tokens": sum(len(x) for x in toks)})
     warm = serving_core.load_trace(a.trace, a.start_row, count=a.slots, max_prompt=a.max_prompt,
                                    max_gen=min(8, a.max_gen))
@@ -99,7 +120,8 @@ def main():
     b.run(reqs, stop_at=t.seconds + a.drain_s)
     doc = serving_core.serving_metrics(reqs, a.tpot_slo_ms, a.ttft_slo_ms, t.seconds)
     doc.update({"role": "serving", "trace": os.path.basename(a.trace), "start_row": a.start_row,
-                "speed": a.speed, "slots": a.slots, "size": a.size, "decode_steps": b.steps})
+                "speed": a.speed, "slots": a.slots, "size": a.size, "decode_steps": b.steps,
+                "impl": impl, "cuda_graph": a.cuda_graph})
     return t.write(doc)
 
 
