@@ -13,7 +13,10 @@
 //!   down. A graph launch that ran longer than 80% of the target ([`Policy::on_graph_time`]: a
 //!   decode step replayed as one CUDA graph) raises the floor at once to what perfect scaling
 //!   predicts for it, at most twice the size of the node it ran on, unless it ran no faster than
-//!   the previous slow launch did on a narrower node. Beside a best-effort client neither rule
+//!   the previous slow launch did on a narrower node; one within 80% of the target on a node wider
+//!   than the floor sets the floor to the size perfect scaling predicts for it (a bound for a step
+//!   whose speed-up is sublinear), so a decoder that warmed up on wide nodes meets contention on a
+//!   node sized for it instead of rising from a leaf. Beside a best-effort client neither rule
 //!   raises the floor to the whole device (see `floor_sizes`). Under a daemon the busy periods did
 //!   not follow such a decoder's tokens: its floor rose a few times in 16 s while its tokens took
 //!   19-45 ms against a 15.8 ms target (docs/results/eval.md, mixed-graph run 3). The standing
@@ -480,6 +483,14 @@ impl Policy for TpotFirst {
     /// client's previous slow launch ran on a narrower node and this one was not at least
     /// [`SCALING_EVIDENCE`] faster: widening does not help such a step, and a wider standing
     /// node only costs the other clients.
+    ///
+    /// One within the headroom on a node wider than the floor sets the floor to the size perfect
+    /// scaling predicts for it, `m * took / headroom` (never lower than it was). A step's time on
+    /// fewer units is at most that prediction where its speed-up is sublinear, so that size is
+    /// enough for such a step; without it, a decoder that warmed up alone (on wide nodes, within
+    /// the headroom) kept the smallest standing node and met the first contention there, rising
+    /// one doubling per slow token (docs/results/eval.md, mixed-graph run 12: 12 units at
+    /// start-up, 124 a second into the window, the first request's tokens at 26-27 ms).
     fn on_graph_time(
         &mut self,
         client: HolderId,
@@ -491,10 +502,22 @@ impl Policy for TpotFirst {
         let Some(target) = target_of(state, client) else { return };
         let took = completed_ns.saturating_sub(started_ns) as f64;
         let budget = target as f64 * STANDING_HEADROOM;
+        let m = state.pool.node(node).size();
         if took <= budget {
+            let floor = self.floor.get(&client).map_or(0, |f| f.0);
+            if m <= floor {
+                return;
+            }
+            let want = m as f64 * took / budget;
+            let sizes = Self::floor_sizes(state);
+            // the widest size allowed where none reaches the prediction (a whole-device launch
+            // close to the headroom beside a best-effort client)
+            let enough = sizes.iter().copied().find(|&s| s as f64 >= want).or(sizes.last().copied());
+            if let Some(s) = enough.filter(|&s| s > floor && s <= m) {
+                self.floor.insert(client, (s, 0));
+            }
             return;
         }
-        let m = state.pool.node(node).size();
         let before = self.last_slow.insert(client, (m, took));
         if before.is_some_and(|(m0, t0)| m > m0 && took > t0 * (1.0 - SCALING_EVIDENCE)) {
             return;
@@ -668,8 +691,8 @@ mod tests {
             policy.on_graph_time(who, node_of(on), 1_000_000 * us, (1_000_000 + took_us) * us, &f.at(2_000_000 * us));
             policy.floor.get(&a).map_or(0, |f| f.0)
         };
-        // The headroom is 8 ms. Within it: nothing.
-        assert_eq!(launch(a, 8, 8_000), 0);
+        // The headroom is 8 ms. Within it on the smallest node: the floor is that node (what it was).
+        assert_eq!(launch(a, 8, 8_000), 8);
         // 8 units, 40 ms: perfect scaling needs 40 units, capped at 16.
         assert_eq!(launch(a, 8, 40_000), 16);
         // 16 units, 20 ms (faster): 40 units, capped at 32.
@@ -686,6 +709,40 @@ mod tests {
         assert_eq!(launch(b, 96, 40_000), 96);
         assert!(!policy.floor.contains_key(&b));
         assert_eq!(policy.standing_size(&f.at(2_000_000 * us), a), 96);
+    }
+
+    /// A graph launch within the headroom on a node wider than the floor sets the floor to the
+    /// size perfect scaling predicts for it (rounded up to a pool size), never lower than it was;
+    /// one on a node no wider than the floor, or of a best-effort client, changes nothing.
+    #[test]
+    fn a_quick_graph_launch_on_a_wide_node_sets_the_floor_it_predicts() {
+        let f = Fixture::new(&[ClientClass::LatencyCritical { tpot_target_ns: 10_000_000 }, ClientClass::BestEffort]);
+        let (a, b) = (HolderId(0), HolderId(1));
+        let state = f.at(0);
+        let node_of = |size: usize| {
+            state.pool.nodes_by_size().iter().copied().find(|&n| state.pool.node(n).size() == size).unwrap()
+        };
+        let mut policy = TpotFirst::default();
+        let mut launch = |who: HolderId, on: usize, took_us: u64| {
+            policy.on_graph_time(who, node_of(on), 0, took_us * 1_000, &state);
+            policy.floor.get(&a).map_or(0, |f| f.0)
+        };
+        // The headroom is 8 ms. On the whole device in 4 ms: 66 units predicted -> 68.
+        assert_eq!(launch(a, 132, 4_000), 68);
+        // Quicker on the whole device (2 ms: 33 units): the floor does not go down.
+        assert_eq!(launch(a, 132, 2_000), 68);
+        // On the floor's node or a narrower one, however quick: nothing.
+        assert_eq!(launch(a, 68, 1_000), 68);
+        assert_eq!(launch(a, 32, 7_900), 68);
+        // On 124 units in 7 ms: 108.5 units -> 112.
+        assert_eq!(launch(a, 124, 7_000), 112);
+        // On the whole device at 7.9 ms: 130 units, above the widest size a best-effort client
+        // leaves (124): the floor is 124.
+        assert_eq!(launch(a, 132, 7_900), 124);
+        // A best-effort client's launches set nothing.
+        launch(b, 132, 4_000);
+        assert!(!policy.floor.contains_key(&b));
+        assert_eq!(policy.standing_size(&f.at(0), a), 124);
     }
 
     /// Beside a best-effort client a slow graph launch or busy period raises the floor at most
