@@ -250,13 +250,12 @@ def test_graph_generate_on_the_cpu_follows_the_eager_decoder():
         assert "does not fit" in str(e)
 
 
-def test_cuda_graph_replays_the_static_step():
-    """With CUDA: the captured step's replays equal the same step run eagerly, bit for bit, at
-    several positions (the graph reads the position from its device tensor)."""
+def cuda_twins():
+    """(ref, cap, device): two copies of one random bf16 model (grouped-query attention) on the CUDA
+    device; None, after printing SKIPPED, without one."""
     if not torch.cuda.is_available():
         print("  SKIPPED: no CUDA device (the capture itself is checked on the GPU machine)")
-        return
-    import decoder
+        return None
     import llm
     dev = torch.device("cuda")
     torch.manual_seed(0)
@@ -264,6 +263,17 @@ def test_cuda_graph_replays_the_static_step():
     ref = llm.Llama(**cfg).to(dev, torch.bfloat16).eval()
     cap = llm.Llama(**cfg).to(dev, torch.bfloat16).eval()
     cap.load_state_dict(ref.state_dict())
+    return ref, cap, dev
+
+
+def test_cuda_graph_replays_the_static_step():
+    """With CUDA: the captured step's replays equal the same step run eagerly, bit for bit, at
+    several positions (the graph reads the position from its device tensor)."""
+    twins = cuda_twins()
+    if twins is None:
+        return
+    import decoder
+    ref, cap, dev = twins
     for m in (ref, cap):
         m.alloc_cache(1, decoder.graph_len(16, 8))
     gen_r, _ = decoder.graph_generate(ref, torch.device("cpu"))  # the static step, eagerly
@@ -279,16 +289,12 @@ def test_cuda_graph_replays_the_static_step():
 def test_step_graphs_replay_the_eager_static_step():
     """With CUDA: serve.py --cuda-graph's captured steps (index_put_ writes, padded batches) give the
     same logits and caches, bit for bit, as the same padded decode_static run eagerly."""
-    if not torch.cuda.is_available():
-        print("  SKIPPED: no CUDA device (the capture itself is checked on the GPU machine)")
+    twins = cuda_twins()
+    if twins is None:
         return
     import llm
-    dev, slots = torch.device("cuda"), 5
-    torch.manual_seed(0)
-    cfg = dict(CFG, kv_heads=2)
-    ref = llm.Llama(**cfg).to(dev, torch.bfloat16).eval()
-    cap = llm.Llama(**cfg).to(dev, torch.bfloat16).eval()
-    cap.load_state_dict(ref.state_dict())
+    ref, cap, dev = twins
+    slots = 5
     for m in (ref, cap):
         m.alloc_cache(slots + 1, 48)
         m.static_put = "index"

@@ -549,11 +549,17 @@ mod tests {
     use super::*;
     use crate::policy::testkit::{kernel, op, Fixture};
 
+    /// The first node of `size` units in the pool of `state`.
+    fn node_of(state: &SchedState<'_>, size: usize) -> NodeId {
+        state.pool.nodes_by_size().iter().copied().find(|&n| state.pool.node(n).size() == size).unwrap()
+    }
+
     /// A latency-critical client's standing node, left idle while a best-effort client took the
     /// whole device (and keeps it busy by continuing there), is reclaimed once the client's op has
     /// waited a whole TPOT target: a reservation of a node under another client's lease fails,
     /// and the client waited forever (measured on the H200: the decoder's requests took 10 s beside
     /// ResNet-50, docs/results/eval.md, mixed-resnet50 run 1).
+
     #[test]
     fn a_standing_node_under_another_clients_busy_lease_is_reclaimed() {
         let mut f =
@@ -683,12 +689,15 @@ mod tests {
         let state = f.at(0);
         let sizes = TpotFirst::sizes(&state);
         assert_eq!(sizes, [8, 12, 16, 20, 32, 36, 64, 68, 96, 100, 112, 116, 120, 124, 132], "the simulated pool");
-        let node_of = |size: usize| {
-            state.pool.nodes_by_size().iter().copied().find(|&n| state.pool.node(n).size() == size).unwrap()
-        };
         let mut policy = TpotFirst::default();
         let mut launch = |who: HolderId, on: usize, took_us: u64| {
-            policy.on_graph_time(who, node_of(on), 1_000_000 * us, (1_000_000 + took_us) * us, &f.at(2_000_000 * us));
+            policy.on_graph_time(
+                who,
+                node_of(&state, on),
+                1_000_000 * us,
+                (1_000_000 + took_us) * us,
+                &f.at(2_000_000 * us),
+            );
             policy.floor.get(&a).map_or(0, |f| f.0)
         };
         // The headroom is 8 ms. Within it on the smallest node: the floor is that node (what it was).
@@ -719,12 +728,9 @@ mod tests {
         let f = Fixture::new(&[ClientClass::LatencyCritical { tpot_target_ns: 10_000_000 }, ClientClass::BestEffort]);
         let (a, b) = (HolderId(0), HolderId(1));
         let state = f.at(0);
-        let node_of = |size: usize| {
-            state.pool.nodes_by_size().iter().copied().find(|&n| state.pool.node(n).size() == size).unwrap()
-        };
         let mut policy = TpotFirst::default();
         let mut launch = |who: HolderId, on: usize, took_us: u64| {
-            policy.on_graph_time(who, node_of(on), 0, took_us * 1_000, &state);
+            policy.on_graph_time(who, node_of(&state, on), 0, took_us * 1_000, &state);
             policy.floor.get(&a).map_or(0, |f| f.0)
         };
         // The headroom is 8 ms. On the whole device in 4 ms: 66 units predicted -> 68.
@@ -753,17 +759,14 @@ mod tests {
         for (classes, top) in [(vec![lc, ClientClass::BestEffort], 124), (vec![lc], 132)] {
             let f = Fixture::new(&classes);
             let state = f.at(0);
-            let node_of = |size: usize| {
-                state.pool.nodes_by_size().iter().copied().find(|&n| state.pool.node(n).size() == size).unwrap()
-            };
             let mut policy = TpotFirst::default();
             // 68 units, 14.5 ms, then 124 units, 9 ms (more than 10% faster), against 8 ms of headroom.
-            policy.on_graph_time(HolderId(0), node_of(68), 0, 14_500_000, &state);
-            policy.on_graph_time(HolderId(0), node_of(124), 0, 9_000_000, &state);
+            policy.on_graph_time(HolderId(0), node_of(&state, 68), 0, 14_500_000, &state);
+            policy.on_graph_time(HolderId(0), node_of(&state, 124), 0, 9_000_000, &state);
             assert_eq!(policy.floor[&HolderId(0)].0, top, "{classes:?}");
             // A slow busy period on a 124-unit standing node: the same bound.
             let mut policy = TpotFirst::default();
-            policy.standing.insert(HolderId(0), node_of(124));
+            policy.standing.insert(HolderId(0), node_of(&state, 124));
             policy.on_idle(HolderId(0), 0, &f.at(9_000_000));
             // Alone it rises to the whole device; beside the best-effort client it has nowhere to rise.
             let expected = if top == 132 { 132 } else { 0 };
