@@ -6,7 +6,8 @@
 #   STEPS="ovd share dg tp eval:determinism~rounds=1" bash bench/gpu/session.sh
 # Steps: ovd (bench/gpu/pair/overhead_daemon.sh, OVD_ROUNDS), share / dg / tp (bench/gpu/pair/run.sh
 # PART=share / digest / throughput, TP_ROUNDS), apps (bench/gpu/apps/run_suite.sh on .device/apps with
-# the wheels in .whl, APPS_BUDGET seconds, default 330; carry .whl too), eval:GROUP[:PART][~rounds=N][~configs=a,b]
+# the wheels in .whl, APPS_BUDGET seconds, default 330, APPS_CHAOS / APPS_THROUGHPUT bind runs, default 3 / 2;
+# carry .whl too), smoke:CASE,... (the staged bench/eval/llm_test.py and tenants_smoke.py --gpu CASE ...), eval:GROUP[:PART][~rounds=N][~configs=a,b]
 # (bench/eval/run_group.sh with those options and the time left as its budget).
 set -uo pipefail
 R=$(pwd); W=/tmp/sess; rm -rf $W; mkdir -p $W
@@ -29,8 +30,11 @@ for s in $STEPS; do
         dg) run_step dg 150 env PART=digest WARMUP=0 bash $R/.device/pair/run.sh ;;
         tp) run_step tp 400 env ROUNDS=${TP_ROUNDS:-1} SECONDS_=8 WARMUP=0 bash $R/.device/pair/run.sh ;;
         apps) run_step apps $(( ${APPS_BUDGET:-330} + 30 )) env SHIM=$R/.device/apps/libvitamin_cuda.so \
-                CHAOS=3 THROUGHPUT=2 JOBS=6 BUDGET_S=${APPS_BUDGET:-330} WHEELS=$R/.whl \
-                bash $R/bench/gpu/apps/run_suite.sh ;;
+                CHAOS=${APPS_CHAOS:-3} THROUGHPUT=${APPS_THROUGHPUT:-2} JOBS=6 BUDGET_S=${APPS_BUDGET:-330} \
+                RUN_TIMEOUT_S=200 WHEELS=$R/.whl bash $R/bench/gpu/apps/run_suite.sh ;;
+        smoke:*) # smoke:CASE[,CASE...]: bench/eval/llm_test.py, then tenants_smoke.py --gpu on those cases
+            cases=${s#smoke:}
+            run_step smoke 240 bash -c "cd $R/.device/eval && python3 llm_test.py && python3 tenants_smoke.py --gpu ${cases//,/ }" ;;
         eval:*) # eval:GROUP[:PART][~rounds=N][~configs=a,b]
             spec=${s#eval:}; g=${spec%%~*}; extra=()
             IFS='~' read -ra kv <<< "$spec"
