@@ -7,7 +7,7 @@
 # Steps: ovd (bench/gpu/pair/overhead_daemon.sh, OVD_ROUNDS), share / dg / tp (bench/gpu/pair/run.sh
 # PART=share / digest / throughput, TP_ROUNDS), apps (bench/gpu/apps/run_suite.sh on .device/apps with
 # the wheels in .whl, APPS_BUDGET seconds, default 330, APPS_CHAOS / APPS_THROUGHPUT bind runs, default 3 / 2;
-# carry .whl too), smoke:CASE,... (the staged bench/eval/llm_test.py and tenants_smoke.py --gpu CASE ...), eval:GROUP[:PART][~rounds=N][~configs=a,b]
+# carry .whl too), smoke:[CASE,...] (the staged bench/eval/llm_test.py, then tenants_smoke.py --gpu CASE ... if any), eval:GROUP[:PART][~rounds=N][~configs=a,b]
 # (bench/eval/run_group.sh with those options and the time left as its budget).
 set -uo pipefail
 R=$(pwd); W=/tmp/sess; rm -rf $W; mkdir -p $W
@@ -34,7 +34,9 @@ for s in $STEPS; do
                 RUN_TIMEOUT_S=200 WHEELS=$R/.whl bash $R/bench/gpu/apps/run_suite.sh ;;
         smoke:*) # smoke:CASE[,CASE...]: bench/eval/llm_test.py, then tenants_smoke.py --gpu on those cases
             cases=${s#smoke:}
-            run_step smoke 240 bash -c "cd $R/.device/eval && python3 llm_test.py && python3 tenants_smoke.py --gpu ${cases//,/ }" ;;
+            smoke="cd $R/.device/eval && python3 llm_test.py"
+            [ -n "$cases" ] && smoke+=" && python3 tenants_smoke.py --gpu ${cases//,/ }"
+            run_step smoke 240 bash -c "$smoke" ;;
         eval:*) # eval:GROUP[:PART][~rounds=N][~configs=a,b]
             spec=${s#eval:}; g=${spec%%~*}; extra=()
             IFS='~' read -ra kv <<< "$spec"
