@@ -489,8 +489,9 @@ impl Policy for TpotFirst {
     /// fewer units is at most that prediction where its speed-up is sublinear, so that size is
     /// enough for such a step; without it, a decoder that warmed up alone (on wide nodes, within
     /// the headroom) kept the smallest standing node and met the first contention there, rising
-    /// one doubling per slow token (docs/results/eval.md, mixed-graph run 12: 12 units at
-    /// start-up, 124 a second into the window, the first request's tokens at 26-27 ms).
+    /// one doubling per slow token (docs/results/eval.md, mixed-graph run 12, round 2's daemon
+    /// status: 12 units at start-up, 124 a second into the window; the first request's tokens at
+    /// 26-27 ms).
     fn on_graph_time(
         &mut self,
         client: HolderId,
