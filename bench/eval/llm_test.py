@@ -276,7 +276,7 @@ def test_cuda_graph_replays_the_static_step():
     ref, cap, dev = twins
     for m in (ref, cap):
         m.alloc_cache(1, decoder.graph_len(16, 8))
-    gen_r, _ = decoder.graph_generate(ref, torch.device("cpu"))  # the static step, eagerly
+    gen_r, _ = decoder.graph_generate(ref, dev, capture=False)  # the static step, eagerly
     gen_c, how = decoder.graph_generate(cap, dev)
     assert "CUDA graph" in how and "no CUDA graph" not in how, how
     for seed in range(3):

@@ -157,14 +157,16 @@ def hand_generate(m):
     return generate
 
 
-def graph_generate(m, dev):
+def graph_generate(m, dev, capture=None):
     """(generate, description): m's decode step (llm.Llama.decode_static, batch 1, slot 0) captured
-    in one CUDA graph on a CUDA device (replayed per token), run eagerly on the CPU."""
+    in one CUDA graph on a CUDA device (replayed per token), run eagerly on the CPU or with
+    capture=False (the same step without a graph, llm_test.py's reference)."""
+    capture = dev.type == "cuda" if capture is None else capture
     tok = torch.zeros(1, dtype=torch.long, device=dev)  # the graph's static inputs
     slot = torch.zeros(1, dtype=torch.long, device=dev)
     pos = torch.zeros(1, dtype=torch.long, device=dev)
     length = m.k_cache.shape[3]
-    if dev.type == "cuda":
+    if capture:
         # Warm-up on a side stream before capture (torch's rule: lazy initialization, cuBLAS
         # workspaces and the allocator's first blocks happen outside the graph). It writes position 0
         # of slot 0, which every request's prefill writes again.
@@ -193,7 +195,7 @@ def graph_generate(m, dev):
         def step():
             return m.decode_static(tok, slot, pos)
 
-        how = f"static decode step run eagerly (cache length {length}; CPU: no CUDA graph), prefill eager"
+        how = f"static decode step run eagerly (cache length {length}; no CUDA graph), prefill eager"
 
     @torch.no_grad()
     def generate(prompt, n, stamps=None):
