@@ -406,12 +406,12 @@ def test_graph_decoder_group_loads_and_part_a_fits():
 def test_serving_graph_group_loads_and_parts_fit():
     """serving-graph (the trace through continuous batching of the 8B-shaped decoder whose decode steps
     replay CUDA graphs, beside ResNet-50): loads, its SLOs come from the alone run, and each part fits
-    the 560 s of one call at its 2 rounds."""
+    the 560 s of one call at its 3 rounds."""
     sys.path.insert(0, HERE)
     import harness
     path = os.path.join(HERE, "groups", "serving-graph.json")
     g = harness.load_group(path)
-    assert g["kind"] == "serving" and g["rounds"] == 2 and g["budget_s"] == 560, g
+    assert g["kind"] == "serving" and g["rounds"] == 3 and g["budget_s"] == 560, g
     t = g["tenants"]["serve_graph_8b"]
     cmd = t["cmd"]
     assert cmd[1] == "tenants/serve.py" and "--cuda-graph" in cmd and cmd[cmd.index("--size") + 1] == "8b", cmd
