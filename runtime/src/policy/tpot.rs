@@ -134,13 +134,24 @@ impl TpotFirst {
         sizes
     }
 
+    /// `h`'s measured floor, within [`Self::floor_sizes`] now: a floor measured while `h` was
+    /// alone may be the whole device, and a best-effort client registering later must not find
+    /// that standing node. (The serving loop's floor was the whole device at start-up, before
+    /// ResNet-50 registered; at the window's start its standing node was still the whole device,
+    /// which ResNet-50's lease overlapped, and it ran on a 32-unit lease: docs/results/eval.md,
+    /// serving-graph run 1, the daemon status in `serving-graph-run1-daemon.tgz`.)
+    fn floor_now(&self, state: &SchedState<'_>, h: HolderId) -> usize {
+        let floor = self.floor.get(&h).map_or(0, |f| f.0);
+        Self::floor_sizes(state).last().map_or(floor, |&top| floor.min(top))
+    }
+
     fn standing_size(&self, state: &SchedState<'_>, h: HolderId) -> usize {
         let (Some(k), Some(target)) = (self.decode.get(&h), target_of(state, h)) else {
-            return self.floor.get(&h).map_or(0, |f| f.0).max(state.min_units());
+            return self.floor_now(state, h).max(state.min_units());
         };
         let budget = target as f64 * STANDING_HEADROOM;
         let sizes = Self::sizes(state);
-        let floor = self.floor.get(&h).map_or(0, |f| f.0);
+        let floor = self.floor_now(state, h);
         sizes
             .iter()
             .copied()
@@ -752,6 +763,22 @@ mod tests {
         assert_eq!(policy.standing_size(&f.at(0), a), 124);
     }
 
+    /// A floor measured while the latency-critical client was alone (the whole device) stands
+    /// below the whole device once a best-effort client is registered.
+    #[test]
+    fn a_floor_measured_alone_stops_below_the_whole_device_beside_a_best_effort_client() {
+        let lc = ClientClass::LatencyCritical { tpot_target_ns: 10_000_000 };
+        for (classes, top) in [(vec![lc], 132), (vec![lc, ClientClass::BestEffort], 124)] {
+            let f = Fixture::new(&classes);
+            let mut policy = TpotFirst::default();
+            policy.floor.insert(HolderId(0), (132, 0));
+            assert_eq!(policy.standing_size(&f.at(0), HolderId(0)), top, "{classes:?}");
+            // with a decode kernel seen whose profile fits the headroom on any node
+            policy.decode.insert(HolderId(0), kernel("decode", 4));
+            assert_eq!(policy.standing_size(&f.at(0), HolderId(0)), top, "{classes:?}");
+        }
+    }
+
     /// Beside a best-effort client a slow graph launch or busy period raises the floor at most
     /// to the widest node below the whole device; alone, to the whole device.
     #[test]
@@ -789,7 +816,8 @@ mod tests {
         f.pool.reserve(whole, Reservation { holder: a, tag: TAG_STANDING }).unwrap();
         let mut policy = TpotFirst::default();
         policy.standing.insert(a, whole);
-        policy.floor.insert(a, (132, 0));
+        // A decode step that no node runs within the headroom by its profile: the whole device.
+        policy.decode.insert(a, kernel("decode", 1_000_000));
         let k = kernel("train", 4);
         let ms = 1_000_000;
         let mut be = op(&k, b, 1);
@@ -811,6 +839,7 @@ mod tests {
         let half = f.pool.nodes_by_size().iter().copied().find(|&n| f.pool.node(n).size() == 64).unwrap();
         f.pool.reserve(half, Reservation { holder: a, tag: TAG_STANDING }).unwrap();
         policy.standing.insert(a, half);
+        policy.decode.remove(&a);
         policy.floor.insert(a, (64, 0));
         let let_go_half = |policy: &mut TpotFirst, f: &Fixture| {
             policy.begin_round(&[be], &f.at(200 * ms));
@@ -833,7 +862,9 @@ mod tests {
         f.lease_busy(whole, b, 3);
         let mut policy = TpotFirst::default();
         policy.standing.insert(a, whole);
-        policy.floor.insert(a, (132, 0));
+        // A decode step that no node runs within the headroom by its profile: the whole device
+        // (a measured floor alone stops below it beside a best-effort client).
+        policy.decode.insert(a, kernel("decode", 1_000_000));
         let k = kernel("decode", 4);
         let ms = 1_000_000;
         let mut step = op(&k, a, 1);
