@@ -137,9 +137,10 @@ impl TpotFirst {
     /// `h`'s measured floor, within [`Self::floor_sizes`] now: a floor measured while `h` was
     /// alone may be the whole device, and a best-effort client registering later must not find
     /// that standing node. (The serving loop's floor was the whole device at start-up, before
-    /// ResNet-50 registered; at the window's start its standing node was still the whole device,
-    /// which ResNet-50's lease overlapped, and it ran on a 32-unit lease: docs/results/eval.md,
-    /// serving-graph run 1, the daemon status in `serving-graph-run1-daemon.tgz`.)
+    /// ResNet-50 registered; a second into the window its standing node was still the whole
+    /// device, which ResNet-50's lease overlapped, and it ran on a 32-unit lease:
+    /// docs/results/eval.md, serving-graph run 1, the daemon status in
+    /// `serving-graph-run1-daemon.tgz`.)
     fn floor_now(&self, state: &SchedState<'_>, h: HolderId) -> usize {
         let floor = self.floor.get(&h).map_or(0, |f| f.0);
         Self::floor_sizes(state).last().map_or(floor, |&top| floor.min(top))
@@ -500,9 +501,9 @@ impl Policy for TpotFirst {
     /// fewer units is at most that prediction where its speed-up is sublinear, so that size is
     /// enough for such a step; without it, a decoder that warmed up alone (on wide nodes, within
     /// the headroom) kept the smallest standing node and met the first contention there, rising
-    /// one doubling per slow token (docs/results/eval.md, mixed-graph run 12, round 2's daemon
-    /// status: 12 units at start-up, 124 a second into the window; the first request's tokens at
-    /// 26-27 ms).
+    /// one doubling per slow token (docs/results/eval.md, mixed-graph run 12, the daemon status:
+    /// 12-16 units at start-up or a second into the window, 124 at three seconds; the first
+    /// request's tokens at 26-27 ms).
     fn on_graph_time(
         &mut self,
         client: HolderId,
