@@ -14,8 +14,8 @@
 //!   lease). A graph launch that ran longer than 80% of the target ([`Policy::on_graph_time`]: a
 //!   decode step replayed as one CUDA graph) raises the floor at once to what perfect scaling
 //!   predicts for it, at most twice the size of the node it ran on (the widest size allowed where
-//!   none reaches that), unless it ran no faster than
-//!   the previous slow launch did on a narrower node; one within 80% of the target on a node wider
+//!   none reaches that), unless it ran no faster than the previous slow launch did on a narrower
+//!   node; one within 80% of the target on a node wider
 //!   than the floor sets the floor to the size perfect scaling predicts for it (a bound for a step
 //!   whose speed-up is sublinear), so a decoder that warmed up on wide nodes meets contention on a
 //!   node sized for it instead of rising from a leaf. Beside a best-effort client neither rule
@@ -518,10 +518,9 @@ impl Policy for TpotFirst {
     /// that ran longer than the headroom: the floor rises to what perfect scaling predicts for
     /// that op, `m * took / headroom` units on a node of `m`, capped at `2 m` (a step that
     /// scales worse rises again at its next launch), at least one size above `m`, the widest
-    /// size allowed where none reaches that; unless the
-    /// client's previous slow launch ran on a narrower node and this one was not at least
-    /// [`SCALING_EVIDENCE`] faster: widening does not help such a step, and a wider standing
-    /// node only costs the other clients.
+    /// size allowed where none reaches that; unless the client's previous slow launch ran on a
+    /// narrower node and this one was not at least [`SCALING_EVIDENCE`] faster: widening does not
+    /// help such a step, and a wider standing node only costs the other clients.
     ///
     /// One within the headroom on a node wider than the floor sets the floor to the size perfect
     /// scaling predicts for it, `m * took / headroom` (never lower than it was). A step's time on
