@@ -569,9 +569,10 @@ impl<N: NativeApi> Coordinator<N> {
     }
 
     /// Between slices of a bounded wait (every synchronize call, drain and held recording call):
-    /// an error if the wait can no longer end by itself. [`VctxError::RuntimeLost`](crate::vctx::VctxError::RuntimeLost) when the
-    /// dispatcher thread ended; [`VctxError::Timeout`](crate::vctx::VctxError::Timeout) when ready work has stayed unbound with
-    /// nothing in flight for [`Tuning::unbound_timeout`] (the stall watch says so) or the
+    /// an error if the wait can no longer end by itself.
+    /// [`VctxError::RuntimeLost`](crate::vctx::VctxError::RuntimeLost) when the dispatcher thread
+    /// ended; [`VctxError::Timeout`](crate::vctx::VctxError::Timeout) when ready work has stayed
+    /// unbound with nothing in flight for [`Tuning::unbound_timeout`] (the stall watch says so) or the
     /// dispatcher thread has not turned its loop for that long since `seen` (stuck in a call).
     /// The first such error of the process is logged with its reason.
     pub fn check_progress(&self, seen: &mut Progress) -> Result<(), crate::VctxError> {
