@@ -366,7 +366,7 @@ def serving_section(ix, plots):
     out = [f"### {ix.meta['group']}: serving replay (Azure conversation trace)", ""]
     out.append("| scenario | configuration | " + " | ".join(h for _, h in SERVE_KEYS) + " | background norm. | rounds |")
     out.append("| --- | --- | " + " | ".join("---" for _ in SERVE_KEYS) + " | --- | --- |")
-    viol, viol_rounds, sens, by_round = {}, {}, [], {}
+    viol, viol_rounds, sens, by_round, bg_norm = {}, {}, [], {}, {}
     for s in ix.scenarios:
         srv = [t for t in ix.members[s] if ix.role.get(t) == "serving"]
         bg = [t for t in ix.members[s] if ix.role.get(t) not in ("serving", "latency")]
@@ -390,6 +390,7 @@ def serving_section(ix, plots):
             vals["tpot_violation_pct"], vals["ttft_violation_pct"] = med([x[0] for x in v]), med([x[1] for x in v])
             viol[(s, c)] = (vals["tpot_violation_pct"], vals["ttft_violation_pct"])
             viol_rounds[(s, c)] = [x[0] for x in v if x[0] is not None]
+            bg_norm[(s, c)] = med(norm)
             cells = " | ".join(fmt(vals[k], 0 if k == "completed" else 2) for k, _ in SERVE_KEYS)
             label = f"{srv[0]} alone (native)" if c == "alone" else LABELS.get(c, c)
             out.append(f"| {s} | {label} | {cells} | {fmt(med(norm))} | {len(pairs)} |")
@@ -397,9 +398,12 @@ def serving_section(ix, plots):
         if a and b and a[0] is not None and b[0] is not None:
             red = (a[0] - b[0]) / a[0] * 100 if a[0] else 0.0
             dt = (b[1] - a[1]) if a[1] is not None and b[1] is not None else None
+            na, nb = bg_norm.get((s, "vitamin_throughput")), bg_norm.get((s, "vitamin_tpot"))
+            ratio = f" ({nb / na:.2f}x)" if na and nb is not None else ""
             out += ["", f"{s}: TPOT-First vs Throughput-Oriented: TPOT SLO violations {fmt(a[0], 2)}% -> "
                     f"{fmt(b[0], 2)}% ({red:+.1f}% relative reduction; goal >= 40%), TTFT violations "
-                    f"{'-' if dt is None else f'{dt:+.2f}'} points (goal <= +2)"]
+                    f"{'-' if dt is None else f'{dt:+.2f}'} points (goal <= +2); background (normalized) "
+                    f"{fmt(na)} -> {fmt(nb)}{ratio}"]
             ra, rb = by_round[(s, "vitamin_throughput")], by_round[(s, "vitamin_tpot")]
             out += ["", "TPOT SLO violations per round, Throughput -> TPOT-First: " + "; ".join(
                 f"round {r} {fmt(ra[r], 2)}% -> {fmt(rb[r], 2)}%" for r in sorted(set(ra) & set(rb))), ""]

@@ -147,19 +147,20 @@ def test_serving_compares_tpot_first_with_throughput():
             runs.append(run(r, "alone", "alone:srv", {"srv": {"role": "serving", "tpot_violation_pct": 1.0,
                                                             "ttft_violation_pct": 0.5, "completed": 90}}))
             runs.append(run(r, "alone", "alone:bg", {"bg": {"throughput": 2.0}}))
-            for c, tv, fv in (("vitamin_throughput", 20.0, 3.0), ("vitamin_tpot", 10.0, 4.0)):
+            for c, tv, fv, bg in (("vitamin_throughput", 20.0, 3.0, 1.0), ("vitamin_tpot", 10.0, 4.0, 0.5)):
                 runs.append(run(r, c, "srv+bg", {"srv": {"role": "serving", "tpot_violation_pct": tv,
                                                          "ttft_violation_pct": fv, "ttft_p50_ms": 100,
-                                                         "completed": 80}, "bg": {"throughput": 1.0}}))
+                                                         "completed": 80}, "bg": {"throughput": bg}}))
         out = write(d, "serving", "serving", ["vitamin_throughput", "vitamin_tpot"],
                     [{"name": "srv+bg", "tenants": ["srv", "bg"]}], {"srv": "serving", "bg": "train"}, runs)
         text = summary.render(summary.load(out), None)
         assert ("srv+bg: TPOT-First vs Throughput-Oriented: TPOT SLO violations 20.00% -> 10.00% "
-                "(+50.0% relative reduction; goal >= 40%), TTFT violations +1.00 points (goal <= +2)") in text, text
+                "(+50.0% relative reduction; goal >= 40%), TTFT violations +1.00 points (goal <= +2); "
+                "background (normalized) 0.500 -> 0.250 (0.50x)") in text, text
         assert ("TPOT SLO violations per round, Throughput -> TPOT-First: round 1 20.00% -> 10.00%; "
                 "round 2 20.00% -> 10.00%; round 3 20.00% -> 10.00%") in text, text
         assert "| srv+bg | srv alone (native) | 1.00 | 0.50 |" in text, text
-        assert "| srv+bg | vitamin TPOT-First | 10.00 | 4.00 | 100.00 | - | - | - | 80 | 0.500 | 3 |" in text, text
+        assert "| srv+bg | vitamin TPOT-First | 10.00 | 4.00 | 100.00 | - | - | - | 80 | 0.250 | 3 |" in text, text
 
 
 def test_serving_violations_are_recomputed_at_the_rounds_targets():
