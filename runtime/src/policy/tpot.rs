@@ -598,6 +598,13 @@ mod tests {
         state.pool.nodes_by_size().iter().copied().find(|&n| state.pool.node(n).size() == size).unwrap()
     }
 
+    /// A graph launch of `who` on the first node of `on` units that took `took_us`; the floor of
+    /// client 0 (the latency-critical one) after it.
+    fn graph_launch(policy: &mut TpotFirst, state: &SchedState<'_>, who: HolderId, on: usize, took_us: u64) -> usize {
+        policy.on_graph_time(who, node_of(state, on), 0, took_us * 1_000, state);
+        policy.floor.get(&HolderId(0)).map_or(0, |f| f.0)
+    }
+
     /// A latency-critical client's standing node, left idle while a best-effort client took the
     /// whole device (and keeps it busy by continuing there), is reclaimed once the client's op has
     /// waited a whole TPOT target: a reservation of a node under another client's lease fails,
@@ -789,16 +796,7 @@ mod tests {
         let sizes = TpotFirst::sizes(&state);
         assert_eq!(sizes, [8, 12, 16, 20, 32, 36, 64, 68, 96, 100, 112, 116, 120, 124, 132], "the simulated pool");
         let mut policy = TpotFirst::default();
-        let mut launch = |who: HolderId, on: usize, took_us: u64| {
-            policy.on_graph_time(
-                who,
-                node_of(&state, on),
-                1_000_000 * us,
-                (1_000_000 + took_us) * us,
-                &f.at(2_000_000 * us),
-            );
-            policy.floor.get(&a).map_or(0, |f| f.0)
-        };
+        let mut launch = |who: HolderId, on: usize, took_us: u64| graph_launch(&mut policy, &state, who, on, took_us);
         // The headroom is 8 ms. Within it on the smallest node: the floor is that node (what it was).
         assert_eq!(launch(a, 8, 8_000), 8);
         // 8 units, 40 ms: perfect scaling needs 40 units, capped at 16.
@@ -828,10 +826,7 @@ mod tests {
         let (a, b) = (HolderId(0), HolderId(1));
         let state = f.at(0);
         let mut policy = TpotFirst::default();
-        let mut launch = |who: HolderId, on: usize, took_us: u64| {
-            policy.on_graph_time(who, node_of(&state, on), 0, took_us * 1_000, &state);
-            policy.floor.get(&a).map_or(0, |f| f.0)
-        };
+        let mut launch = |who: HolderId, on: usize, took_us: u64| graph_launch(&mut policy, &state, who, on, took_us);
         // The headroom is 8 ms. On the whole device in 4 ms: 66 units predicted -> 68.
         assert_eq!(launch(a, 132, 4_000), 68);
         // Quicker on the whole device (2 ms: 33 units): the floor does not go down.
