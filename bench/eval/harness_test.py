@@ -391,9 +391,10 @@ def test_graph_decoder_group_loads_and_part_a_fits():
     (s,) = g["scenarios"]
     assert s["name"] == "decoder_graph_8b+resnet50" and s["tenants"] == ["decoder_graph_8b", "resnet50"], s
     assert s["mps_pct"] == {"decoder_graph_8b": 50, "resnet50": 50}, s
-    assert g["configs"] == ["timeslice", "mps", "mps_pct", "vitamin_static", "vitamin_throughput", "vitamin_tpot"]
+    assert g["configs"] == ["timeslice", "mps", "mps_pct", "vitamin_static", "vitamin_throughput", "vitamin_tpot",
+                            "vitamin_exclusive"]
     assert g["parts"] == {"a": ["mps", "vitamin_static", "vitamin_throughput", "vitamin_tpot"],
-                          "b": ["timeslice", "mps_pct", "mps", "vitamin_throughput"]}, g["parts"]
+                          "b": ["timeslice", "mps_pct", "mps", "vitamin_throughput", "vitamin_exclusive"]}, g["parts"]
     for part, configs in list(g["parts"].items()) + [(None, g["configs"])]:
         est = harness.estimate(g, harness.plan(dict(g, configs=configs)))
         assert est <= 560, (part, est)
