@@ -3,7 +3,9 @@
 Per program: whether its two native runs gave the same digests (keys that differ between them are
 nondeterministic natively, listed and left out of the comparison; a program with no stable key is
 dropped); per bind run, whether every stable digest equals the native one, its exit status, and what
-its census says (kernel launches, graph launches, pool nodes that ran kernels, failures).
+its census says (kernel launches, graph launches, pool nodes that ran kernels, failures). A run stopped
+at what the call's budget had left (a `.cut` file beside an exit status of 124) is counted as cut, not
+as a failure.
 
 usage: python3 summary.py OUT
 """
@@ -82,6 +84,7 @@ def summarize(out):
             return {"tag": tag, "rc": text(os.path.join(runs, tag + ".rc")),
                     "wall_s": text(os.path.join(runs, tag + ".wall")),
                     "skipped": os.path.exists(os.path.join(runs, tag + ".skipped")),
+                    "cut": text(os.path.join(runs, tag + ".cut")),
                     "result": load(os.path.join(runs, tag + ".json")),
                     "census": run_census(runs, tag)}
         n1, n2 = run("native", 1), run("native", 2)
@@ -104,6 +107,10 @@ def summarize(out):
                 i += 1
                 if r["skipped"]:
                     row["runs"].setdefault(kind, []).append({"tag": r["tag"], "skipped": True})
+                    continue
+                if r["cut"] and r["rc"] == "124":
+                    # stopped at what the call's budget had left (run_suite.sh), not at RUN_TIMEOUT_S
+                    row["runs"].setdefault(kind, []).append({"tag": r["tag"], "cut_s": r["cut"]})
                     continue
                 dig = (r["result"] or {}).get("digests") or {}
                 diff = [k for k in stable if dig.get(k) != d1[k]]
@@ -148,9 +155,12 @@ def markdown(s):
     for r in s["programs"]:
         cells = []
         for k in kinds:
-            rs = [x for x in r["runs"].get(k, []) if not x.get("skipped")]
-            sk = len(r["runs"].get(k, [])) - len(rs)
-            cells.append(f"{sum(x['identical'] for x in rs)}/{len(rs)}" + (f" ({sk} skipped)" if sk else ""))
+            runs = r["runs"].get(k, [])
+            rs = [x for x in runs if not x.get("skipped") and "cut_s" not in x]
+            sk = sum(1 for x in runs if x.get("skipped"))
+            cut = sum(1 for x in runs if "cut_s" in x)
+            notes = [f"{sk} skipped"] * bool(sk) + [f"{cut} cut by the budget"] * bool(cut)
+            cells.append(f"{sum(x['identical'] for x in rs)}/{len(rs)}" + (f" ({', '.join(notes)})" if notes else ""))
         nat = ("yes" if r["native_ok"] else "no") + f" ({r['stable_keys']}" + \
             (f", {len(r['unstable_keys'])} not" if r["unstable_keys"] else "") + ")"
         lines.append(f"| {r['program']} | {nat} | {r['kernel_launches']} | {r['graph_launches']} | "

@@ -1,6 +1,7 @@
 """Unit test of summary.py on a synthetic suite run (no GPU): stable and unstable digests, an
 identical and a differing bind run, a failed exit status, a census without kernels on nodes, a child
-process's census added to its run's, and one of a child that did no GPU work left out."""
+process's census added to its run's, one of a child that did no GPU work left out, and a run cut by
+the call's budget."""
 import json
 import os
 import tempfile
@@ -47,9 +48,16 @@ class SummaryTest(unittest.TestCase):
             write(os.path.join(runs, "bad.chaos.1.census.json"), census([3]))
             write(os.path.join(runs, "bad.chaos.2.rc"), "1")
             write(os.path.join(runs, "bad.chaos.2.census.json"), census([]))
+            # a throughput run stopped where the call's budget ran out: cut, not a failure; one
+            # stopped at the run timeout (no .cut file) is a failure
+            write(os.path.join(runs, "good.throughput.1.rc"), "124")
+            write(os.path.join(runs, "good.throughput.1.cut"), "25")
+            write(os.path.join(runs, "bad.throughput.1.rc"), "124")
             s = summary.summarize(out)
             good, bad = s["programs"]
-            self.assertEqual(s["kinds"], ["chaos"])
+            self.assertEqual(good["runs"]["throughput"], [{"tag": "good.throughput.1", "cut_s": "25"}])
+            self.assertIn("exit status 124", " ".join(bad["problems"]))
+            self.assertEqual(s["kinds"], ["chaos", "throughput"])
             self.assertEqual(good["stable_keys"], 2)
             self.assertEqual(good["unstable_keys"], ["r"])
             self.assertEqual(good["problems"], [])
@@ -65,7 +73,7 @@ class SummaryTest(unittest.TestCase):
             self.assertIn("no kernel ran on a pool node", probs)
             self.assertFalse(summary.all_identical(s))
             md = summary.markdown(s)
-            self.assertIn("| good | yes (2, 1 not) | 25 | 0 | 3 | 1/1 |", md)
+            self.assertIn("| good | yes (2, 1 not) | 25 | 0 | 3 | 1/1 | 0/0 (1 cut by the budget) |", md)
             self.assertIn("| bad |", md)
 
 
