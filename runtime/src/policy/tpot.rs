@@ -18,7 +18,15 @@
 //!   node; one within 80% of the target on a node wider
 //!   than the floor sets the floor to the size perfect scaling predicts for it (a bound for a step
 //!   whose speed-up is sublinear), so a decoder that warmed up on wide nodes meets contention on a
-//!   node sized for it instead of rising from a leaf. Beside a best-effort client neither rule
+//!   node sized for it instead of rising from a leaf. Once a client has run a graph launch, its
+//!   floor follows its graph launches alone: [`SHRINK_AFTER`] of them in a row within half of the
+//!   headroom step it down, and its busy periods move it neither way: between its decode steps
+//!   they are other work. (A CUDA-graph decoder's floor stepped down from 124 to 100 units in 9 s
+//!   while its graph steps took 73% of the target: only busy periods holding no decode step can
+//!   have been quick enough, an eager prefill's small kernels for one. 15 of its first 18 requests
+//!   had tokens of 27-55 ms; whether the step-downs caused them is not established:
+//!   docs/results/eval.md, mixed-graph run 14. The change is not measured on the GPU.) Beside a
+//!   best-effort client neither rule
 //!   raises the floor to the whole device (see `floor_sizes`). Under a daemon the busy periods did
 //!   not follow such a decoder's tokens: its floor rose a few times in 16 s while its tokens took
 //!   19-45 ms against a 15.8 ms target (docs/results/eval.md, mixed-graph run 3). The standing
@@ -45,7 +53,7 @@
 //!   best prediction. Best-effort ops follow Throughput-Oriented. Graph launches of a
 //!   latency-critical client: the prepared node, else the standing node, else the widest eligible.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use vitamin_hal::KernelLaunch;
 
@@ -65,7 +73,8 @@ pub const STANDING_HEADROOM: f64 = 0.8;
 /// client's previous slow op for a further slow op to widen the floor again.
 pub const SCALING_EVIDENCE: f64 = 0.1;
 
-/// Busy periods in a row within half of the headroom before a client's size floor steps down.
+/// Steps in a row within half of the headroom (busy periods, or graph launches for a client
+/// whose steps are graph launches) before a client's size floor steps down.
 pub const SHRINK_AFTER: u32 = 64;
 
 /// The TPOT-First policy. See the module docs.
@@ -85,11 +94,25 @@ pub struct TpotFirst {
     /// the largest size floor among their ready ops.
     be_waiting: HashMap<HolderId, (u64, usize)>,
     /// Per latency-critical client: the least standing size its measured steps asked for, and
-    /// how many busy periods in a row fit within half of the headroom.
+    /// how many steps in a row fit within half of the headroom.
     floor: HashMap<HolderId, (usize, u32)>,
+    /// Latency-critical clients whose steps are graph launches ([`Policy::on_graph_time`] was
+    /// called for them): their floor follows those launches, not their busy periods.
+    graph_steps: HashSet<HolderId>,
     /// Per latency-critical client: the node size and time of its last op slower than the
     /// headroom ([`Policy::on_graph_time`]).
     last_slow: HashMap<HolderId, (usize, f64)>,
+}
+
+/// One measured step of a client with a floor (`f`: its size and the run of quick steps): a quick
+/// one (within half of the headroom) lengthens the run, and [`SHRINK_AFTER`] in a row step the
+/// floor down one of `sizes`; any other ends the run.
+fn count_step(f: &mut (usize, u32), quick: bool, sizes: &[usize]) {
+    f.1 = if quick { f.1 + 1 } else { 0 };
+    if f.1 >= SHRINK_AFTER {
+        f.0 = sizes.iter().rev().find(|&&s| s < f.0).copied().unwrap_or(0);
+        f.1 = 0;
+    }
 }
 
 fn target_of(state: &SchedState<'_>, h: HolderId) -> Option<u64> {
@@ -493,6 +516,12 @@ impl Policy for TpotFirst {
     /// against its target on the standing node's size: see the module docs.
     fn on_idle(&mut self, client: HolderId, busy_since_ns: u64, state: &SchedState<'_>) {
         let (Some(target), Some(&n)) = (target_of(state, client), self.standing.get(&client)) else { return };
+        // A client whose steps are graph launches is measured by them: its busy periods between
+        // them are other work (an eager prefill of many small kernels, a copy), whose quick
+        // periods would step the floor down and whose long ones would raise it.
+        if self.graph_steps.contains(&client) {
+            return;
+        }
         let m = state.pool.node(n).size();
         let took = state.now_ns.saturating_sub(busy_since_ns) as f64;
         let budget = target as f64 * STANDING_HEADROOM;
@@ -503,12 +532,8 @@ impl Policy for TpotFirst {
                 f.0 = f.0.max(up);
             }
             f.1 = 0;
-        } else if took <= budget / 2.0 && f.0 > 0 {
-            f.1 += 1;
-            if f.1 >= SHRINK_AFTER {
-                f.0 = sizes.iter().rev().find(|&&s| s < f.0).copied().unwrap_or(0);
-                f.1 = 0;
-            }
+        } else if f.0 > 0 {
+            count_step(f, took <= budget / 2.0, &sizes);
         } else {
             f.1 = 0;
         }
@@ -523,7 +548,9 @@ impl Policy for TpotFirst {
     /// help such a step, and a wider standing node only costs the other clients.
     ///
     /// One within the headroom on a node wider than the floor sets the floor to the size perfect
-    /// scaling predicts for it, `m * took / headroom` (never lower than it was). A step's time on
+    /// scaling predicts for it, `m * took / headroom`, where that is above the floor; any other
+    /// within half of the headroom counts toward stepping the floor down ([`SHRINK_AFTER`] in a
+    /// row), one above half or over the headroom ends that run. A step's time on
     /// fewer units is at most that prediction where its speed-up is sublinear, so that size is
     /// enough for such a step; without it, a decoder that warmed up alone (on wide nodes, within
     /// the headroom) kept the smallest standing node and met the first contention there, rising
@@ -539,29 +566,35 @@ impl Policy for TpotFirst {
         state: &SchedState<'_>,
     ) {
         let Some(target) = target_of(state, client) else { return };
+        self.graph_steps.insert(client);
         let took = completed_ns.saturating_sub(started_ns) as f64;
         let budget = target as f64 * STANDING_HEADROOM;
         let m = state.pool.node(node).size();
+        let sizes = Self::floor_sizes(state);
         if took <= budget {
             let floor = self.floor.get(&client).map_or(0, |f| f.0);
-            if m <= floor {
-                return;
+            if m > floor {
+                let want = m as f64 * took / budget;
+                // the widest size allowed where none reaches the prediction (a whole-device launch
+                // close to the headroom beside a best-effort client)
+                let enough = sizes.iter().copied().find(|&s| s as f64 >= want).or(sizes.last().copied());
+                if let Some(s) = enough.filter(|&s| s > floor && s <= m) {
+                    self.floor.insert(client, (s, 0));
+                    return;
+                }
             }
-            let want = m as f64 * took / budget;
-            let sizes = Self::floor_sizes(state);
-            // the widest size allowed where none reaches the prediction (a whole-device launch
-            // close to the headroom beside a best-effort client)
-            let enough = sizes.iter().copied().find(|&s| s as f64 >= want).or(sizes.last().copied());
-            if let Some(s) = enough.filter(|&s| s > floor && s <= m) {
-                self.floor.insert(client, (s, 0));
+            if let Some(f) = self.floor.get_mut(&client).filter(|f| f.0 > 0) {
+                count_step(f, took <= budget / 2.0, &sizes);
             }
             return;
+        }
+        if let Some(f) = self.floor.get_mut(&client) {
+            f.1 = 0;
         }
         let before = self.last_slow.insert(client, (m, took));
         if before.is_some_and(|(m0, t0)| m > m0 && took > t0 * (1.0 - SCALING_EVIDENCE)) {
             return;
         }
-        let sizes = Self::floor_sizes(state);
         let want = (m as f64 * took / budget).min(2.0 * m as f64);
         let up = sizes.iter().copied().find(|&s| s > m && s as f64 >= want);
         // Where no size allowed reaches the prediction, the widest allowed: one move, one drain of
@@ -876,6 +909,72 @@ mod tests {
         let mut policy = TpotFirst::default();
         policy.on_graph_time(HolderId(0), node_of(&state, 124), 0, 21_000_000, &state);
         assert!(!policy.floor.contains_key(&HolderId(0)));
+    }
+
+    /// Once a client's steps are graph launches, its busy periods move its floor neither way:
+    /// between launches they are other work. (A CUDA-graph decoder's floor stepped down from 124
+    /// to 100 units in 9 s while its graph steps took 73% of the target, so by busy periods that
+    /// held no decode step: docs/results/eval.md, mixed-graph run 14.)
+    #[test]
+    fn a_graph_decoders_busy_periods_leave_its_floor_alone() {
+        let f = Fixture::new(&[ClientClass::LatencyCritical { tpot_target_ns: 10_000_000 }, ClientClass::BestEffort]);
+        let a = HolderId(0);
+        let ms = 1_000_000;
+        let state = f.at(0);
+        let mut policy = TpotFirst::default();
+        // 68 units, 14.5 ms against 8 ms of headroom: the floor rises to 124.
+        assert_eq!(graph_launch(&mut policy, &state, a, 68, 14_500), 124);
+        policy.standing.insert(a, node_of(&state, 124));
+        // Many quick busy periods (a prefill's small kernels), then a long one: the floor stays.
+        let mut t = 0;
+        for _ in 0..3 * SHRINK_AFTER {
+            policy.on_idle(a, t, &f.at(t + ms / 10));
+            t += ms;
+        }
+        assert_eq!(policy.floor[&a].0, 124);
+        policy.on_idle(a, t, &f.at(t + 50 * ms));
+        assert_eq!(policy.floor[&a].0, 124);
+        // Without a graph launch, the same quick periods step a floor down.
+        let mut busy = TpotFirst::default();
+        busy.standing.insert(a, node_of(&state, 124));
+        busy.floor.insert(a, (124, 0));
+        let mut t = 0;
+        for _ in 0..SHRINK_AFTER {
+            busy.on_idle(a, t, &f.at(t + ms / 10));
+            t += ms;
+        }
+        assert_eq!(busy.floor[&a].0, 120);
+    }
+
+    /// A graph decoder's floor steps down one size after [`SHRINK_AFTER`] graph launches in a
+    /// row within half of the headroom; a launch within the headroom but above half of it, or
+    /// over it, starts the run again.
+    #[test]
+    fn quick_graph_launches_step_the_floor_down() {
+        let f = Fixture::new(&[ClientClass::LatencyCritical { tpot_target_ns: 10_000_000 }, ClientClass::BestEffort]);
+        let a = HolderId(0);
+        let state = f.at(0);
+        let mut policy = TpotFirst::default();
+        let mut launch = |on: usize, took_us: u64| graph_launch(&mut policy, &state, a, on, took_us);
+        assert_eq!(launch(68, 14_500), 124);
+        // The headroom is 8 ms, half of it 4 ms.
+        for _ in 0..SHRINK_AFTER - 1 {
+            assert_eq!(launch(124, 4_000), 124);
+        }
+        assert_eq!(launch(124, 6_000), 124, "within the headroom, above half: the run starts again");
+        for _ in 0..SHRINK_AFTER - 1 {
+            assert_eq!(launch(124, 3_000), 124);
+        }
+        assert_eq!(launch(124, 9_000), 124, "over the headroom on the widest size: nothing to raise");
+        for _ in 0..SHRINK_AFTER - 1 {
+            assert_eq!(launch(124, 3_000), 124);
+        }
+        assert_eq!(launch(124, 3_000), 120);
+        // On the narrower floor's node, the same.
+        for _ in 0..SHRINK_AFTER - 1 {
+            assert_eq!(launch(120, 3_000), 120);
+        }
+        assert_eq!(launch(120, 3_000), 116);
     }
 
     /// Beside a best-effort client a slow graph launch or busy period raises the floor at most
