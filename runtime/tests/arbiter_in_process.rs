@@ -428,6 +428,60 @@ fn standing_sizes_over_steps(ops: usize, op_us: u64, graph: bool) -> Vec<usize> 
     seen
 }
 
+/// Under TPOT-First a latency-critical client's first step is one slow op (2 ms against a 1 ms
+/// target), then 200 quick ops (10 us each, the client idle after each: an eager prefill's small
+/// kernels). Returns the standing node's size after the first step and after the quick ops.
+fn standing_after_slow_step_then_quick_ops(graph_step: bool) -> (usize, usize) {
+    let backend = SimBackend::preset("h200").unwrap();
+    let mut arbiter = InProcess::new(backend.topology(), PolicyKind::Tpot.build(0), Profiles::new("test"), 4);
+    arbiter.intern("gemm");
+    let c = arbiter.register(Class { tpot_target_ns: 1_000_000, deadline_ns: 0 }).unwrap();
+    let holder = HolderId(c.0);
+    let standing = |a: &InProcess<_>| {
+        let pool = a.pool();
+        pool.nodes_by_size()
+            .iter()
+            .filter(|&&n| matches!(pool.state(n), NodeState::Reserved { purpose } if purpose.holder == holder))
+            .map(|&n| pool.node(n).size())
+            .max()
+            .unwrap_or(0)
+    };
+    arbiter.bindings(0, &mut Vec::new()).unwrap();
+    let mut now = 1_000_000u64;
+    let mut step = |arbiter: &mut InProcess<_>, id: usize, graph: bool, took_ns: u64| {
+        let o = Op { client: c.0, grid: 8, min_units: 0, graph, lookahead: 0 };
+        arbiter.ready(&[record(id, &o)]).unwrap();
+        let mut out = Vec::new();
+        arbiter.bindings(now, &mut out).unwrap();
+        assert_eq!(out.len(), 1, "op {id} is bound");
+        let b = out[0];
+        now += took_ns;
+        let done =
+            Completion { client: b.client, op: b.op, node: b.node, submitted_ns: now - took_ns, completed_ns: now };
+        arbiter.completed(&[done]).unwrap();
+        arbiter.bindings(now, &mut Vec::new()).unwrap();
+        now += 1_000;
+    };
+    step(&mut arbiter, 0, graph_step, 2_000_000);
+    let after_step = standing(&arbiter);
+    for id in 1..=200 {
+        step(&mut arbiter, id, false, 10_000);
+    }
+    (after_step, standing(&arbiter))
+}
+
+/// The quick ops between a graph decoder's steps leave its standing node where its graph launch
+/// put it; after a kernel step the same quick ops step it down (they are the client's steps).
+#[test]
+fn quick_ops_between_graph_steps_leave_the_standing_node_alone() {
+    let (after, end) = standing_after_slow_step_then_quick_ops(true);
+    assert!(after > 8, "the slow graph launch widened the node: {after}");
+    assert_eq!(end, after, "the quick ops left it");
+    let (after, end) = standing_after_slow_step_then_quick_ops(false);
+    assert!(after > 8, "the slow busy period widened the node: {after}");
+    assert!(end < after, "the quick busy periods stepped it down: {after} -> {end}");
+}
+
 /// A step of four ops, each within the headroom (0.5 ms of 0.8) but 2 ms together: each busy
 /// period that ends widens the standing reservation one size (the in-process arbiter reports it).
 #[test]
