@@ -23,7 +23,7 @@ use vitamin_runtime::arbiter::{
 use vitamin_runtime::daemon::arbiter::DaemonArbiter;
 use vitamin_runtime::daemon::client::ConnectOptions;
 use vitamin_runtime::daemon::server::{Daemon, DaemonConfig};
-use vitamin_runtime::policy::{ClientClass, PolicyKind};
+use vitamin_runtime::policy::{AnyPolicy, ClientClass, Policy, PolicyKind};
 use vitamin_runtime::pool::{HolderId, NodeState, Pool};
 use vitamin_runtime::profile::Profiles;
 
@@ -95,7 +95,7 @@ fn check_bindings<A: Arbiter>(arbiter: &A, hierarchy: &Pool, bound: &[Binding], 
 /// The in-process arbiter's pool after a round: the lease view is exactly the pool's, and no two
 /// clients hold overlapping units. (Across processes the same is checked from the clients' own
 /// timestamps: `daemon_processes.rs`.)
-fn check_pool(arbiter: &InProcess<vitamin_runtime::policy::AnyPolicy>, clients: u32) {
+fn check_pool(arbiter: &InProcess<AnyPolicy>, clients: u32) {
     let pool = arbiter.pool();
     let mut held = Vec::new();
     for c in 0..clients {
@@ -361,29 +361,38 @@ fn a_wide_op_is_bound_while_another_client_keeps_its_lease_busy() {
     }
 }
 
+/// An in-process TPOT-First arbiter on the simulated H200 with one latency-critical client of a
+/// 1 ms TPOT target.
+fn tpot_with_a_latency_client() -> (InProcess<AnyPolicy>, ClientId) {
+    let backend = SimBackend::preset("h200").unwrap();
+    let mut arbiter = InProcess::new(backend.topology(), PolicyKind::Tpot.build(0), Profiles::new("test"), 4);
+    arbiter.intern("gemm");
+    let c = arbiter.register(Class { tpot_target_ns: 1_000_000, deadline_ns: 0 }).unwrap();
+    (arbiter, c)
+}
+
+/// The size of the widest node `holder` holds (reserved for it or leased by it), 0 if none.
+fn widest_held<P: Policy>(a: &InProcess<P>, holder: HolderId) -> usize {
+    let pool = a.pool();
+    pool.nodes_by_size()
+        .iter()
+        .filter(|&&n| match pool.state(n) {
+            NodeState::Reserved { purpose } => purpose.holder == holder,
+            NodeState::Leased { holder: h, .. } => *h == holder,
+            _ => false,
+        })
+        .map(|&n| pool.node(n).size())
+        .max()
+        .unwrap_or(0)
+}
+
 /// Under TPOT-First a latency-critical client's standing reservation follows its steps: `ops`
 /// ops per step, bound one after another, each completed `op_us` microseconds later against a 1 ms
 /// target, the client idle after each step. Returns the standing node's size before each step
 /// and after the last.
 fn standing_sizes_over_steps(ops: usize, op_us: u64, graph: bool) -> Vec<usize> {
-    let backend = SimBackend::preset("h200").unwrap();
-    let mut arbiter = InProcess::new(backend.topology(), PolicyKind::Tpot.build(0), Profiles::new("test"), 4);
-    arbiter.intern("gemm");
-    let c = arbiter.register(Class { tpot_target_ns: 1_000_000, deadline_ns: 0 }).unwrap();
-    let holder = HolderId(c.0);
-    let standing = |a: &InProcess<_>| {
-        let pool = a.pool();
-        pool.nodes_by_size()
-            .iter()
-            .filter(|&&n| match pool.state(n) {
-                NodeState::Reserved { purpose } => purpose.holder == holder,
-                NodeState::Leased { holder: h, .. } => *h == holder,
-                _ => false,
-            })
-            .map(|&n| pool.node(n).size())
-            .max()
-            .unwrap_or(0)
-    };
+    let (mut arbiter, c) = tpot_with_a_latency_client();
+    let standing = |a: &InProcess<_>| widest_held(a, HolderId(c.0));
     arbiter.bindings(0, &mut Vec::new()).unwrap();
     let (mut now, mut seen, mut id) = (1_000_000u64, vec![standing(&arbiter)], 0usize);
     let bind_one = |arbiter: &mut InProcess<_>, id: usize, now: u64| {
@@ -432,20 +441,8 @@ fn standing_sizes_over_steps(ops: usize, op_us: u64, graph: bool) -> Vec<usize> 
 /// target), then 200 quick ops (10 us each, the client idle after each: an eager prefill's small
 /// kernels). Returns the standing node's size after the first step and after the quick ops.
 fn standing_after_slow_step_then_quick_ops(graph_step: bool) -> (usize, usize) {
-    let backend = SimBackend::preset("h200").unwrap();
-    let mut arbiter = InProcess::new(backend.topology(), PolicyKind::Tpot.build(0), Profiles::new("test"), 4);
-    arbiter.intern("gemm");
-    let c = arbiter.register(Class { tpot_target_ns: 1_000_000, deadline_ns: 0 }).unwrap();
-    let holder = HolderId(c.0);
-    let standing = |a: &InProcess<_>| {
-        let pool = a.pool();
-        pool.nodes_by_size()
-            .iter()
-            .filter(|&&n| matches!(pool.state(n), NodeState::Reserved { purpose } if purpose.holder == holder))
-            .map(|&n| pool.node(n).size())
-            .max()
-            .unwrap_or(0)
-    };
+    let (mut arbiter, c) = tpot_with_a_latency_client();
+    let standing = |a: &InProcess<_>| widest_held(a, HolderId(c.0));
     arbiter.bindings(0, &mut Vec::new()).unwrap();
     let mut now = 1_000_000u64;
     let mut step = |arbiter: &mut InProcess<_>, id: usize, graph: bool, took_ns: u64| {
