@@ -25,7 +25,9 @@
 //!   while its graph steps took 73% of the target: only busy periods holding no decode step can
 //!   have been quick enough, an eager prefill's small kernels for one. 15 of its first 18 requests
 //!   had tokens of 27-55 ms; whether the step-downs caused them is not established:
-//!   docs/results/eval.md, mixed-graph run 14. The change is not measured on the GPU.) Beside a
+//!   docs/results/eval.md, mixed-graph run 14. With the change the floor held 124 units in one H100
+//!   round and 120 in the other, whose decoder ran on 8-32-unit leases beside its idle standing node:
+//!   mixed-graph run 15.) Beside a
 //!   best-effort client neither rule
 //!   raises the floor to the whole device (see `floor_sizes`). Under a daemon the busy periods did
 //!   not follow such a decoder's tokens: its floor rose a few times in 16 s while its tokens took
