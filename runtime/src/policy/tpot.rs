@@ -87,6 +87,8 @@ pub struct TpotFirst {
     widened: HashMap<HolderId, (NodeId, u64)>,
     decode: HashMap<HolderId, KernelLaunch>,
     last_done: HashMap<HolderId, u64>,
+    /// Latency-critical clients: when their latest op, timed graph launch or busy period ended.
+    last_active: HashMap<HolderId, u64>,
     /// Latency-critical clients with a ready op in the last round: since when the oldest waits.
     lc_waiting: HashMap<HolderId, u64>,
     /// Latency-critical clients holding a lease narrower than their standing node's size while
@@ -260,10 +262,15 @@ impl Policy for TpotFirst {
             // the node while the latency-critical client has nothing ready: over the whole
             // device, a decoder's reservation left a training job no node at all while the
             // decoder waited for that job at start-up (docs/results/eval.md, mixed-graph run 5).
-            // The node is reserved again once idle, or reclaimed as below.
+            // The node is reserved again once idle, or reclaimed as below. Only a client idle for
+            // a whole target lets it go: between the tokens of a request the gap is short, and a
+            // training job whose ops need more units than a 120-unit standing node left it took
+            // the node at every gap; the decoder's next steps ran on the units left free
+            // (docs/results/eval.md, mixed-graph run 15, round 2).
             if let Some(&n) = self.standing.get(&h) {
                 let idle_reserved = matches!(*pool.state(n), NodeState::Reserved { purpose } if purpose.holder == h);
                 let target = target_of(state, h).unwrap_or(0);
+                let long_idle = self.last_active.get(&h).is_none_or(|&t| state.now_ns.saturating_sub(t) >= target);
                 let starved = || {
                     self.be_waiting.iter().any(|(&b, &(since, min))| {
                         let mut e = Vec::new();
@@ -271,7 +278,7 @@ impl Policy for TpotFirst {
                         state.now_ns.saturating_sub(since) >= target && e.is_empty()
                     })
                 };
-                if idle_reserved && !self.lc_waiting.contains_key(&h) && starved() {
+                if idle_reserved && long_idle && !self.lc_waiting.contains_key(&h) && starved() {
                     plan.push(Preparation::Unreserve(n));
                     continue;
                 }
@@ -517,6 +524,9 @@ impl Policy for TpotFirst {
     /// A latency-critical client's busy period (a step, for a loop that synchronizes per token)
     /// against its target on the standing node's size: see the module docs.
     fn on_idle(&mut self, client: HolderId, busy_since_ns: u64, state: &SchedState<'_>) {
+        if target_of(state, client).is_some() {
+            self.last_active.insert(client, state.now_ns);
+        }
         let (Some(target), Some(&n)) = (target_of(state, client), self.standing.get(&client)) else { return };
         // A client whose steps are graph launches is measured by them: its busy periods between
         // them are other work (an eager prefill of many small kernels, a copy), whose quick
@@ -569,6 +579,7 @@ impl Policy for TpotFirst {
     ) {
         let Some(target) = target_of(state, client) else { return };
         self.graph_steps.insert(client);
+        self.last_active.insert(client, completed_ns);
         let took = completed_ns.saturating_sub(started_ns) as f64;
         let budget = target as f64 * STANDING_HEADROOM;
         let m = state.pool.node(node).size();
@@ -618,6 +629,7 @@ impl Policy for TpotFirst {
     fn on_complete(&mut self, c: &Completion<'_>, state: &SchedState<'_>) {
         if target_of(state, c.client).is_some() {
             self.last_done.insert(c.client, c.completed_ns);
+            self.last_active.insert(c.client, c.completed_ns);
             self.decode.insert(c.client, c.kernel.clone());
         }
     }
@@ -1004,8 +1016,8 @@ mod tests {
 
     /// A standing reservation over the whole device, its client idle, is let go once a
     /// best-effort client's op has waited a whole TPOT target with no node eligible: not
-    /// sooner, not while the latency-critical client has an op ready, and not while the
-    /// best-effort client has a node it may use.
+    /// sooner, not within a target of the latency-critical client's latest activity, not while
+    /// it has an op ready, and not while the best-effort client has a node it may use.
     #[test]
     fn an_idle_standing_node_that_starves_a_best_effort_client_is_let_go() {
         let mut f =
@@ -1031,6 +1043,11 @@ mod tests {
         // Waited 9 ms: not yet. 10 ms: let go.
         assert!(!lets_go(&mut policy, &[be], 109 * ms, &f));
         assert!(lets_go(&mut policy, &[be], 110 * ms, &f));
+        // Not within a target of the latency-critical client's latest graph launch (a gap
+        // between tokens); once it has been idle for a whole target, let go.
+        policy.on_graph_time(a, whole, 110 * ms, 111 * ms, &f.at(111 * ms));
+        assert!(!lets_go(&mut policy, &[be], 120 * ms, &f));
+        assert!(lets_go(&mut policy, &[be], 121 * ms, &f));
         // Not while the latency-critical client has an op ready.
         let lc = op(&k, a, 2);
         assert!(!lets_go(&mut policy, &[be, lc], 200 * ms, &f));
