@@ -263,10 +263,11 @@ impl Policy for TpotFirst {
             // device, a decoder's reservation left a training job no node at all while the
             // decoder waited for that job at start-up (docs/results/eval.md, mixed-graph run 5).
             // The node is reserved again once idle, or reclaimed as below. Only a client idle for
-            // a whole target lets it go: between the tokens of a request the gap is short, and a
-            // training job whose ops need more units than a 120-unit standing node left it took
-            // the node at every gap; the decoder's next steps ran on the units left free
-            // (docs/results/eval.md, mixed-graph run 15, round 2).
+            // a whole target lets it go: between the tokens of a request the gap is short. Letting
+            // it go there fits what a decoder beside ResNet-50 did with a 120-unit standing node:
+            // 52% of its graph launches ran on the units ResNet-50's wide leases left free, and
+            // its standing node stood idle (docs/results/eval.md, mixed-graph run 15, round 2;
+            // that this rule caused it is not established).
             if let Some(&n) = self.standing.get(&h) {
                 let idle_reserved = matches!(*pool.state(n), NodeState::Reserved { purpose } if purpose.holder == h);
                 let target = target_of(state, h).unwrap_or(0);
