@@ -61,6 +61,7 @@ CONFIGS = {
     # the same through a reference build (--vitamin-ref, EVAL_VITAMIN_REF): an A/B of two builds
     # side by side in one call
     "vitamin_throughput_ref": (True, "daemon", "throughput"),
+    "vitamin_tpot_ref": (True, "daemon", "tpot"),
 }
 REF_SUFFIX = "_ref"  # configurations run through the reference build
 # in-process configurations with another pool layout (the `[advanced]` keys `pool` and

@@ -460,7 +460,7 @@ def test_ref_configurations_run_through_the_reference_build():
         os.chmod(ref, 0o755)
         with open(os.path.join(ref_dir, "COMMIT"), "w") as f:
             f.write("0123abc\n")
-        write_group(d, rounds=1, configs=["vitamin_throughput", "vitamin_throughput_ref"])
+        write_group(d, rounds=1, configs=["vitamin_throughput", "vitamin_throughput_ref", "vitamin_tpot_ref"])
         r = harness(d)
         assert r.returncode == 2 and "--vitamin-ref" in r.stderr, r.stderr
         r = harness(d, "--vitamin-ref", ref)
@@ -468,9 +468,10 @@ def test_ref_configurations_run_through_the_reference_build():
         runs = {x["config"]: x for x in results(d)["runs"] if x["config"] != "alone"}
         assert all(x["ok"] for x in runs.values()), runs
         assert runs["vitamin_throughput_ref"]["tenants"]["a"]["result"]["policy_seen"] == "throughput"
+        assert runs["vitamin_tpot_ref"]["tenants"]["a"]["result"]["policy_seen"] == "tpot"
         marks = [l.split()[1:] for l in open(os.path.join(d, "stub.log")) if l.startswith("ref ")]
-        # the reference run's daemon start, status, stop and both tenants; nothing of the other run
-        assert marks.count(["run", "--daemon"]) == 2, marks
+        # the reference runs' daemon start, status, stop and both tenants each; nothing of the other run
+        assert marks.count(["run", "--daemon"]) == 4, marks
         assert ["daemon", "--socket"] in marks and ["daemon", "stop"] in marks, marks
         assert results(d)["meta"]["builds"]["vitamin_ref"] == "0123abc", results(d)["meta"]
         assert_stand_ins_stopped(d)

@@ -46,6 +46,7 @@ LABELS = {
     "vitamin_tpot": "vitamin TPOT-First",
     "vitamin_chaos": "vitamin Chaos",
     "vitamin_throughput_ref": "vitamin Throughput, reference build",
+    "vitamin_tpot_ref": "vitamin TPOT-First, reference build",
 }
 
 
