@@ -65,9 +65,6 @@ pub struct ThroughputOriented {
     /// the node reclaimed for them (the graph has left them).
     waiting_confined: Vec<HolderId>,
     deferred: HashMap<(HolderId, OpId), u64>,
-    /// Units no fairness reclaim may cover ([`ThroughputOriented::protect`]; boxed: a unit set is
-    /// 64 bytes, and this policy is the largest variant of `AnyPolicy`).
-    protected: Box<UnitSet>,
     // Reused buffers of `plan_round` (it runs every dispatcher round).
     scratch_rr: Vec<usize>,
     scratch_rank: Vec<usize>,
@@ -171,8 +168,7 @@ impl ThroughputOriented {
     /// The node [`Policy::maintain`] reclaims for waiting client `h` (size floor `floor`, 0: none):
     /// a fair share, the smallest node of at least units / (clients with work) and `floor`, among
     /// those overlapping only other clients' leases (fewest first) and no reservation or pending
-    /// reclaim, nor a protected unit ([`Self::protect`]). `None`: nothing can be reclaimed for it
-    /// now.
+    /// reclaim. `None`: nothing can be reclaimed for it now.
     fn fairness_target(&self, state: &SchedState<'_>, h: HolderId, floor: usize) -> Option<NodeId> {
         let pool = state.pool;
         let root_size = pool.node(pool.root()).size();
@@ -199,7 +195,6 @@ impl ThroughputOriented {
             .copied()
             .filter(|&n| pool.node(n).size() >= share.max(floor).min(root_size))
             .filter(|&n| pool.pending().iter().all(|(t, _)| pool.node(*t).units.is_disjoint(&pool.node(n).units)))
-            .filter(|&n| pool.node(n).units.is_disjoint(self.protected.as_ref()))
             .filter(|&n| {
                 !pool.active_nodes().iter().any(|&a| {
                     matches!(pool.state(a), NodeState::Reserved { .. })
@@ -227,12 +222,6 @@ impl ThroughputOriented {
                 matches!(pool.state(n), NodeState::Reserved { purpose } if purpose.holder == h)
                     && pool.node(n).size() >= size
             })
-    }
-
-    /// Units that the fairness reclaims of later [`Policy::maintain`] calls leave alone (replacing
-    /// the previous set): a policy built on this one keeps its own nodes from them.
-    pub(super) fn protect(&mut self, units: UnitSet) {
-        *self.protected = units;
     }
 
     /// Clients currently waiting for any node.
