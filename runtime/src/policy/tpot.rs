@@ -266,8 +266,9 @@ impl Policy for TpotFirst {
             // a whole target lets it go: between the tokens of a request the gap is short. Letting
             // it go there fits what a decoder beside ResNet-50 did with a 120-unit standing node:
             // 52% of its graph launches ran on the units ResNet-50's wide leases left free, and
-            // its standing node stood idle (docs/results/eval.md, mixed-graph run 15, round 2;
-            // that this rule caused it is not established).
+            // its standing node stood idle (docs/results/eval.md, mixed-graph run 15, round 2).
+            // With the rule as it is here, that recurred in 1 of 6 rounds (run 16), so it is not
+            // the whole cause.
             if let Some(&n) = self.standing.get(&h) {
                 let idle_reserved = matches!(*pool.state(n), NodeState::Reserved { purpose } if purpose.holder == h);
                 let target = target_of(state, h).unwrap_or(0);
