@@ -221,6 +221,9 @@ fn status(socket: &Path, json: bool) -> Result<()> {
     Ok(())
 }
 
+/// The shortest wait of a client's oldest ready op that the status text shows, ms.
+const WAITING_SHOWN_MS: f64 = 10.0;
+
 /// The text form of `vitamin daemon status`.
 pub fn render_status(st: &StatusReport) -> String {
     use std::fmt::Write;
@@ -256,6 +259,14 @@ pub fn render_status(st: &StatusReport) -> String {
         }
         if c.floor_units > 0 {
             let _ = write!(leases, "; floor {} units", c.floor_units);
+        }
+        // A ready op waits microseconds in the normal course; one waiting longer is worth a look
+        // (a cluster launch waiting for a node wide and shaped enough, a drain).
+        if c.oldest_ready_ms >= WAITING_SHOWN_MS {
+            let _ = write!(leases, "; ready op waiting {:.0} ms", c.oldest_ready_ms);
+            if c.ready_floor > 0 {
+                let _ = write!(leases, " (floor {} units)", c.ready_floor);
+            }
         }
         let _ = writeln!(
             o,
@@ -626,5 +637,12 @@ mod tests {
         assert!(t.contains("#3 (8 units) leased") && t.contains("python train.py") && t.contains("clients: 2"), "{t}");
         assert!(t.contains("-; standing #7 (64 units) reserved; floor 64 units"), "{t}");
         assert_eq!(t.matches("standing").count(), 1, "{t}");
+        assert!(!t.contains("waiting"), "{t}");
+        st.clients[0].oldest_ready_ms = 2_500.0;
+        st.clients[0].ready_floor = 16;
+        st.clients[1].oldest_ready_ms = WAITING_SHOWN_MS / 2.0;
+        let t = render_status(&st);
+        assert!(t.contains("#3 (8 units) leased; ready op waiting 2500 ms (floor 16 units)"), "{t}");
+        assert_eq!(t.matches("waiting").count(), 1, "{t}");
     }
 }

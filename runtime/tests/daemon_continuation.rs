@@ -340,6 +340,34 @@ fn a_launch_on_a_node_another_client_holds_is_a_stray_not_a_fault() {
     assert!(st.clients.iter().any(|c| c.name == "b"), "b still connected");
 }
 
+/// The status report says how long a client's oldest ready op has waited and the largest size floor
+/// among its ready ops: `b`'s op needs more units than any node beside `a`'s busy lease holds, so it
+/// waits (in the H100 runs, ResNet-50's cluster launches beside a decoder's 120-unit standing node
+/// waited for seconds: docs/results/eval.md, mixed-graph run 16).
+#[test]
+fn the_status_shows_a_waiting_ops_age_and_floor() {
+    let (daemon, _a, mut b, node) = bound_beside_another("waiting");
+    let d = SimBackend::preset("h200").unwrap();
+    let pool = vitamin_runtime::pool::Pool::build(d.topology());
+    let (root, held) = (d.topology().all_units().len(), pool.node(vitamin_runtime::pool::NodeId(node)).size());
+    // More than any node disjoint from a's lease holds, less than the whole device (which would be
+    // shared beside a's lease).
+    let floor = root - held + 1;
+    assert!(floor < root, "a holds {held} of {root} units");
+    let mut r = kernel_record(2, 64);
+    r.min_units = floor as u16;
+    assert!(b.ready(r).unwrap());
+    b.flush();
+    wait_until(|| daemon.status().clients.iter().any(|c| c.name == "b" && c.ready == 1));
+    std::thread::sleep(Duration::from_millis(50));
+    let st = daemon.status();
+    let b_st = st.clients.iter().find(|c| c.name == "b").expect("b");
+    assert_eq!((b_st.ready, b_st.ready_floor), (1, floor), "{b_st:?}");
+    assert!(b_st.oldest_ready_ms >= 50.0, "{b_st:?}");
+    let a_st = st.clients.iter().find(|c| c.name == "a").expect("a");
+    assert_eq!((a_st.ready, a_st.ready_floor, a_st.oldest_ready_ms), (0, 0, 0.0), "{a_st:?}");
+}
+
 /// An op continued on the lane of a stray launch (the client saw the node open when it launched;
 /// the daemon had given it to another client) is a stray too: no disconnect, the holder's lease
 /// untouched. A continuation on a lane where the client has nothing outstanding stays a fault.

@@ -172,6 +172,13 @@ pub struct ClientStatus {
     /// The policy's size floor for its standing node, units (0: none).
     #[serde(default)]
     pub floor_units: usize,
+    /// How long its oldest ready op has waited for a binding, ms (0: nothing ready).
+    #[serde(default)]
+    pub oldest_ready_ms: f64,
+    /// The largest size floor among its ready ops, units (0: none has one): with
+    /// `oldest_ready_ms`, a client waiting for a node wide enough for a cluster launch.
+    #[serde(default)]
+    pub ready_floor: usize,
     /// Up-ring depth (records waiting for the daemon).
     pub up_depth: u32,
     /// Down-ring depth (bindings waiting for the client).

@@ -887,6 +887,11 @@ impl Decider {
             let pool = &arb.pool;
             let (standing, floor_units) = arb.policy.standing(c.holder);
             let standing = standing.map(|n| format!("{n} ({} units) {}", pool.node(n).size(), pool.state(n).name()));
+            let (mut oldest_ready_ns, mut ready_floor) = (None::<u64>, 0);
+            for e in self.devices[c.device].ready.iter().filter(|e| e.client == c.id) {
+                oldest_ready_ns = Some(oldest_ready_ns.map_or(e.ready_since_ns, |t| t.min(e.ready_since_ns)));
+                ready_floor = ready_floor.max(e.min_units);
+            }
             let mut leases = Vec::new();
             let mut units = 0;
             for &n in pool.active_nodes() {
@@ -918,6 +923,8 @@ impl Decider {
                 whole_device: c.floored.1,
                 standing,
                 floor_units,
+                oldest_ready_ms: oldest_ready_ns.map_or(0.0, |t| now.saturating_sub(t) as f64 / 1e6),
+                ready_floor,
                 up_depth: c.region.up().depth_hint(),
                 down_depth: c.region.down().depth_hint(),
                 departing: c.departing_since.is_some(),
