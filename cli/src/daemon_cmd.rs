@@ -268,6 +268,9 @@ pub fn render_status(st: &StatusReport) -> String {
                 let _ = write!(leases, " (floor {} units)", c.ready_floor);
             }
         }
+        if !c.cluster_refused.is_empty() {
+            let _ = write!(leases, "; cluster launches refused on units {}", c.cluster_refused.join(" | "));
+        }
         let _ = writeln!(
             o,
             "  {:>3} {:>7} {:>5} {:<22} {:>5} {:>5} {:>5} {:>8} {:>8.0} {:>13}  {:<28} {}{}",
@@ -644,5 +647,10 @@ mod tests {
         let t = render_status(&st);
         assert!(t.contains("#3 (8 units) leased; ready op waiting 2500 ms (floor 16 units)"), "{t}");
         assert_eq!(t.matches("waiting").count(), 1, "{t}");
+        assert!(!t.contains("refused"), "{t}");
+        st.clients[0].cluster_refused = vec!["120-131".into(), "0-3".into()];
+        let t = render_status(&st);
+        assert!(t.contains("(floor 16 units); cluster launches refused on units 120-131 | 0-3"), "{t}");
+        assert_eq!(t.matches("refused").count(), 1, "{t}");
     }
 }

@@ -935,3 +935,63 @@ fn a_held_shared_launch_goes_after_the_hold_bound_beside_a_client_that_stays_bus
         std::thread::sleep(Duration::from_millis(2));
     }
 }
+
+/// A cluster launch a node refused (returned `NOT_RUN`) is never bound again to that node or one
+/// within it, for that client: node shape decides where a cluster shape runs, and a size floor
+/// raised past the refusing node's size ruled out the smaller nodes that ran it (ResNet-50's cluster
+/// launches on the H100 ran on SM 0-7, were refused on SM 120-131, and waited for seconds beside a
+/// decoder's 120-unit standing node: docs/results/eval.md, mixed-graph run 16). A refusal of the
+/// whole device excludes nothing (what it refuses, nothing runs); the refusals are counted in the
+/// daemon's status. Under Chaos (a random eligible node per op) the bindings cover many nodes.
+#[test]
+fn a_node_that_refused_a_cluster_launch_is_not_proposed_for_the_clients_cluster_launches_again() {
+    use vitamin_runtime::daemon::now_ns;
+    use vitamin_runtime::daemon::wire::FLAG_CLUSTER;
+
+    let daemon = start("cluster-refused", PolicyKind::Chaos);
+    let mut b = session(&daemon, "b", ClientClass::BestEffort);
+    let pool = vitamin_runtime::pool::Pool::build(SimBackend::preset("h200").unwrap().topology());
+    let units = |n: u16| pool.node(vitamin_runtime::pool::NodeId(n)).units;
+    let root = pool.root().0;
+    let bind = |b: &mut DaemonClient, r: vitamin_runtime::daemon::wire::ReadyRecord| {
+        assert!(b.ready(r).unwrap());
+        b.flush();
+        let mut got = Vec::new();
+        let t = std::time::Instant::now();
+        while got.is_empty() && t.elapsed() < Duration::from_secs(5) {
+            b.bindings(&mut got, Duration::from_millis(20)).unwrap();
+        }
+        got.first().expect("bound").node
+    };
+    let mut cluster = kernel_record(10, 64);
+    cluster.flags = FLAG_CLUSTER;
+    let (mut refused, mut returned) = (Vec::new(), 0);
+    while refused.len() < 6 {
+        let node = bind(&mut b, cluster);
+        for &r in &refused {
+            assert!(!units(node).is_subset(&units(r)), "#{node} lies within #{r}, which refused b's cluster launch");
+        }
+        assert!(b.return_not_run(cluster.op, now_ns()).unwrap());
+        returned += 1;
+        if node != root {
+            refused.push(node);
+        }
+    }
+    b.flush();
+    wait_until(|| daemon.status().counters.not_run == returned);
+    assert_eq!(daemon.status().counters.not_run, returned, "{:?}", daemon.status().counters);
+    let shown = daemon.status().clients[0].cluster_refused.clone();
+    let maximal = refused.iter().filter(|&&r| !refused.iter().any(|&o| o != r && units(r).is_subset(&units(o))));
+    let mut want: Vec<String> = maximal.map(|&r| units(r).to_string()).collect();
+    let mut got = shown.clone();
+    want.sort();
+    got.sort();
+    assert_eq!(got, want, "the status lists the maximal refusing sets");
+    // b's plain launches still go anywhere: one lands within a refusing node within a few tries.
+    let within = (100..164).any(|op| {
+        let node = bind(&mut b, kernel_record(op, 64));
+        assert!(b.complete(op, now_ns()).unwrap());
+        refused.iter().any(|&r| units(node).is_subset(&units(r)))
+    });
+    assert!(within, "a plain launch of b was bound within a refusing node");
+}

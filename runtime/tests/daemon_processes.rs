@@ -231,10 +231,16 @@ fn run_child(role: &str) {
                     c.stage_raw(&w).unwrap();
                 }
                 "bad_node" => {
-                    c.stage_raw(&Up::Completion { op: 1, node: 4000, completed_ns: 0 }.encode().to_words()).unwrap();
+                    c.stage_raw(
+                        &Up::Completion { op: 1, node: 4000, completed_ns: 0, not_run: false }.encode().to_words(),
+                    )
+                    .unwrap();
                 }
                 "unknown_op" => {
-                    c.stage_raw(&Up::Completion { op: 77, node: 0, completed_ns: 0 }.encode().to_words()).unwrap();
+                    c.stage_raw(
+                        &Up::Completion { op: 77, node: 0, completed_ns: 0, not_run: false }.encode().to_words(),
+                    )
+                    .unwrap();
                 }
                 "bad_continue" => {
                     // A continuation on a node it holds nothing of, behind no outstanding op.

@@ -41,7 +41,12 @@ fn arb_up() -> impl Strategy<Value = Up> {
                 ready_since_ns: t,
                 deadline_ns: (d != 0).then_some(d),
             })),
-        (any::<u64>(), 0u16..59, any::<u64>()).prop_map(|(op, node, t)| Up::Completion { op, node, completed_ns: t }),
+        (any::<u64>(), 0u16..59, any::<u64>(), any::<bool>()).prop_map(|(op, node, t, not_run)| Up::Completion {
+            op,
+            node,
+            completed_ns: t,
+            not_run
+        }),
         (any::<u64>(), 0u16..59, 0u16..4, any::<u64>(), any::<bool>())
             .prop_map(|(op, node, lane, t, graph)| { Up::Launched { op, node, lane, submitted_ns: t, graph } }),
         (any::<u64>(), 0u16..59, 0u16..4, any::<u64>(), any::<bool>())
@@ -207,7 +212,7 @@ proptest! {
                             Ok(())
                         }
                     };
-                    let w = Up::Completion { op, node: n, completed_ns: 0 }.encode().to_words();
+                    let w = Up::Completion { op, node: n, completed_ns: 0, not_run: false }.encode().to_words();
                     prop_assert_eq!(l.accept(&w).map(|_| ()), want);
                 }
                 Step::Continue(op, n, lane) => {
@@ -251,7 +256,7 @@ fn decoder_fuzz_10m() {
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(0x5eed);
     let valid = [
         ready(3).encode().to_words(),
-        Up::Completion { op: 9, node: 58, completed_ns: 4 }.encode().to_words(),
+        Up::Completion { op: 9, node: 58, completed_ns: 4, not_run: false }.encode().to_words(),
         Up::Continued { op: 9, node: 1, lane: 3, submitted_ns: 4, graph: false }.encode().to_words(),
         Up::Launched { op: 9, node: 1, lane: 3, submitted_ns: 4, graph: false }.encode().to_words(),
     ];

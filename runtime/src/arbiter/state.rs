@@ -15,10 +15,12 @@
 //! Each driver keeps only what it owns apart: its ready queue, its validation of a node against
 //! the op (the executor can ask its partition; the daemon knows the op's size floor), its lanes.
 
-use vitamin_hal::KernelLaunch;
+use vitamin_hal::{KernelLaunch, UnitSet};
 
 use super::LeaseView;
-use crate::policy::{ClientInfo, Completion, Curves, Hint, Policy, Preparation, ReadyGraphView, ReadyOpView};
+use crate::policy::{
+    ClientInfo, ClusterRefusals, Completion, Curves, Hint, Policy, Preparation, ReadyGraphView, ReadyOpView,
+};
 use crate::pool::{HolderId, NodeId, NodeState, Pool, PoolError, Transition};
 use crate::profile::Profiles;
 
@@ -36,6 +38,7 @@ macro_rules! sched {
             profiles: &$a.profiles,
             clients: &$a.clients,
             lane_busy_until: &$a.lane_busy_until,
+            cluster_refused: &$a.cluster_refused,
         }
     };
 }
@@ -50,6 +53,8 @@ pub struct ArbiterState<P: Policy> {
     pub(crate) clients: Vec<ClientInfo>,
     /// Per node, per lane: predicted time its submitted work completes (profile estimates), ns.
     pub(crate) lane_busy_until: Vec<Vec<u64>>,
+    /// Nodes that refused clients' cluster launches: never proposed for such a launch again.
+    pub(crate) cluster_refused: ClusterRefusals,
     curves: Curves,
 }
 
@@ -96,6 +101,7 @@ impl<P: Policy> ArbiterState<P> {
             profiles,
             clients: Vec::new(),
             lane_busy_until: vec![vec![0; lanes_per_node.max(1)]; n],
+            cluster_refused: ClusterRefusals::new(),
             curves: Curves::default(),
         }
     }
@@ -123,6 +129,23 @@ impl<P: Policy> ArbiterState<P> {
     /// Forgets client `holder` (its leases are the caller's to free first).
     pub fn remove_client(&mut self, holder: HolderId) {
         self.clients.retain(|c| c.holder != holder);
+        self.cluster_refused.remove(holder);
+    }
+
+    /// Records that `node` refused a cluster launch of `holder` (see [`ClusterRefusals`]): from
+    /// now on no node within it is proposed for that client's cluster launches. Returns whether
+    /// that is new.
+    pub fn note_cluster_refused(&mut self, holder: HolderId, node: NodeId) -> bool {
+        if !self.pool.hierarchy().contains(node) {
+            return false;
+        }
+        let device = self.pool.node(self.pool.root()).units;
+        self.cluster_refused.record(holder, self.pool.node(node).units, &device)
+    }
+
+    /// The unit sets that refused `holder`'s cluster launches.
+    pub fn cluster_refused(&self, holder: HolderId) -> &[UnitSet] {
+        self.cluster_refused.of(holder)
     }
 
     /// Client `holder`'s entry, to update its deadline.
@@ -218,6 +241,10 @@ impl<P: Policy> ArbiterState<P> {
             return Proposal::Invalid;
         };
         self.pool.eligible(view.client, view.min_units, eligible);
+        if view.kernel.attributes().cluster().is_some() && !self.cluster_refused.of(view.client).is_empty() {
+            let (pool, refused) = (&self.pool, &self.cluster_refused);
+            eligible.retain(|&n| !refused.refuses(view.client, &pool.node(n).units));
+        }
         filter(idx, eligible);
         match self.policy.select(&view, eligible, &state) {
             Some(node) => Proposal::Bind(idx, node),

@@ -225,14 +225,26 @@ impl DaemonClient {
         Ok(ok)
     }
 
-    /// Stages a completion of an outstanding op. In safe mode the op is forgotten locally.
+    /// Stages a completion of an outstanding op. `Ok(false)`: the up ring is full; flush and
+    /// retry later. In safe mode the op is forgotten locally.
     pub fn complete(&mut self, op: u64, completed_ns: u64) -> Result<bool, DaemonError> {
+        self.finish(op, completed_ns, false)
+    }
+
+    /// Stages the return of a bound op its node refused (flag `NOT_RUN`: the launch cannot run
+    /// unchanged there and comes again as a new ready record with a higher floor); otherwise as
+    /// [`DaemonClient::complete`].
+    pub fn return_not_run(&mut self, op: u64, at_ns: u64) -> Result<bool, DaemonError> {
+        self.finish(op, at_ns, true)
+    }
+
+    fn finish(&mut self, op: u64, completed_ns: u64, not_run: bool) -> Result<bool, DaemonError> {
         let Some(&(node, _)) = self.outstanding.get(&op) else { return Err(WireError::UnknownOp(op).into()) };
         if self.safe.is_some() {
             self.outstanding.remove(&op);
             return Ok(true);
         }
-        let ok = self.stage(&Up::Completion { op, node, completed_ns })?;
+        let ok = self.stage(&Up::Completion { op, node, completed_ns, not_run })?;
         if ok {
             self.outstanding.remove(&op);
         }

@@ -179,6 +179,10 @@ pub struct ClientStatus {
     /// `oldest_ready_ms`, a client waiting for a node wide enough for a cluster launch.
     #[serde(default)]
     pub ready_floor: usize,
+    /// Unit sets that refused its cluster launches (each `0-7,120-131` style; the daemon proposes
+    /// no node within one for its cluster launches).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub cluster_refused: Vec<String>,
     /// Up-ring depth (records waiting for the daemon).
     pub up_depth: u32,
     /// Down-ring depth (bindings waiting for the client).
@@ -215,6 +219,10 @@ pub struct Counters {
     pub refused_records: u64,
     /// Completions processed.
     pub completions: u64,
+    /// Of those, bound ops returned not run: their node refused the launch (sent again with a
+    /// higher floor).
+    #[serde(default)]
+    pub not_run: u64,
     /// Continued ops registered.
     pub continued: u64,
     /// Fresh ops clients launched first on a lease of theirs (counted in `continued` too).

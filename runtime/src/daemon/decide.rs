@@ -925,6 +925,7 @@ impl Decider {
                 floor_units,
                 oldest_ready_ms: oldest_ready_ns.map_or(0.0, |t| now.saturating_sub(t) as f64 / 1e6),
                 ready_floor,
+                cluster_refused: arb.cluster_refused(c.holder).iter().map(|u| u.to_string()).collect(),
                 up_depth: c.region.up().depth_hint(),
                 down_depth: c.region.down().depth_hint(),
                 departing: c.departing_since.is_some(),
@@ -1115,7 +1116,7 @@ fn apply(
                 seq: dev.seq,
             });
         }
-        Up::Completion { op, node, completed_ns } => {
+        Up::Completion { op, node, completed_ns, not_run } => {
             let n = NodeId(node);
             let inflight = c.inflight.remove(&op);
             if inflight.as_ref().is_some_and(|i| i.stray) {
@@ -1126,7 +1127,17 @@ fn apply(
                 dev.arb.complete(n).map_err(|e| format!("completion of op {op}: {e}"))?;
             }
             counters.completions += 1;
-            if let Some(inf) = inflight {
+            if not_run {
+                // The node refused the launch (it comes again with a higher floor): no run time
+                // to learn from, no span; a cluster launch tells the policy which node cannot
+                // place that client's cluster shapes.
+                counters.not_run += 1;
+                if let Some(k) = inflight.as_ref().and_then(|i| i.kernel.as_ref()) {
+                    if k.attributes().cluster().is_some() {
+                        dev.arb.note_cluster_refused(c.holder, n);
+                    }
+                }
+            } else if let Some(inf) = inflight {
                 debug_assert_eq!(inf.node, node);
                 let done = completed_ns.min(now);
                 let lane_done = c.lane_done.entry((inf.node, inf.lane)).or_insert(0);

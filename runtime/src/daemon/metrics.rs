@@ -25,6 +25,7 @@ pub fn render(st: &StatusReport) -> String {
     };
     counter("ops_bound_total", "Ops bound to a pool node.", c.bound);
     counter("completions_total", "Completions processed.", c.completions);
+    counter("not_run_total", "Bound ops returned not run: their node refused the launch.", c.not_run);
     counter("continued_total", "Ops continued locally on a held lease.", c.continued);
     counter("refused_records_total", "Records that failed validation.", c.refused_records);
     counter("clients_disconnected_total", "Clients disconnected for misbehaving.", c.clients_disconnected);

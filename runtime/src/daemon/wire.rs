@@ -10,7 +10,7 @@
 //! ```text
 //! off size field        Ready                 Completion      Hint              Continued
 //!   0  1   kind         1                     2               3                 4
-//!   1  1   flags        COOPERATIVE|CLUSTER|GRAPH             0                 0 | GRAPH
+//!   1  1   flags        COOPERATIVE|CLUSTER|GRAPH NOT_RUN|0       0                 0 | GRAPH
 //!   2  2   aux          min units             node            0                 node
 //!   4  4   check        checksum of the record with check = 0
 //!   8  8   op           op id (client's)      op id           anticipated op    op id
@@ -25,7 +25,9 @@
 //! ```
 //! A ready record's `count` is the launch's occupancy, the blocks of its function and shape one
 //! unit holds at once, as the client's driver answered it (0: unknown); the policy's size model
-//! counts waves with it. `Launched` (kind 5) has `Continued`'s fields: a fresh op the client launched first on a node its
+//! counts waves with it. A completion flagged `NOT_RUN` returns a binding the client's node refused
+//! (the launch cannot run unchanged there: a cluster shape that node does not place); the op comes
+//! again as a new ready record with a higher floor. `Launched` (kind 5) has `Continued`'s fields: a fresh op the client launched first on a node its
 //! lease view showed as its own and open, with no op of its outstanding there. The lease view's
 //! entries are [`LeaseState`] values (`Foreign`: active for another client).
 //! [`DownRecord`] (daemon -> client, 32 bytes, [`DOWN_WORDS`] words):
@@ -54,7 +56,7 @@ use std::collections::hash_map::Entry;
 use rustc_hash::FxHashMap as HashMap;
 
 /// Protocol version: hello, region header and record layouts.
-pub const PROTOCOL_VERSION: u32 = 5;
+pub const PROTOCOL_VERSION: u32 = 6;
 /// Words per [`UpRecord`].
 pub const UP_WORDS: usize = 9;
 /// Words per [`DownRecord`].
@@ -68,6 +70,8 @@ pub const FLAG_CLUSTER: u8 = 2;
 /// Ready-record flag: a graph launch (bound as a whole to one node).
 pub const FLAG_GRAPH: u8 = 4;
 const KNOWN_FLAGS: u8 = FLAG_COOPERATIVE | FLAG_CLUSTER | FLAG_GRAPH;
+/// Completion-record flag: the op did not run; the bound node refused it (see the module docs).
+pub const FLAG_NOT_RUN: u8 = 1;
 
 /// Up-record kinds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -469,6 +473,8 @@ pub enum Up {
         node: u16,
         /// Completed at, ns.
         completed_ns: u64,
+        /// Flag `NOT_RUN`: the node refused the launch, which comes again with a higher floor.
+        not_run: bool,
     },
     /// A lookahead hint.
     Hint(HintRecord),
@@ -518,9 +524,14 @@ impl Up {
                 deadline_ns: r.deadline_ns.unwrap_or(0),
                 ..UpRecord::default()
             },
-            Up::Completion { op, node, completed_ns } => {
-                UpRecord { kind: UpKind::Completion as u8, aux: node, op, time_ns: completed_ns, ..UpRecord::default() }
-            }
+            Up::Completion { op, node, completed_ns, not_run } => UpRecord {
+                kind: UpKind::Completion as u8,
+                flags: if not_run { FLAG_NOT_RUN } else { 0 },
+                aux: node,
+                op,
+                time_ns: completed_ns,
+                ..UpRecord::default()
+            },
             Up::Hint(h) => UpRecord {
                 kind: UpKind::Hint as u8,
                 op: h.op,
@@ -580,7 +591,8 @@ pub fn decode_up(words: &[u64; UP_WORDS], lim: &Limits) -> Result<Up, WireError>
     let flags_ok = match kind {
         UpKind::Ready => r.flags & !KNOWN_FLAGS == 0,
         UpKind::Continued | UpKind::Launched => r.flags & !FLAG_GRAPH == 0,
-        _ => r.flags == 0,
+        UpKind::Completion => r.flags & !FLAG_NOT_RUN == 0,
+        UpKind::Hint => r.flags == 0,
     };
     if !flags_ok {
         return Err(WireError::BadFlags { kind, flags: r.flags });
@@ -618,7 +630,12 @@ pub fn decode_up(words: &[u64; UP_WORDS], lim: &Limits) -> Result<Up, WireError>
                     && r.count == 0
                     && r.deadline_ns == 0,
             )?;
-            Ok(Up::Completion { op: r.op, node: node_ok(r.aux, lim)?, completed_ns: r.time_ns })
+            Ok(Up::Completion {
+                op: r.op,
+                node: node_ok(r.aux, lim)?,
+                completed_ns: r.time_ns,
+                not_run: r.flags & FLAG_NOT_RUN != 0,
+            })
         }
         UpKind::Hint => {
             unused(r.aux == 0 && r.smem == 0 && r.lane == 0)?;
@@ -850,7 +867,7 @@ mod tests {
     fn records_round_trip_through_words() {
         for up in [
             ready(1),
-            Up::Completion { op: 2, node: 58, completed_ns: 9 },
+            Up::Completion { op: 2, node: 58, completed_ns: 9, not_run: false },
             Up::Continued { op: 3, node: 0, lane: 3, submitted_ns: 1, graph: false },
             Up::Hint(HintRecord {
                 op: 4,
@@ -891,13 +908,22 @@ mod tests {
         let mut w = ready(1).encode().to_words();
         w[3] ^= 1 << 40;
         assert!(matches!(decode_up(&w, &LIM), Err(WireError::Checksum { .. })));
-        let w = Up::Completion { op: 1, node: 59, completed_ns: 0 }.encode().to_words();
+        let w = Up::Completion { op: 1, node: 59, completed_ns: 0, not_run: false }.encode().to_words();
         assert_eq!(decode_up(&w, &LIM), Err(WireError::NodeRange { node: 59, nodes: 59 }));
         let w = Up::Continued { op: 1, node: 1, lane: 4, submitted_ns: 0, graph: false }.encode().to_words();
         assert_eq!(decode_up(&w, &LIM), Err(WireError::LaneRange { lane: 4, lanes: 4 }));
         let mut r = ready(1).encode();
         r.flags = 8;
         assert!(matches!(decode_up(&r.to_words(), &LIM), Err(WireError::BadFlags { .. })));
+        // A completion carries NOT_RUN and nothing else.
+        let mut c = Up::Completion { op: 1, node: 3, completed_ns: 0, not_run: true }.encode();
+        assert_eq!(c.flags, FLAG_NOT_RUN);
+        assert_eq!(
+            decode_up(&c.to_words(), &LIM),
+            Ok(Up::Completion { op: 1, node: 3, completed_ns: 0, not_run: true })
+        );
+        c.flags = FLAG_NOT_RUN | 2;
+        assert!(matches!(decode_up(&c.to_words(), &LIM), Err(WireError::BadFlags { .. })));
     }
 
     #[test]
@@ -906,18 +932,21 @@ mod tests {
         let w = |u: Up| u.encode().to_words();
         l.accept(&w(ready(1))).unwrap();
         assert_eq!(l.accept(&w(ready(1))), Err(WireError::DuplicateOp(1)));
-        assert_eq!(l.accept(&w(Up::Completion { op: 1, node: 0, completed_ns: 0 })), Err(WireError::UnknownOp(1)));
+        assert_eq!(
+            l.accept(&w(Up::Completion { op: 1, node: 0, completed_ns: 0, not_run: false })),
+            Err(WireError::UnknownOp(1))
+        );
         assert!(l.bind(1, 5, 2));
         assert!(!l.bind(1, 5, 2), "binding twice");
         let cont = Up::Continued { op: 2, node: 5, lane: 1, submitted_ns: 0, graph: false };
         assert!(matches!(l.accept(&w(cont)), Err(WireError::NotContinuable { .. })));
         l.accept(&w(Up::Continued { op: 2, node: 5, lane: 2, submitted_ns: 0, graph: false })).unwrap();
         assert_eq!(
-            l.accept(&w(Up::Completion { op: 1, node: 4, completed_ns: 0 })),
+            l.accept(&w(Up::Completion { op: 1, node: 4, completed_ns: 0, not_run: false })),
             Err(WireError::WrongNode { op: 1, got: 4, want: 5 })
         );
-        l.accept(&w(Up::Completion { op: 1, node: 5, completed_ns: 0 })).unwrap();
-        l.accept(&w(Up::Completion { op: 2, node: 5, completed_ns: 0 })).unwrap();
+        l.accept(&w(Up::Completion { op: 1, node: 5, completed_ns: 0, not_run: false })).unwrap();
+        l.accept(&w(Up::Completion { op: 2, node: 5, completed_ns: 0, not_run: false })).unwrap();
         assert_eq!((l.ready(), l.outstanding(), l.on_lane(5, 2)), (0, 0, 0));
         for op in 0..64 {
             l.accept(&w(ready(100 + op))).unwrap();

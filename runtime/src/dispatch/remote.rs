@@ -60,8 +60,9 @@ pub struct Remote {
     client: DaemonClient,
     /// Wire ids of ready ops sent and not bound yet.
     sent: HashSet<u64>,
-    /// Completions the up ring had no room for (wire id, completed at), sent first next round.
-    unsent: Vec<(u64, u64)>,
+    /// Completions the up ring had no room for (wire id, completed at, not run), sent first
+    /// next round.
+    unsent: Vec<(u64, u64, bool)>,
     /// Floors (units) for ops a bound node could not run unchanged.
     floors: HashMap<u64, u16>,
     /// Kernels (name hashes) whose floor was logged.
@@ -136,6 +137,19 @@ impl Remote {
 }
 
 impl Remote {
+    /// Reports a bound op done (`not_run`: its node refused it), keeping it for the next round
+    /// where the up ring is full: a completion lost would leave the op outstanding in the
+    /// daemon, and the same op sent again would be a duplicate there.
+    fn report_done(&mut self, id: u64, at: u64, not_run: bool) {
+        let sent = if not_run { self.client.return_not_run(id, at) } else { self.client.complete(id, at) };
+        match sent {
+            Ok(true) => {}
+            Ok(false) => self.unsent.push((id, at, not_run)),
+            Err(DaemonError::Wire(wire::WireError::UnknownOp(_))) => {}
+            Err(e) => tracing::debug!(error = %e, "completion not reported to the daemon"),
+        }
+    }
+
     /// The mirror of the lease view at `epoch` (read into `view_buf`), rebuilt when stale.
     fn mirror_at(&mut self, epoch: u32, hierarchy: &std::sync::Arc<crate::pool::Hierarchy>) -> &Pool {
         if self.mirror.as_ref().is_none_or(|(e, _)| *e != epoch) {
@@ -439,13 +453,7 @@ impl<B: Backend, P: Policy> Dispatcher<B, P> {
     pub(super) fn remote_completed(&mut self, ci: usize, op: OpId) {
         let now = crate::daemon::now_ns();
         let Some(r) = self.remote.as_mut() else { return };
-        let id = wire_id(ci, op);
-        match r.client.complete(id, now) {
-            Ok(true) => {}
-            Ok(false) => r.unsent.push((id, now)),
-            Err(DaemonError::Wire(wire::WireError::UnknownOp(_))) => {}
-            Err(e) => tracing::debug!(error = %e, "completion not reported to the daemon"),
-        }
+        r.report_done(wire_id(ci, op), now, false);
     }
 
     /// Lookahead hints (ops that will want units once their predecessors complete) up to the
@@ -491,9 +499,10 @@ impl<B: Backend, P: Policy> Dispatcher<B, P> {
         let Some(r) = self.remote.as_mut() else { return Ok(0) };
         // Completions the ring had no room for, then the ready ops not sent yet.
         let mut kept = Vec::new();
-        for (id, at) in std::mem::take(&mut r.unsent) {
-            if let Ok(false) = r.client.complete(id, at) {
-                kept.push((id, at));
+        for (id, at, not_run) in std::mem::take(&mut r.unsent) {
+            let sent = if not_run { r.client.return_not_run(id, at) } else { r.client.complete(id, at) };
+            if let Ok(false) = sent {
+                kept.push((id, at, not_run));
             }
         }
         r.unsent = kept;
@@ -611,7 +620,7 @@ impl<B: Backend, P: Policy> Dispatcher<B, P> {
         let Some(idx) = self.ready.iter().position(|e| wire_id(e.client, e.op) == b.op) else {
             // The op failed or left meanwhile: give the lease accounting back.
             if let Some(r) = self.remote.as_mut() {
-                let _ = r.client.complete(b.op, crate::daemon::now_ns());
+                r.report_done(b.op, crate::daemon::now_ns(), false);
             }
             return Ok(false);
         };
@@ -631,11 +640,26 @@ impl<B: Backend, P: Policy> Dispatcher<B, P> {
                 }
             };
         if !runs {
-            // Returned as completed; sent again with a higher floor: the smallest size above this
-            // node's among the nodes that run it (node shape, not size alone, decides for cluster
-            // launches, so a larger node may refuse what a smaller one runs).
+            // Returned not run and sent again. A cluster launch keeps its floor: node shape, not
+            // size, decides where it runs (a larger node may refuse what a smaller one runs), and
+            // the daemon, told by the NOT_RUN flag, proposes no node within the refusing one for
+            // this client's cluster launches again; a floor raised past the refusing node's size
+            // would also rule out the smaller nodes that run it (ResNet-50's cluster launches,
+            // refused on SM 120-131 of the H100, ran on SM 0-7: docs/results/eval.md, mixed-graph
+            // run 16). Any other launch is sent with a higher floor: the smallest size above this
+            // node's among the nodes that run it.
             let size = self.arbiter.pool.nodes().get(node.0 as usize).map_or(0, |n| n.size() as u16);
             let root = self.arbiter.pool.node(self.arbiter.pool.root()).size() as u16;
+            let cluster = matches!(&*desc, OpDesc::Kernel(k) if k.attributes().cluster().is_some());
+            if cluster && (node.0 as usize) < self.partitions.len() && size < root {
+                if let Some(r) = self.remote.as_mut() {
+                    r.refused += 1;
+                    r.sent.remove(&b.op);
+                    r.report_done(b.op, crate::daemon::now_ns(), true);
+                }
+                self.stats.rejected += 1;
+                return Ok(false);
+            }
             let probe = probe_mask(self.config.has_lazy_nodes(), &self.arbiter.pool, &self.partitions);
             let next = self
                 .arbiter
@@ -652,7 +676,7 @@ impl<B: Backend, P: Policy> Dispatcher<B, P> {
                 r.refused += 1;
                 r.sent.remove(&b.op);
                 r.floors.insert(b.op, next);
-                let _ = r.client.complete(b.op, crate::daemon::now_ns());
+                r.report_done(b.op, crate::daemon::now_ns(), true);
             }
             self.stats.rejected += 1;
             return Ok(false);
@@ -664,7 +688,7 @@ impl<B: Backend, P: Policy> Dispatcher<B, P> {
                 r.floors.remove(&b.op);
             } else {
                 r.refused += 1;
-                let _ = r.client.complete(b.op, crate::daemon::now_ns());
+                r.report_done(b.op, crate::daemon::now_ns(), false);
             }
         }
         if submitted {
@@ -781,8 +805,14 @@ mod tests {
         let lanes = vec![Vec::new(); pool.nodes().len()];
         let ask = |view: &[u32]| {
             let mirror = mirror_pool(pool.hierarchy(), view);
-            let state =
-                SchedState { pool: &mirror, now_ns: 0, profiles: &profiles, clients: &[], lane_busy_until: &lanes };
+            let state = SchedState {
+                pool: &mirror,
+                now_ns: 0,
+                profiles: &profiles,
+                clients: &[],
+                lane_busy_until: &lanes,
+                cluster_refused: &crate::policy::NO_CLUSTER_REFUSALS,
+            };
             let op = ReadyOpView {
                 client: MIRROR_SELF,
                 op: OpId(7),

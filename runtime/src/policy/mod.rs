@@ -151,6 +151,65 @@ pub struct SchedState<'a> {
     pub clients: &'a [ClientInfo],
     /// Per node, per lane: predicted time its submitted work completes (profile estimates), ns.
     pub lane_busy_until: &'a [Vec<u64>],
+    /// Unit sets that refused clients' thread-block-cluster launches.
+    pub cluster_refused: &'a ClusterRefusals,
+}
+
+/// Per client, the unit sets of nodes that refused one of its thread-block-cluster launches: the
+/// launch could not be placed unchanged there (the driver places no cluster of its shape on those
+/// SMs). Node shape, not size, decides: on the H100 ResNet-50's cluster launches ran on SM 0-7 and
+/// were refused on SM 120-131 (docs/results/eval.md, mixed-graph run 16). A set of units places no
+/// more clusters than a set holding it, so a node whose units lie within a refusing set is taken
+/// to refuse too; the sets kept are the maximal ones. The whole device is never recorded: what it
+/// refuses, nothing runs, and that launch is the executor's to fail.
+#[derive(Debug, Clone, Default)]
+pub struct ClusterRefusals(Vec<(HolderId, Vec<UnitSet>)>);
+
+/// No refusals (states built without an arbiter).
+pub static NO_CLUSTER_REFUSALS: ClusterRefusals = ClusterRefusals::new();
+
+impl ClusterRefusals {
+    /// None recorded.
+    pub const fn new() -> Self {
+        ClusterRefusals(Vec::new())
+    }
+
+    /// Records that `units` refused a cluster launch of `client` (ignored for the whole `device`).
+    /// Returns whether that is new: not within a set already recorded.
+    pub fn record(&mut self, client: HolderId, units: UnitSet, device: &UnitSet) -> bool {
+        if units.is_empty() || device.is_subset(&units) {
+            return false;
+        }
+        let i = match self.0.iter().position(|(c, _)| *c == client) {
+            Some(i) => i,
+            None => {
+                self.0.push((client, Vec::new()));
+                self.0.len() - 1
+            }
+        };
+        let sets = &mut self.0[i].1;
+        if sets.iter().any(|s| units.is_subset(s)) {
+            return false;
+        }
+        sets.retain(|s| !s.is_subset(&units));
+        sets.push(units);
+        true
+    }
+
+    /// Whether a node of `units` is known to refuse `client`'s cluster launches.
+    pub fn refuses(&self, client: HolderId, units: &UnitSet) -> bool {
+        self.of(client).iter().any(|s| units.is_subset(s))
+    }
+
+    /// The maximal refusing sets of `client`.
+    pub fn of(&self, client: HolderId) -> &[UnitSet] {
+        self.0.iter().find(|(c, _)| *c == client).map_or(&[], |(_, s)| s.as_slice())
+    }
+
+    /// Forgets `client` (it left).
+    pub fn remove(&mut self, client: HolderId) {
+        self.0.retain(|(c, _)| *c != client);
+    }
 }
 
 impl SchedState<'_> {
@@ -503,4 +562,51 @@ impl Policy for AnyPolicy {
 /// Units of the nodes in `nodes`.
 pub fn units_of(pool: &Pool, nodes: impl IntoIterator<Item = NodeId>) -> UnitSet {
     nodes.into_iter().fold(UnitSet::EMPTY, |acc, n| acc | pool.node(n).units)
+}
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+
+    use super::*;
+
+    fn set(bits: u32) -> UnitSet {
+        (0..32).filter(|i| bits & (1 << i) != 0).collect()
+    }
+
+    proptest! {
+        /// Against the plain model (every set recorded for a client, the whole device and empty
+        /// sets left out): a client is refused exactly on the sets within one it recorded, the
+        /// kept sets are maximal and distinct, and `record` says whether the set was new.
+        #[test]
+        fn cluster_refusals_match_the_list_of_every_recorded_set(
+            steps in prop::collection::vec((0u32..3, any::<u32>()), 0..40),
+            probes in prop::collection::vec((0u32..3, any::<u32>()), 1..40),
+        ) {
+            let device = set(u32::MAX);
+            let mut r = ClusterRefusals::new();
+            let mut model: Vec<(u32, UnitSet)> = Vec::new();
+            let covered = |m: &[(u32, UnitSet)], c: u32, u: &UnitSet| m.iter().any(|(k, s)| *k == c && u.is_subset(s));
+            for &(c, bits) in &steps {
+                let u = set(bits);
+                let new = !u.is_empty() && u != device && !covered(&model, c, &u);
+                prop_assert_eq!(r.record(HolderId(c), u, &device), new);
+                if !u.is_empty() && u != device {
+                    model.push((c, u));
+                }
+            }
+            for &(c, bits) in steps.iter().chain(&probes) {
+                let u = set(bits);
+                prop_assert_eq!(r.refuses(HolderId(c), &u), covered(&model, c, &u), "{}", u);
+            }
+            for c in 0..3 {
+                let kept = r.of(HolderId(c));
+                for (i, a) in kept.iter().enumerate() {
+                    prop_assert!(kept.iter().enumerate().all(|(j, b)| i == j || !a.is_subset(b)));
+                }
+            }
+            r.remove(HolderId(0));
+            prop_assert!(r.of(HolderId(0)).is_empty());
+        }
+    }
 }

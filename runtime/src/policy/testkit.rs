@@ -4,7 +4,7 @@
 use vitamin_hal::sim::SimBackend;
 use vitamin_hal::{Backend, Dim3, FunctionKind, FunctionRef, KernelArgs, KernelLaunch, LaunchAttributes};
 
-use super::{ClientClass, ClientInfo, ReadyOpView, SchedState};
+use super::{ClientClass, ClientInfo, ClusterRefusals, ReadyOpView, SchedState};
 use crate::pool::{HolderId, NodeId, Pool};
 use crate::profile::Profiles;
 use crate::vctx::OpId;
@@ -15,6 +15,7 @@ pub struct Fixture {
     pub profiles: Profiles,
     pub clients: Vec<ClientInfo>,
     pub lanes: Vec<Vec<u64>>,
+    pub cluster_refused: ClusterRefusals,
 }
 
 impl Fixture {
@@ -31,7 +32,7 @@ impl Fixture {
             })
             .collect();
         let lanes = vec![Vec::new(); pool.nodes().len()];
-        Self { pool, profiles: Profiles::new("test"), clients, lanes }
+        Self { pool, profiles: Profiles::new("test"), clients, lanes, cluster_refused: ClusterRefusals::new() }
     }
 
     /// `holder` leases `node` and keeps `ops` ops outstanding there (as lane continuation does).
@@ -57,6 +58,7 @@ impl Fixture {
             profiles: &self.profiles,
             clients: &self.clients,
             lane_busy_until: &self.lanes,
+            cluster_refused: &self.cluster_refused,
         }
     }
 }

@@ -707,7 +707,14 @@ mod tests {
         let pool = Pool::build(&top);
         let profiles = Profiles::new("test");
         let lanes = vec![Vec::new(); pool.nodes().len()];
-        let state = SchedState { pool: &pool, now_ns: 0, profiles: &profiles, clients: &[], lane_busy_until: &lanes };
+        let state = SchedState {
+            pool: &pool,
+            now_ns: 0,
+            profiles: &profiles,
+            clients: &[],
+            lane_busy_until: &lanes,
+            cluster_refused: &crate::policy::NO_CLUSTER_REFUSALS,
+        };
         let op = ReadyOpView {
             client: HolderId(1),
             op: OpId(1),

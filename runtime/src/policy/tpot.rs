@@ -189,6 +189,42 @@ impl TpotFirst {
             .unwrap_or_else(|| sizes.last().copied().unwrap_or(1))
     }
 
+    /// Whether a standing node `n` of `h` would leave a best-effort client nowhere for its cluster
+    /// launches: the units outside `n` lie within a set that refused one of them
+    /// ([`super::ClusterRefusals`]). A 120-unit standing node on SM 0-119 of the H100 left ResNet-50
+    /// SM 120-131, which refused its cluster launches: its ops waited for seconds (152-187 refused
+    /// bindings per round, against none beside a 124-unit node on SM 8-131: docs/results/eval.md,
+    /// mixed-graph run 16).
+    fn starves_clusters(state: &SchedState<'_>, h: HolderId, n: NodeId) -> bool {
+        let pool = state.pool;
+        let rest = pool.node(pool.root()).units.difference(&pool.node(n).units);
+        !rest.is_empty()
+            && state.clients.iter().any(|c| {
+                c.holder != h && c.class == ClientClass::BestEffort && state.cluster_refused.refuses(c.holder, &rest)
+            })
+    }
+
+    /// `want`, or where every node of that size would starve a best-effort client's cluster
+    /// launches ([`Self::starves_clusters`]), the next size up (within [`Self::floor_sizes`]) with a
+    /// node that would not; `want` where there is none.
+    fn placeable_size(state: &SchedState<'_>, h: HolderId, want: usize) -> usize {
+        let refused = state
+            .clients
+            .iter()
+            .any(|c| c.class == ClientClass::BestEffort && !state.cluster_refused.of(c.holder).is_empty());
+        if !refused {
+            return want;
+        }
+        let pool = state.pool;
+        Self::floor_sizes(state)
+            .into_iter()
+            .filter(|&m| m >= want)
+            .find(|&m| {
+                pool.nodes_by_size().iter().any(|&n| pool.node(n).size() == m && !Self::starves_clusters(state, h, n))
+            })
+            .unwrap_or(want)
+    }
+
     /// Whether `n` is `h`'s: reserved for it or leased by it.
     fn holds(state: &SchedState<'_>, h: HolderId, n: NodeId) -> bool {
         match *state.pool.state(n) {
@@ -198,8 +234,9 @@ impl TpotFirst {
         }
     }
 
-    /// The node of `size` units that is cheapest to obtain: idle and eligible first, else the one
-    /// overlapping the fewest leases of best-effort clients.
+    /// The node of `size` units that is cheapest to obtain: one that starves no best-effort
+    /// client's cluster launches ([`Self::starves_clusters`]) first, then idle and eligible, then
+    /// the one overlapping the fewest leases of best-effort clients.
     fn choose_node(state: &SchedState<'_>, h: HolderId, size: usize) -> Option<NodeId> {
         let pool = state.pool;
         let candidates = pool.nodes_by_size().iter().copied().filter(|&n| pool.node(n).size() == size);
@@ -212,7 +249,7 @@ impl TpotFirst {
             .min_by_key(|&n| {
                 let mut o = Vec::new();
                 pool.overlapping_leased(n, &mut o);
-                (!pool.is_eligible(n, h), o.len(), n)
+                (Self::starves_clusters(state, h, n), !pool.is_eligible(n, h), o.len(), n)
             })
     }
 }
@@ -285,7 +322,7 @@ impl Policy for TpotFirst {
                     continue;
                 }
             }
-            let want = self.standing_size(state, h);
+            let want = Self::placeable_size(state, h, self.standing_size(state, h));
             let current = self.standing.get(&h).copied();
             let keep = current.filter(|&n| pool.node(n).size() == want);
             match keep {
@@ -829,6 +866,65 @@ mod tests {
             plan.iter().any(|p| matches!(p, Preparation::Reserve(n, _) | Preparation::Reclaim(n, _) if *n == moved)),
             "{plan:?}"
         );
+    }
+
+    /// A standing node whose remaining units refused the best-effort client's cluster launches
+    /// moves up to the next size that leaves that client units it has not been refused on, and
+    /// stays there while the floor asks for the narrower size (the H100's 120-unit standing node
+    /// left ResNet-50 only SM 120-131, where its cluster launches were refused: docs/results/eval.md,
+    /// mixed-graph run 16).
+    #[test]
+    fn a_standing_node_leaving_only_units_that_refused_cluster_launches_moves_up() {
+        let mut f =
+            Fixture::new(&[ClientClass::LatencyCritical { tpot_target_ns: 10_000_000 }, ClientClass::BestEffort]);
+        let (a, b) = (HolderId(0), HolderId(1));
+        let device = f.pool.node(f.pool.root()).units;
+        let rest = |f: &Fixture, n: NodeId| device.difference(&f.pool.node(n).units);
+        let r = Reservation { holder: a, tag: TAG_STANDING };
+        let mut policy = TpotFirst::default();
+        policy.floor.insert(a, (120, 0));
+        let mut plan = Vec::new();
+        policy.maintain(&f.at(0), &mut plan);
+        let n120 = match plan.as_slice() {
+            [Preparation::Reserve(n, p)] if *p == r && f.pool.node(*n).size() == 120 => *n,
+            other => panic!("a 120-unit standing node first: {other:?}"),
+        };
+        f.pool.reserve(n120, r).unwrap();
+        // A refusal on a node narrower than the remaining units leaves b some of them: a stays.
+        let narrower = f.pool.nodes_by_size()[0];
+        assert!(f.pool.node(narrower).size() < rest(&f, n120).len());
+        assert!(f.cluster_refused.record(b, f.pool.node(narrower).units, &device));
+        plan.clear();
+        policy.maintain(&f.at(1), &mut plan);
+        assert!(plan.is_empty(), "{plan:?}");
+        // The whole remainder refused b's cluster launches: a 124-unit node that leaves b units
+        // outside every refusing set replaces it.
+        assert!(f.cluster_refused.record(b, rest(&f, n120), &device));
+        plan.clear();
+        policy.maintain(&f.at(2), &mut plan);
+        assert!(plan.contains(&Preparation::Unreserve(n120)), "{plan:?}");
+        let moved = policy.standing[&a];
+        assert_eq!(f.pool.node(moved).size(), 124);
+        assert!(!f.cluster_refused.refuses(b, &rest(&f, moved)), "{}", rest(&f, moved));
+        assert!(plan
+            .iter()
+            .any(|p| matches!(p, Preparation::Reserve(n, _) | Preparation::Reclaim(n, _) if *n == moved)));
+        f.pool.unreserve(n120).unwrap();
+        f.pool.reserve(moved, r).unwrap();
+        // The floor still asks for 120 units: the node stays where it is.
+        plan.clear();
+        policy.maintain(&f.at(3), &mut plan);
+        assert!(plan.is_empty(), "{plan:?}");
+        assert_eq!(policy.standing[&a], moved);
+        // Refusals of a latency-critical client's own launches do not count.
+        let mut g =
+            Fixture::new(&[ClientClass::LatencyCritical { tpot_target_ns: 10_000_000 }, ClientClass::BestEffort]);
+        g.cluster_refused.record(a, rest(&g, n120), &device);
+        let mut fresh = TpotFirst::default();
+        fresh.floor.insert(a, (120, 0));
+        plan.clear();
+        fresh.maintain(&g.at(0), &mut plan);
+        assert_eq!(plan, vec![Preparation::Reserve(n120, r)]);
     }
 
     /// A graph launch slower than the headroom raises the floor to the size perfect scaling
