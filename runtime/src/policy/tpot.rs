@@ -37,7 +37,10 @@
 //!   client's oldest op has waited a whole TPOT target with no node eligible. Once the standing
 //!   node is the client's, its leases narrower than that node close: it continues on every lease
 //!   it holds (beside ResNet-50 a CUDA-graph decoder ran 44-46 ms tokens for seconds, likely on
-//!   such a lease; not traced: docs/results/eval.md, mixed-graph run 4).
+//!   such a lease; not traced: docs/results/eval.md, mixed-graph run 4). A standing node never
+//!   leaves a best-effort client only units that refused its cluster launches
+//!   ([`super::ClusterRefusals`]): the node moves up to the next size that leaves it others
+//!   (`placeable_size`; docs/results/eval.md, mixed-graph run 16).
 //! - **Deadlines**: a decode's deadline is the client's advised deadline, else the previous
 //!   decode completion + the TPOT target.
 //! - **Prepare**: for a lookahead hint (a decode recorded behind a copy, or advised), if the
