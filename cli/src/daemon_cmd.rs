@@ -647,10 +647,10 @@ mod tests {
         let t = render_status(&st);
         assert!(t.contains("#3 (8 units) leased; ready op waiting 2500 ms (floor 16 units)"), "{t}");
         assert_eq!(t.matches("waiting").count(), 1, "{t}");
-        assert!(!t.contains("refused"), "{t}");
+        assert!(!t.contains("cluster launches refused"), "{t}");
         st.clients[0].cluster_refused = vec!["120-131".into(), "0-3".into()];
         let t = render_status(&st);
         assert!(t.contains("(floor 16 units); cluster launches refused on units 120-131 | 0-3"), "{t}");
-        assert_eq!(t.matches("refused").count(), 1, "{t}");
+        assert_eq!(t.matches("cluster launches refused").count(), 1, "{t}");
     }
 }
