@@ -30,6 +30,7 @@ import glob
 import gzip
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -505,9 +506,51 @@ def pool_digest(census_path):
         nodes = pool.get("nodes", b.get("nodes"))
         if isinstance(nodes, list):
             nodes = len(nodes)
-        return {"realize_ms": b.get("realize_ms"), "nodes": nodes, "layout": pool.get("layout"),
-                "created": pool.get("created"), "on_demand": pool.get("on_demand")}
+        out = {"realize_ms": b.get("realize_ms"), "nodes": nodes, "layout": pool.get("layout"),
+               "created": pool.get("created"), "on_demand": pool.get("on_demand")}
+        daemon = (b.get("dispatcher") or {}).get("daemon")
+        if isinstance(daemon, dict) and daemon.get("refused_bindings") is not None:
+            # bindings the daemon gave that this process's partitions refused (the launch cannot
+            # run unchanged there: a cluster shape the node does not place)
+            out["refused_bindings"] = daemon.get("refused_bindings")
+        return out
     return None
+
+
+def standing_digest(rundir, tag, names=None):
+    """The daemon's view of a run from its status snapshots, in the order they were taken (the
+    `<tag>-status-times.txt` lines; start-up snapshots left out): per snapshot, the standing node
+    of each latency-critical client as units and the first letter of its state (`124r`: reserved,
+    `l` leased, `d` draining, `i` idle; `-`: none), joined by `/` where there are several; and,
+    over the snapshots, the unit sets that refused each client's cluster launches, by tenant
+    (`names`: pid -> tenant; else the client's name and id). None without periodic snapshots."""
+    try:
+        with open(os.path.join(rundir, tag + "-status-times.txt")) as f:
+            keys = [ln.split()[0] for ln in f if ln.strip() and not ln.startswith("start-")]
+    except OSError:
+        return None
+    seq, refused = [], {}
+    for k in keys:
+        path = os.path.join(rundir, f"{tag}-status.json" if k == "0" else f"{tag}-status-{k}.json")
+        try:
+            with open(path) as f:
+                st = json.load(f)
+        except (OSError, ValueError):
+            continue
+        here = []
+        for c in st.get("clients") or []:
+            if str(c.get("class", "")).startswith("latency"):
+                m = re.match(r"#\d+ \((\d+) units\) (\w)", c.get("standing") or "")
+                here.append(f"{m.group(1)}{m.group(2)}" if m else "-")
+            for u in c.get("cluster_refused") or []:
+                name = (names or {}).get(c.get("pid")) or f"{c.get('name', '?')} {c.get('id', '?')}"
+                if u not in refused.setdefault(name, []):
+                    refused[name].append(u)
+        if here:
+            seq.append("/".join(here))
+    if not seq and not refused:
+        return None
+    return {"standing": seq, "cluster_refused": refused}
 
 
 def write_layout_config(path, keys):
@@ -676,6 +719,11 @@ def run_one(g, r, config, scenario, tenants, systems, rundir, log, hard_deadline
         shutil.rmtree(barrier, ignore_errors=True)
         if policy:
             systems.stop_daemon()
+    if policy:
+        pids = {t["result"]["pid"]: n for n, t in rec["tenants"].items() if (t.get("result") or {}).get("pid")}
+        view = standing_digest(rundir, tag, pids)
+        if view:
+            rec["daemon_view"] = view
     if timeline:
         name = finish_timeline(timeline, os.path.join(rundir, tag + "-timeline-digest.json"), log)
         if name:

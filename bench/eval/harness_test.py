@@ -621,6 +621,42 @@ def test_timeline_estimate_and_finish_without_a_file_or_over_the_size_limit():
             harness.TIMELINE_WAIT_S, harness.TIMELINE_GZ_MAX = wait, limit
 
 
+def test_the_daemon_view_of_a_run_from_its_snapshots_and_censuses():
+    """The standing node per periodic snapshot (start-up ones left out, missing files skipped), the
+    units that refused each tenant's cluster launches (by pid, else the client's name and id), and
+    each census's refused bindings (absent where the census has no daemon section)."""
+    import harness
+    with tempfile.TemporaryDirectory() as d:
+        tag = "r1-vitamin_tpot-a_b"
+        assert harness.standing_digest(d, tag) is None, "no snapshots"
+        with open(os.path.join(d, tag + "-status-times.txt"), "w") as f:
+            f.write("start-1 10.0 1.0\n0 1.0 2.0\n1 3.0 5.0\n2 6.0 8.0\n3 9.0 11.0\n")
+
+        def status(k, standing, refused=None):
+            clients = [{"id": 1, "pid": 11, "name": "python3", "class": "latency (tpot 16.0 ms)", "standing": standing},
+                       {"id": 2, "pid": 12, "name": "python3", "class": "batch", "cluster_refused": refused or []},
+                       {"id": 3, "pid": 99, "name": "other", "class": "batch", "cluster_refused": ["0-3"]}]
+            name = f"{tag}-status.json" if k == 0 else f"{tag}-status-{k}.json"
+            with open(os.path.join(d, name), "w") as f:
+                json.dump({"clients": clients}, f)
+        status("start-1", "#9 (8 units) reserved")
+        status(0, "#9 (8 units) reserved")
+        status(1, "#58 (120 units) draining", ["120-127"])
+        status(3, None, ["120-127", "120-131"])  # snapshot 2 missing
+        view = harness.standing_digest(d, tag, {11: "dec", 12: "resnet"})
+        assert view == {"standing": ["8r", "120d", "-"],
+                        "cluster_refused": {"resnet": ["120-127", "120-131"], "other 3": ["0-3"]}}, view
+        census = os.path.join(d, "c.json")
+        doc = {"bind": {"realize_ms": 5.0, "dispatcher": {"pool": {"nodes": 59}, "daemon": {"refused_bindings": 7}}}}
+        with open(census, "w") as f:
+            json.dump(doc, f)
+        assert harness.pool_digest(census)["refused_bindings"] == 7
+        del doc["bind"]["dispatcher"]["daemon"]
+        with open(census, "w") as f:
+            json.dump(doc, f)
+        assert "refused_bindings" not in harness.pool_digest(census)
+
+
 if __name__ == "__main__":
     tests = [v for k, v in sorted(globals().items()) if k.startswith("test_")]
     for t in tests:

@@ -588,6 +588,30 @@ def bars(plots, name, groups, configs, values, ylabel, title, ref=None):
     return path
 
 
+def daemon_view(group):
+    """Per run through the daemon: the latency-critical clients' standing node in each status
+    snapshot, each tenant's bindings refused by its partitions (census) and the unit sets that
+    refused its cluster launches (the daemon's status); nothing where no run has any of them."""
+    rows = []
+    for r in group["runs"]:
+        view = r.get("daemon_view") or {}
+        refused = {n: (t.get("pool") or {}).get("refused_bindings") for n, t in r.get("tenants", {}).items()}
+        refused = {n: v for n, v in refused.items() if v is not None}
+        if not view and not refused:
+            continue
+        sets = "; ".join(f"{n} {', '.join(u)}" for n, u in sorted((view.get("cluster_refused") or {}).items()))
+        rows.append(f"| {r['round']} | {LABELS.get(r['config'], r['config'])} | {r['scenario']} | "
+                    f"{' '.join(view.get('standing') or []) or '-'} | "
+                    f"{', '.join(f'{n} {v}' for n, v in sorted(refused.items())) or '-'} | {sets or '-'} |")
+    if not rows:
+        return []
+    return ["Through the daemon, per run: the standing node of each latency-critical client in each status "
+            "snapshot (units and state: r reserved, l leased, d draining, i idle), the bindings each "
+            "tenant's partitions refused, and the units that refused its cluster launches:", "",
+            "| round | configuration | scenario | standing node per snapshot | refused bindings | cluster launches "
+            "refused on units |", "| --- | --- | --- | --- | --- | --- |"] + rows + [""]
+
+
 def failures(group):
     out = []
     for r in group["runs"]:
@@ -620,6 +644,7 @@ def render(groups, plots):
             out += [f"(no summary for kind {m['kind']!r})", ""]
         else:
             out += section(ix, plots if have_mpl else None)
+        out += daemon_view(g)
         bad = failures(g)
         if bad:
             out += [f"Runs not complete ({len(bad)}):", ""] + bad + [""]

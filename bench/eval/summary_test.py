@@ -272,6 +272,28 @@ def test_plots_are_written():
         assert os.path.getsize(png) > 1000 and open(png, "rb").read(8) == b"\x89PNG\r\n\x1a\n"
 
 
+def test_the_daemon_view_lists_each_runs_standing_nodes_and_refusals():
+    runs = [run(1, "alone", "alone:d", {"d": {"p99_ms": 1.0}}),
+            run(1, "vitamin_tpot", "d+b", {"d": {"p99_ms": 2.0}, "b": {"throughput": 1.0}}),
+            run(1, "mps", "d+b", {"d": {"p99_ms": 3.0}, "b": {"throughput": 1.0}})]
+    runs[1]["daemon_view"] = {"standing": ["8r", "124l"], "cluster_refused": {"b": ["120-131"]}}
+    runs[1]["tenants"]["b"]["pool"] = {"nodes": 59, "refused_bindings": 3}
+    runs[1]["tenants"]["d"]["pool"] = {"nodes": 59, "refused_bindings": 0}
+    with tempfile.TemporaryDirectory() as d:
+        out = write(d, "mixed", "mixed", ["vitamin_tpot", "mps"], [{"name": "d+b", "tenants": ["d", "b"]}],
+                    {"d": "latency", "b": "train"}, runs)
+        text = summary.render(summary.load(out), None)
+        row = "| 1 | vitamin TPOT-First | d+b | 8r 124l | b 3, d 0 | b 120-131 |"
+        assert row in text, text
+        assert text.count("| 1 | ") == 1, "only the run through the daemon has a row: " + text
+        runs[1].pop("daemon_view")
+        for t in runs[1]["tenants"].values():
+            t.pop("pool")
+        out = write(d, "mixed", "mixed", ["vitamin_tpot", "mps"], [{"name": "d+b", "tenants": ["d", "b"]}],
+                    {"d": "latency", "b": "train"}, runs, name="plain")
+        assert "standing node per snapshot" not in summary.render(summary.load(out), None)
+
+
 if __name__ == "__main__":
     tests = [v for k, v in sorted(globals().items()) if k.startswith("test_")]
     for t in tests:
