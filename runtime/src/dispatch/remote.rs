@@ -141,12 +141,19 @@ impl Remote {
     /// where the up ring is full: a completion lost would leave the op outstanding in the
     /// daemon, and the same op sent again would be a duplicate there.
     fn report_done(&mut self, id: u64, at: u64, not_run: bool) {
-        let sent = if not_run { self.client.return_not_run(id, at) } else { self.client.complete(id, at) };
-        match sent {
+        match self.send_done(id, at, not_run) {
             Ok(true) => {}
             Ok(false) => self.unsent.push((id, at, not_run)),
             Err(DaemonError::Wire(wire::WireError::UnknownOp(_))) => {}
             Err(e) => tracing::debug!(error = %e, "completion not reported to the daemon"),
+        }
+    }
+
+    fn send_done(&mut self, id: u64, at: u64, not_run: bool) -> Result<bool, DaemonError> {
+        if not_run {
+            self.client.return_not_run(id, at)
+        } else {
+            self.client.complete(id, at)
         }
     }
 
@@ -500,8 +507,7 @@ impl<B: Backend, P: Policy> Dispatcher<B, P> {
         // Completions the ring had no room for, then the ready ops not sent yet.
         let mut kept = Vec::new();
         for (id, at, not_run) in std::mem::take(&mut r.unsent) {
-            let sent = if not_run { r.client.return_not_run(id, at) } else { r.client.complete(id, at) };
-            if let Ok(false) = sent {
+            if let Ok(false) = r.send_done(id, at, not_run) {
                 kept.push((id, at, not_run));
             }
         }
