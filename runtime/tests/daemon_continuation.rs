@@ -995,3 +995,51 @@ fn a_node_that_refused_a_cluster_launch_is_not_proposed_for_the_clients_cluster_
     });
     assert!(within, "a plain launch of b was bound within a refusing node");
 }
+
+/// End to end with a dispatcher on a simulated device whose last 12 units (the remainder of the
+/// 120-unit node) place no thread-block cluster, as SM 120-131 of the H100 did for ResNet-50
+/// (docs/results/eval.md, mixed-graph run 16): under Chaos (a random eligible node per op) the
+/// daemon binds some cluster launches there; the process returns each `NOT_RUN` with its floor
+/// unchanged, the daemon records the node's units and proposes none within them again, and every
+/// launch runs elsewhere: the clusterless units (one 12-unit leaf of the simulated H200's pool)
+/// refuse one binding, never a second.
+#[test]
+fn cluster_launches_refused_by_a_node_run_elsewhere_and_that_node_is_learned() {
+    let daemon = start("cluster-e2e", PolicyKind::Chaos);
+    let (d, mut disp, v) = client(&daemon, PolicyKind::Chaos);
+    let (device, clusterless) = {
+        let pool = disp.pool();
+        let device = pool.node(pool.root()).units;
+        let n120 = pool.nodes().iter().find(|n| n.size() == 120).expect("a 120-unit node");
+        (device, device.difference(&n120.units))
+    };
+    assert_eq!(clusterless.len(), 12);
+    d.set_clusterless_units(clusterless);
+    let f = d.kernel("busy").expect("sim reference kernel");
+    let cluster = LaunchAttributes::new(false, Some(Dim3::new(1, 1, 1)), None, Vec::new());
+    // One launch per stream and round: each is bound by the daemon, none continues a predecessor.
+    for _ in 0..400 {
+        let s = v.create_stream(StreamKind::NonBlocking, 0);
+        let args = KernelArgs::pack(&[&2_000u32.to_le_bytes()]);
+        let k = KernelLaunch::new(f.clone(), Dim3::x(8), Dim3::x(256), 0, args, cluster.clone());
+        v.record_op(s, Arc::new(OpDesc::Kernel(k))).unwrap();
+        disp.run_until_idle().expect("dispatch");
+    }
+    v.device_synchronize().expect("no asynchronous failure");
+    assert_eq!(v.outstanding(), 0, "every launch ran");
+    let refused = disp.stats().rejected;
+    // The clusterless units are one leaf of the simulated H200's pool: refused once, never again.
+    let inside: Vec<_> = disp.pool().nodes().iter().filter(|n| n.units.is_subset(&clusterless)).map(|n| n.id).collect();
+    assert_eq!(inside.len(), 1, "{inside:?}");
+    assert_eq!(refused, 1, "{:?}", disp.stats());
+    assert_eq!(disp.stats().per_node[inside[0].index()], 0, "nothing ran on the clusterless units");
+    wait_until(|| daemon.status().counters.not_run == refused);
+    let st = daemon.status();
+    assert_eq!(st.counters.not_run, refused, "each refusal reached the daemon flagged not run");
+    let sets = &st.clients[0].cluster_refused;
+    assert!(!sets.is_empty(), "{:?}", st.clients[0]);
+    let shown = |u: &vitamin_hal::UnitSet| sets.contains(&u.to_string());
+    let within = disp.pool().nodes().iter().filter(|n| n.units.is_subset(&clusterless) && shown(&n.units)).count();
+    assert_eq!(within, sets.len(), "every refusing set is a node within the clusterless units: {sets:?}");
+    assert!(!sets.contains(&device.to_string()));
+}

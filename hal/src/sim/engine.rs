@@ -65,6 +65,8 @@ pub struct Engine {
     pub(crate) kernels: Vec<SimKernel>,
     pub(crate) memory: SimMemory,
     host_calls: Vec<HostFunction>,
+    /// Units that place no thread-block cluster ([`super::SimBackend::set_clusterless_units`]).
+    pub(crate) clusterless: UnitSet,
 }
 
 impl Engine {
@@ -78,6 +80,7 @@ impl Engine {
             kernels,
             memory: SimMemory::default(),
             host_calls: Vec::new(),
+            clusterless: UnitSet::EMPTY,
         }
     }
 

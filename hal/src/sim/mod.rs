@@ -401,6 +401,15 @@ impl SimBackend {
             .map(|i| FunctionRef::new(i as u64, FunctionKind::Simulated, e.kernels[i].name.clone()))
     }
 
+    /// Makes `units` place no thread-block cluster: a cluster launch is refused
+    /// ([`Incompatibility::ClusterShape`]) on a partition whose units all lie there, so node shape,
+    /// not size alone, decides where it runs. On a real device the driver decides by the SMs'
+    /// layout: on an H100, SM 120-131 refused ResNet-50's cluster launches that SM 0-7 ran
+    /// (docs/results/eval.md, mixed-graph run 16). Default: none.
+    pub fn set_clusterless_units(&self, units: UnitSet) {
+        self.engine.lock().clusterless = units;
+    }
+
     /// Allocates zeroed device memory.
     pub fn alloc(&self, bytes: usize) -> u64 {
         self.engine.lock().memory.alloc(bytes)
@@ -567,7 +576,7 @@ impl PhysicalPartition for SimPartition {
                     "cluster {c} outside 1..={MAX_CLUSTER_BLOCKS} blocks"
                 )));
             }
-            if cb > capacity {
+            if cb > capacity || self.units.is_subset(&e.clusterless) {
                 return Err(Incompatibility::ClusterShape { cluster_blocks: cb, units: self.units.len() });
             }
         }
