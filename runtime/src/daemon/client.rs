@@ -232,7 +232,7 @@ impl DaemonClient {
     }
 
     /// Stages the return of a bound op its node refused (flag `NOT_RUN`: the launch cannot run
-    /// unchanged there and comes again as a new ready record with a higher floor); otherwise as
+    /// unchanged there and comes again as a new ready record); otherwise as
     /// [`DaemonClient::complete`].
     pub fn return_not_run(&mut self, op: u64, at_ns: u64) -> Result<bool, DaemonError> {
         self.finish(op, at_ns, true)

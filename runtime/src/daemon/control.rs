@@ -219,8 +219,8 @@ pub struct Counters {
     pub refused_records: u64,
     /// Completions processed.
     pub completions: u64,
-    /// Of those, bound ops returned not run: their node refused the launch (sent again with a
-    /// higher floor).
+    /// Of those, bound ops returned not run: their node refused the launch (sent again as a new
+    /// ready record).
     #[serde(default)]
     pub not_run: u64,
     /// Continued ops registered.

@@ -1128,7 +1128,7 @@ fn apply(
             }
             counters.completions += 1;
             if not_run {
-                // The node refused the launch (it comes again with a higher floor): no run time
+                // The node refused the launch (it comes again as a new ready record): no run time
                 // to learn from, no span; a cluster launch tells the policy which node cannot
                 // place that client's cluster shapes.
                 counters.not_run += 1;

@@ -27,7 +27,8 @@
 //! unit holds at once, as the client's driver answered it (0: unknown); the policy's size model
 //! counts waves with it. A completion flagged `NOT_RUN` returns a binding the client's node refused
 //! (the launch cannot run unchanged there: a cluster shape that node does not place); the op comes
-//! again as a new ready record with a higher floor. `Launched` (kind 5) has `Continued`'s fields: a fresh op the client launched first on a node its
+//! again as a new ready record (a cluster launch with the same floor: the daemon keeps it off that
+//! node's units; any other with a higher one). `Launched` (kind 5) has `Continued`'s fields: a fresh op the client launched first on a node its
 //! lease view showed as its own and open, with no op of its outstanding there. The lease view's
 //! entries are [`LeaseState`] values (`Foreign`: active for another client).
 //! [`DownRecord`] (daemon -> client, 32 bytes, [`DOWN_WORDS`] words):
@@ -473,7 +474,7 @@ pub enum Up {
         node: u16,
         /// Completed at, ns.
         completed_ns: u64,
-        /// Flag `NOT_RUN`: the node refused the launch, which comes again with a higher floor.
+        /// Flag `NOT_RUN`: the node refused the launch, which comes again as a new ready record.
         not_run: bool,
     },
     /// A lookahead hint.

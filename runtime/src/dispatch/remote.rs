@@ -657,31 +657,26 @@ impl<B: Backend, P: Policy> Dispatcher<B, P> {
             let size = self.arbiter.pool.nodes().get(node.0 as usize).map_or(0, |n| n.size() as u16);
             let root = self.arbiter.pool.node(self.arbiter.pool.root()).size() as u16;
             let cluster = matches!(&*desc, OpDesc::Kernel(k) if k.attributes().cluster().is_some());
-            if cluster && (node.0 as usize) < self.partitions.len() && size < root {
-                if let Some(r) = self.remote.as_mut() {
-                    r.refused += 1;
-                    r.sent.remove(&b.op);
-                    r.report_done(b.op, crate::daemon::now_ns(), true);
-                }
-                self.stats.rejected += 1;
-                return Ok(false);
-            }
-            let probe = probe_mask(self.config.has_lazy_nodes(), &self.arbiter.pool, &self.partitions);
-            let next = self
-                .arbiter
-                .pool
-                .nodes()
-                .iter()
-                .map(|n| (n.size() as u16, n.id))
-                .filter(|&(_, id)| probe.as_ref().is_none_or(|m| m[id.index()]))
-                .filter(|&(s, id)| s > size && self.partitions[id.0 as usize].can_execute(&desc).is_ok())
-                .map(|(s, _)| s)
-                .min()
-                .unwrap_or(root);
+            let keeps_floor = cluster && (node.0 as usize) < self.partitions.len() && size < root;
+            let next = (!keeps_floor).then(|| {
+                let probe = probe_mask(self.config.has_lazy_nodes(), &self.arbiter.pool, &self.partitions);
+                self.arbiter
+                    .pool
+                    .nodes()
+                    .iter()
+                    .map(|n| (n.size() as u16, n.id))
+                    .filter(|&(_, id)| probe.as_ref().is_none_or(|m| m[id.index()]))
+                    .filter(|&(s, id)| s > size && self.partitions[id.0 as usize].can_execute(&desc).is_ok())
+                    .map(|(s, _)| s)
+                    .min()
+                    .unwrap_or(root)
+            });
             if let Some(r) = self.remote.as_mut() {
                 r.refused += 1;
                 r.sent.remove(&b.op);
-                r.floors.insert(b.op, next);
+                if let Some(next) = next {
+                    r.floors.insert(b.op, next);
+                }
                 r.report_done(b.op, crate::daemon::now_ns(), true);
             }
             self.stats.rejected += 1;
