@@ -8,7 +8,11 @@
 # (LD_PRELOAD=$SHIM) with Chaos CHAOS times (seeds 1..) and Throughput THROUGHPUT times, each with a
 # census. Runs go JOBS at a time; every process runs under `timeout`; nothing is started past
 # BUDGET_S seconds of the call. summary.py writes summary.md/summary.json under $OUT.
-# Knobs: CHAOS (3), THROUGHPUT (2), EXCLUSIVE (0), JOBS (4), BUDGET_S (540), RUN_TIMEOUT_S (240), WHEELS (a folder of
+# DAEMON=N adds N passes in which every program is a client of one `vitamin daemon` (the `vitamin`
+# beside SHIM, or VITAMIN) under DAEMON_POLICY (chaos, seed 1): JOBS programs at once share the GPU
+# through it, under an MPS control daemon this script starts with its own pipe directory
+# (DAEMON_MPS=0: without MPS, time-sliced). The daemon's log and last status land in $OUT/daemon/.
+# Knobs: CHAOS (3), THROUGHPUT (2), EXCLUSIVE (0), DAEMON (0), JOBS (4), BUDGET_S (540), RUN_TIMEOUT_S (240), WHEELS (a folder of
 # wheels installed first, e.g. expecttest for the OpInfo sweep), EXTRA_ENV (added to bind runs).
 set -uo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -46,7 +50,10 @@ one() {
         cd "$HERE" || exit 1
         export APP_OUT="$runs/$tag.json"
         if [ "$kind" != native ]; then
-            export LD_PRELOAD=$SHIM VITAMIN_MODE=bind VITAMIN_POLICY=$kind VITAMIN_SEED=$i \
+            local policy=$kind
+            # a daemon client's own policy only serves if its daemon goes away
+            [ "$kind" = daemon ] && { policy=throughput; export VITAMIN_DAEMON=$DAEMON_SOCK; }
+            export LD_PRELOAD=$SHIM VITAMIN_MODE=bind VITAMIN_POLICY=$policy VITAMIN_SEED=$i \
                 VITAMIN_CENSUS="$runs/$tag.census.json" VITAMIN_LOG=${VITAMIN_LOG:-warn}
             [ -n "${EXTRA_ENV:-}" ] && export $EXTRA_ENV
         fi
@@ -64,10 +71,32 @@ export -f one; export HERE runs start BUDGET_S RUN_TIMEOUT_S SHIM
 {
     for p in "${progs[@]}"; do echo "$p native 1"; done
     for p in "${progs[@]}"; do echo "$p native 2"; done
-} | xargs -P "$JOBS" -L 1 bash -c 'one "$@"' _
+} | xargs -r -P "$JOBS" -L 1 bash -c 'one "$@"' _
 {
     for i in $(seq 1 "$CHAOS"); do for p in "${progs[@]}"; do echo "$p chaos $i"; done; done
     for i in $(seq 1 "$THROUGHPUT"); do for p in "${progs[@]}"; do echo "$p throughput $i"; done; done
     for i in $(seq 1 "$EXCLUSIVE"); do for p in "${progs[@]}"; do echo "$p exclusive $i"; done; done
-} | xargs -P "$JOBS" -L 1 bash -c 'one "$@"' _
+} | xargs -r -P "$JOBS" -L 1 bash -c 'one "$@"' _
+if [ "${DAEMON:-0}" -gt 0 ]; then
+    dd=$OUT/daemon; mkdir -p "$dd"
+    VITAMIN=$(readlink -f "${VITAMIN:-$(dirname "$SHIM")/vitamin}")
+    sockdir=$(mktemp -d /tmp/vitamin-apps.XXXXXX)  # short socket paths (sun_path holds 108 bytes)
+    export DAEMON_SOCK=$sockdir/daemon.sock
+    mps=0
+    if [ "${DAEMON_MPS:-1}" = 1 ]; then
+        export CUDA_MPS_PIPE_DIRECTORY=$sockdir/mps-pipe CUDA_MPS_LOG_DIRECTORY=$dd/mps-log
+        mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
+        if nvidia-cuda-mps-control -d; then mps=1; else echo "MPS control daemon did not start: time-sliced" | tee -a "$dd/notes.txt"; fi
+    fi
+    if VITAMIN_LOG=info "$VITAMIN" daemon --socket "$DAEMON_SOCK" --policy "${DAEMON_POLICY:-chaos}" --seed 1 \
+            --mps check --detach --pid-file "$dd/daemon.pid" --log-file "$dd/daemon.log" > "$dd/start.txt" 2>&1; then
+        for i in $(seq 1 "$DAEMON"); do for p in "${progs[@]}"; do echo "$p daemon $i"; done; done |
+            xargs -r -P "$JOBS" -L 1 bash -c 'one "$@"' _
+        "$VITAMIN" daemon status --socket "$DAEMON_SOCK" > "$dd/status.txt" 2>&1
+        "$VITAMIN" daemon stop --socket "$DAEMON_SOCK" >> "$dd/start.txt" 2>&1
+    else
+        echo "vitamin daemon did not start (daemon/start.txt): no daemon runs" | tee "$dd/failed.txt"
+    fi
+    [ "$mps" = 1 ] && echo quit | nvidia-cuda-mps-control
+fi
 python3 "$HERE/summary.py" "$OUT" | tee "$OUT/summary.txt"

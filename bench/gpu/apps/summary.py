@@ -39,7 +39,11 @@ def census_facts(c):
     per_node = d.get("per_node") or []
     used = sorted({labels[i] if i < len(labels) else f"node {i}" for i, n in enumerate(per_node) if n})
     t = c.get("totals") or {}
+    dm = d.get("daemon")  # present when the process bound under a vitamin daemon (its client section)
     return {"active": b.get("active"), "reason": b.get("reason"),
+            "daemon_clients": int(isinstance(dm, dict)),
+            "safe_mode": bool(isinstance(dm, dict) and dm.get("safe_mode")),
+            "refused_bindings": dm.get("refused_bindings", 0) if isinstance(dm, dict) else 0,
             "kernel_launches": t.get("kernel_launches"), "graph_launches": t.get("graph_launches"),
             "kernels_on_nodes": sum(per_node), "nodes_used": used, "pool_nodes": len(labels),
             "failed": d.get("failed"), "submit_failures": d.get("submit_failures")}
@@ -66,7 +70,9 @@ def run_census(runs, tag):
         main["processes"] += 1
         main["active"] = main["active"] and child["active"]
         main["reason"] = main["reason"] or child["reason"]
-        for k in ("kernel_launches", "graph_launches", "kernels_on_nodes", "failed", "submit_failures"):
+        main["safe_mode"] = main["safe_mode"] or child["safe_mode"]
+        for k in ("kernel_launches", "graph_launches", "kernels_on_nodes", "failed", "submit_failures",
+                  "daemon_clients", "refused_bindings"):
             main[k] = (main[k] or 0) + (child[k] or 0)
         main["nodes_used"] = sorted(set(main["nodes_used"]) | set(child["nodes_used"]))
     return main
@@ -130,6 +136,11 @@ def summarize(out):
                         prob.append(f"{c['failed']} failed ops, {c['submit_failures']} refused submissions")
                     if not c["kernels_on_nodes"]:
                         prob.append("no kernel ran on a pool node")
+                    if kind == "daemon" and c["daemon_clients"] < c["processes"]:
+                        prob.append(f"{c['processes'] - c['daemon_clients']} of {c['processes']} processes "
+                                    "bound without the daemon")
+                    if c["safe_mode"]:
+                        prob.append("lost its daemon (safe mode)")
                     union.update(c["nodes_used"])
                     launches.append(c["kernel_launches"] or 0)
                     graphs.append(c["graph_launches"] or 0)
@@ -142,8 +153,12 @@ def summarize(out):
         row["nodes_union"] = sorted(union)
         row["digest"] = ",".join(f"{k}={d1[k]}" for k in stable[:2]) + (" ..." if len(stable) > 2 else "")
         rows.append(row)
+    # what kept a whole pass from running (run_suite.sh: the daemon did not start), and its notes
+    failed = text(os.path.join(out, "daemon", "failed.txt"))
+    notes = text(os.path.join(out, "daemon", "notes.txt"))
     return {"gpu": text(os.path.join(out, "gpu.txt")), "commit": text(os.path.join(out, "commit.txt")),
-            "kinds": kinds, "programs": rows}
+            "kinds": kinds, "programs": rows, "suite_problems": [failed] if failed else [],
+            "notes": notes.split("\n") if notes else []}
 
 
 def markdown(s):
@@ -165,18 +180,21 @@ def markdown(s):
             (f", {len(r['unstable_keys'])} not" if r["unstable_keys"] else "") + ")"
         lines.append(f"| {r['program']} | {nat} | {r['kernel_launches']} | {r['graph_launches']} | "
                      f"{len(r['nodes_union'])} | " + " | ".join(cells) + f" | `{r['digest']}` |")
-    probs = [(r["program"], p) for r in s["programs"] for p in r["problems"]]
+    probs = [("suite", p) for p in s.get("suite_problems", [])] + \
+        [(r["program"], p) for r in s["programs"] for p in r["problems"]]
     unstable = [(r["program"], r["unstable_keys"]) for r in s["programs"] if r["unstable_keys"]]
     if unstable:
         lines += ["", "Digests that differ between the two native runs (not compared):"]
         lines += [f"- {p}: {', '.join(k[:20])}" + (" ..." if len(k) > 20 else "") for p, k in unstable]
+    if s.get("notes"):
+        lines += ["", "Notes:"] + [f"- {n}" for n in s["notes"]]
     lines += ["", "Problems:" if probs else "Problems: none."]
     lines += [f"- {p}: {x}" for p, x in probs]
     return "\n".join(lines) + "\n"
 
 
 def all_identical(s):
-    return all(r["native_ok"] and r["stable_keys"] and not r["problems"] and r["runs"] for r in s["programs"])
+    return not s.get("suite_problems") and all(r["native_ok"] and r["stable_keys"] and not r["problems"] and r["runs"] for r in s["programs"])
 
 
 if __name__ == "__main__":

@@ -1,7 +1,8 @@
 """Unit test of summary.py on a synthetic suite run (no GPU): stable and unstable digests, an
 identical and a differing bind run, a failed exit status, a census without kernels on nodes, a child
-process's census added to its run's, one of a child that did no GPU work left out, and a run cut by
-the call's budget."""
+process's census added to its run's, one of a child that did no GPU work left out, a run cut by
+the call's budget, daemon runs (every process a client, one that bound alone, one that lost its
+daemon) and a daemon pass that did not start."""
 import json
 import os
 import tempfile
@@ -15,13 +16,14 @@ def write(path, obj):
         f.write(obj if isinstance(obj, str) else json.dumps(obj))
 
 
-def census(nodes_used, kernels=10, failed=0):
+def census(nodes_used, kernels=10, failed=0, daemon=None):
     per_node = [0] * 4
     for n in nodes_used:
         per_node[n] = kernels
     return {"totals": {"kernel_launches": kernels * len(nodes_used), "graph_launches": 0},
             "bind": {"active": True, "nodes": ["SM 0-131", "SM 0-7", "SM 8-15", "SM 16-23"],
-                     "dispatcher": {"per_node": per_node, "failed": failed, "submit_failures": 0}}}
+                     "dispatcher": {"per_node": per_node, "failed": failed, "submit_failures": 0,
+                                    **({"daemon": daemon} if daemon is not None else {})}}}
 
 
 class SummaryTest(unittest.TestCase):
@@ -53,11 +55,31 @@ class SummaryTest(unittest.TestCase):
             write(os.path.join(runs, "good.throughput.1.rc"), "124")
             write(os.path.join(runs, "good.throughput.1.cut"), "25")
             write(os.path.join(runs, "bad.throughput.1.rc"), "124")
+            # daemon runs: every process a client of the daemon; one that decided alone, one that
+            # lost its daemon
+            client = {"client": 3, "policy": "chaos", "refused_bindings": 2, "safe_mode": False}
+            write(os.path.join(runs, "good.daemon.1.json"), {"digests": {"a": "1", "b": "2"}})
+            write(os.path.join(runs, "good.daemon.1.rc"), "0")
+            write(os.path.join(runs, "good.daemon.1.census.json"), census([1], daemon=client))
+            write(os.path.join(runs, "good.daemon.1.census.json.77"), census([2], daemon=dict(client, client=4)))
+            write(os.path.join(runs, "bad.daemon.1.json"), {"digests": {"a": "1", "b": "2"}})
+            write(os.path.join(runs, "bad.daemon.1.rc"), "0")
+            write(os.path.join(runs, "bad.daemon.1.census.json"), census([1], daemon=client))
+            write(os.path.join(runs, "bad.daemon.1.census.json.78"), census([2]))
+            write(os.path.join(runs, "bad.daemon.2.json"), {"digests": {"a": "1", "b": "2"}})
+            write(os.path.join(runs, "bad.daemon.2.rc"), "0")
+            write(os.path.join(runs, "bad.daemon.2.census.json"), census([1], daemon=dict(client, safe_mode=True)))
             s = summary.summarize(out)
             good, bad = s["programs"]
             self.assertEqual(good["runs"]["throughput"], [{"tag": "good.throughput.1", "cut_s": "25"}])
             self.assertIn("exit status 124", " ".join(bad["problems"]))
-            self.assertEqual(s["kinds"], ["chaos", "throughput"])
+            self.assertEqual(s["kinds"], ["chaos", "daemon", "throughput"])
+            d = good["runs"]["daemon"][0]
+            self.assertTrue(d["identical"])
+            self.assertEqual((d["census"]["daemon_clients"], d["census"]["refused_bindings"]), (2, 4))
+            self.assertEqual([r["identical"] for r in bad["runs"]["daemon"]], [False, False])
+            self.assertIn("bad.daemon.1: 1 of 2 processes bound without the daemon", bad["problems"])
+            self.assertIn("bad.daemon.2: lost its daemon (safe mode)", bad["problems"])
             self.assertEqual(good["stable_keys"], 2)
             self.assertEqual(good["unstable_keys"], ["r"])
             self.assertEqual(good["problems"], [])
@@ -73,8 +95,14 @@ class SummaryTest(unittest.TestCase):
             self.assertIn("no kernel ran on a pool node", probs)
             self.assertFalse(summary.all_identical(s))
             md = summary.markdown(s)
-            self.assertIn("| good | yes (2, 1 not) | 25 | 0 | 3 | 1/1 | 0/0 (1 cut by the budget) |", md)
+            self.assertIn("| good | yes (2, 1 not) | 25 | 0 | 3 | 1/1 | 1/1 | 0/0 (1 cut by the budget) |", md)
             self.assertIn("| bad |", md)
+            # a pass that could not run at all (the daemon did not start) is a problem of the suite
+            os.makedirs(os.path.join(out, "daemon"))
+            write(os.path.join(out, "daemon", "failed.txt"), "vitamin daemon did not start")
+            s = summary.summarize(out)
+            self.assertEqual(s["suite_problems"], ["vitamin daemon did not start"])
+            self.assertIn("- suite: vitamin daemon did not start", summary.markdown(s))
 
 
 if __name__ == "__main__":
