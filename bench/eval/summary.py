@@ -438,13 +438,14 @@ FOOT_KEYS = [("gpu_used_mib", "process GPU memory MiB"), ("vm_hwm_mib", "host RS
 def overhead_section(ix, plots):
     out = [f"### {ix.meta['group']}: overhead and footprint", ""]
     configs = ["alone"] + ix.configs
-    rows = []
+    rows, row_scen = [], []
     for s in ix.scenarios:
         for t in ix.members[s]:
             for c in configs:
                 res = [ix.alone(r, t) if c == "alone" else ix.get(r, c, s).get(t) for r in ix.rounds]
                 res = [x for x in res if x]
                 rows.append((t, c, res))
+                row_scen.append((s, c))
     op = [(t, c, res) for t, c, res in rows if any("p95_us" in x for x in res)]
     if op:
         out += ["| tenant | configuration | p50 us | p95 us (median) | p95 range | p95 vs native | rounds |",
@@ -462,7 +463,11 @@ def overhead_section(ix, plots):
         if plots is not None:
             bars(plots, f"{ix.meta['group']}-operator-p95.png", sorted({t for t, _, _ in op}), configs, p95,
                  "operator p95 (us)", ix.meta["group"])
-    fp = [(t, c, res) for t, c, res in rows if any("vm_hwm_mib" in x for x in res)]
+    # scenarios of several footprint tenants get their own table (each tenant's device reading
+    # there includes the others' memory, so it has no native counterpart)
+    shared = {s for s in ix.scenarios if len(ix.members[s]) > 1}
+    solo = [(t, c, res) for (t, c, res), (s, _) in zip(rows, row_scen) if s not in shared or c == "alone"]
+    fp = [(t, c, res) for t, c, res in solo if any("vm_hwm_mib" in x for x in res)]
     if fp:
         out += ["| tenant | configuration | " + " | ".join(h for _, h in FOOT_KEYS) + " | rounds |",
                 "| --- | --- | " + " | ".join("---" for _ in FOOT_KEYS) + " | --- |"]
@@ -476,7 +481,55 @@ def overhead_section(ix, plots):
             out.append(f"| {t} | {LABELS.get(c, c)} | " + " | ".join(cells) + f" | {len(res)} |")
         out += ["", "In parentheses: the difference to native (vitamin's pool and runtime). Goals (issue 25): at "
                 "most 400 MiB GPU memory and 100 MiB host RSS.", ""]
+    for sc in sorted(shared):
+        out += footprint_side_by_side(ix, sc)
     out += pool_table(ix, [(t, c) for t, c, _ in rows if c != "alone"])
+    return out
+
+
+def footprint_side_by_side(ix, scenario):
+    """Several footprint tenants at once: per configuration the device memory in use at the end of
+    the window (the median of the tenants' readings in a run, then over rounds), its difference to
+    the same tenants under MPS natively, per process, and each tenant's host RSS against its native
+    alone run."""
+    tenants = ix.members[scenario]
+    per = {}
+    for c in ix.configs:
+        dev, rss = [], {t: [] for t in tenants}
+        for r in ix.rounds:
+            got = ix.get(r, c, scenario)
+            vals = [got[t].get("device_free_delta_mib") for t in tenants if got.get(t)]
+            vals = [v for v in vals if v is not None]
+            if len(vals) == len(tenants):
+                dev.append(med(vals))
+            for t in tenants:
+                if got.get(t) and got[t].get("vm_hwm_mib") is not None:
+                    rss[t].append(got[t]["vm_hwm_mib"])
+        per[c] = (dev, rss)
+    if not any(d for d, _ in per.values()):
+        return []
+    native_rss = {t: med([(ix.alone(r, t) or {}).get("vm_hwm_mib") for r in ix.rounds]) for t in tenants}
+    base = med(per["mps"][0]) if "mps" in per and per["mps"][0] else None
+    n = len(tenants)
+    out = [f"{n} processes side by side (`{scenario}`): device memory in use at the end of the window, and "
+           "each process's host RSS high-water mark", "",
+           "| configuration | device memory in use MiB (median) | range | vs MPS | per process vs MPS | "
+           + " | ".join(f"{t} RSS MiB (vs native alone)" for t in tenants) + " | rounds |",
+           "| --- | --- | --- | --- | --- | " + " | ".join("---" for _ in tenants) + " | --- |"]
+    for c, (dev, rss) in per.items():
+        m = med(dev)
+        d = m - base if m is not None and base is not None and c != "mps" else None
+        cells = []
+        for t in tenants:
+            r_ = med(rss[t])
+            nr = native_rss.get(t)
+            cells.append(fmt(r_, 0) + (f" ({r_ - nr:+.1f})" if r_ is not None and nr is not None else ""))
+        out.append(f"| {LABELS.get(c, c)} | {fmt(m, 0)} | {spread(dev, 0)} | {'-' if d is None else f'{d:+.0f}'} | "
+                   f"{'-' if d is None else f'{d / n:+.0f}'} | " + " | ".join(cells) + f" | {len(dev)} |")
+    out += ["", "Under MPS nvidia-smi lists the MPS server, not the processes, so the device's memory in use "
+            "(total - free, read by each tenant at the end of its window) stands for the processes' GPU "
+            "memory; against the same processes under MPS natively, the difference is vitamin's pools and "
+            "runtimes (goal, issue 25: at most 400 MiB GPU memory and 100 MiB host RSS per process).", ""]
     return out
 
 

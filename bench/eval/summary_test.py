@@ -211,6 +211,35 @@ def test_overhead_and_footprint_against_native():
         assert "| op | vitamin Throughput | hierarchical" not in text  # no census, no row
 
 
+def test_footprint_of_two_processes_side_by_side():
+    with tempfile.TemporaryDirectory() as d:
+        runs = []
+        for r in (1, 2, 3):
+            for t in ("fa", "fb"):
+                runs.append(run(r, "alone", f"alone:{t}", {t: {"vm_hwm_mib": 700.0, "first_kernel_s": 4.0,
+                                                              "device_free_delta_mib": 650.0}}))
+            # each tenant reads the whole device's memory in use: both processes (and MPS's server)
+            runs.append(run(r, "mps", "pair", {
+                "fa": {"vm_hwm_mib": 710.0, "device_free_delta_mib": 1400.0},
+                "fb": {"vm_hwm_mib": 712.0, "device_free_delta_mib": 1402.0 + r}}))
+            runs.append(run(r, "vitamin_throughput", "pair", {
+                "fa": {"vm_hwm_mib": 800.0, "device_free_delta_mib": 1800.0 + 10 * r},
+                "fb": {"vm_hwm_mib": 790.0, "device_free_delta_mib": 1800.0 + 10 * r}}))
+        runs.append(run(4, "vitamin_throughput", "pair", {"fa": {"vm_hwm_mib": 800.0}}))  # a run missing a reading
+        out = write(d, "footprint-pair", "overhead", ["mps", "vitamin_throughput"],
+                    [{"name": "pair", "tenants": ["fa", "fb"]}], {"fa": "footprint", "fb": "footprint"}, runs)
+        text = summary.render(summary.load(out), None)
+        # MPS: medians of (1400, 1402+r) per round = 1401.5, 1402, 1402.5 -> 1402
+        assert "| MPS | 1402 | 1402-1402 | - | - | 710 (+10.0) | 712 (+12.0) | 3 |" in text, text
+        # vitamin: 1810, 1820, 1830 -> 1820; +418 over MPS, +209 per process; the round-4 run without a
+        # device reading adds no device figure
+        assert "| vitamin Throughput | 1820 | 1810-1830 | +418 | +209 | 800 (+100.0) | 790 (+90.0) | 3 |" in text, text
+        # the per-tenant table keeps only the native alone rows: a reading beside another process
+        # has no native counterpart
+        assert "| fa | vitamin Throughput |" not in text, text
+        assert "| fa | native, alone |" in text, text
+
+
 def test_digest_flags_a_mismatch_and_shows_reshape_drift():
     with tempfile.TemporaryDirectory() as d:
         runs = []
