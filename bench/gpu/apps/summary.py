@@ -194,7 +194,8 @@ def markdown(s):
 
 
 def all_identical(s):
-    return not s.get("suite_problems") and all(r["native_ok"] and r["stable_keys"] and not r["problems"] and r["runs"] for r in s["programs"])
+    return not s.get("suite_problems") and \
+        all(r["native_ok"] and r["stable_keys"] and not r["problems"] and r["runs"] for r in s["programs"])
 
 
 if __name__ == "__main__":
