@@ -192,6 +192,7 @@ def train_section(ix, plots):
         unit = next((ix.alone(r, t).get("unit", "/s") for r in ix.rounds if ix.alone(r, t)), "/s")
         alone.append(f"{t} {fmt(med(xs), 2)} {unit} ({spread(xs, 2)})")
     out += ["", "Alone (native, per-round normalization; median and range): " + "; ".join(alone), ""]
+    out += train_rounds(ix)
     if any(ix.alone(r, t, "alone_mps") for r in ix.rounds for s in ix.scenarios for t in ix.members[s]):
         # The same runs over each tenant alone under MPS: tells what MPS itself does to a job alone.
         cells = []
@@ -210,6 +211,31 @@ def train_section(ix, plots):
         bars(plots, f"{ix.meta['group']}-throughput.png", ix.scenarios, ix.configs, table,
              "aggregate normalized throughput", ix.meta["group"], ref=1.0)
     return out
+
+
+def train_rounds(ix):
+    """Per round (several rounds only): each scenario's tenants alone and, per configuration, the
+    aggregate with each tenant's rate and, where MPS ran in that round, the aggregate over MPS's."""
+    if len(ix.rounds) < 2:
+        return []
+    out = ["Per round (each tenant's rate in its unit; alone: that round's native runs):", "",
+           "| round | scenario | configuration | aggregate | per tenant | vs MPS (same round) |",
+           "| --- | --- | --- | --- | --- | --- |"]
+    for s in ix.scenarios:
+        ts = [t for t in ix.members[s] if ix.role.get(t) != "latency"]
+        for r in ix.rounds:
+            rates = [fmt((ix.alone(r, t) or {}).get("throughput"), 2) for t in ts]
+            out.append(f"| {r} | {s} | alone | - | " + ", ".join(f"{t} {x}" for t, x in zip(ts, rates)) + " | - |")
+            mps = ix.norm(r, "mps", s, ts)[0] if "mps" in ix.configs else None
+            for c in ix.configs:
+                agg, _ = ix.norm(r, c, s, ts)
+                if agg is None:
+                    continue
+                got = ix.get(r, c, s)
+                rates = ", ".join(f"{t} {fmt((got.get(t) or {}).get('throughput'), 2)}" for t in ts)
+                vs = f"{agg / mps:.3f}" if mps and c != "mps" else "-"
+                out.append(f"| {r} | {s} | {LABELS.get(c, c)} | {agg:.3f} | {rates} | {vs} |")
+    return out + [""]
 
 
 def ratio_lines(ix, medians, higher_better, what):

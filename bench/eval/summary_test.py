@@ -69,6 +69,12 @@ def test_train_normalizes_per_round_geomean_and_ratios():
         assert "MPS 1.191x" in text, text  # geomean(1.3/1.1, 1.2/1.0)
         assert "- r3 timeslice g+h: g exit 1 (timed out)" in text, text
         assert "g 10.00 steps/s (10.00-20.00)" in text, text
+        # per round: rates in their unit (round 2's alone rates doubled), the ratio to MPS's aggregate
+        # of the same round; no row for the failed run
+        assert "| 2 | g+n | alone | - | g 20.00, n 8.00 | - |" in text, text
+        assert "| 2 | g+n | vitamin Throughput | 1.300 | g 14.00, n 4.80 | 1.182 |" in text, text
+        assert "| 1 | g+h | MPS | 1.000 | g 5.00, h 2.50 | - |" in text, text
+        assert "| 3 | g+h | time slicing |" not in text, text
 
 
 def test_parts_of_one_group_merge():
