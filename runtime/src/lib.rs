@@ -46,8 +46,8 @@ pub type Token = vctx::OpId;
 /// `B` realizes it (a pool node's partition with its lanes).
 pub type PhysicalContext<B> = <B as vitamin_hal::Backend>::Partition;
 pub use vctx::{
-    contended_locks, ContinuableOp, EventId, OpId, ReadyOp, Recorded, StreamId, StreamKind, VctxError, VctxId,
-    VirtualContext, WaitAssist, SYNC_SPIN,
+    contended_locks, AssistScope, ContinuableOp, EventId, OpId, ReadyOp, Recorded, StreamId, StreamKind, VctxError,
+    VctxId, VirtualContext, WaitAssist, SYNC_SPIN,
 };
 
 pub mod arbiter;

@@ -596,6 +596,46 @@ fn launch_first_recording_launches_only_fresh_ops_and_records_them_submitted() {
     assert!(c.record_launched_first(bogus, || -> Option<(Arc<OpDesc>, ())> { None }, |_, _, ()| ()).is_err());
 }
 
+/// A waiter on a thread where the wait assist cannot act (its scope says no: in bind mode,
+/// another device's context is current) waits like one without an assist: the assist is never
+/// called and the waiter does not count as assisting, so the dispatcher keeps recording the
+/// fences its completion is observed by. (Counted as assisting, it left every fence to a thread
+/// that never polls: a program synchronizing on device 1's event with device 0 current hung on
+/// one CPU, shim-cuda/tests/bind_devices.rs.)
+#[test]
+fn a_waiter_outside_the_assists_scope_is_a_plain_waiter() {
+    let marker = || Arc::new(OpDesc::Marker(Marker::Barrier));
+    let c = Arc::new(ctx());
+    c.set_sync_spin(Duration::from_secs(5));
+    let called = Arc::new(AtomicBool::new(false));
+    {
+        let called = called.clone();
+        assert!(c.set_wait_assist(Box::new(move |_ops: &[OpId]| {
+            called.store(true, Ordering::SeqCst);
+            false
+        })));
+    }
+    // In scope on every thread but the waiter's.
+    assert!(c.set_wait_assist_scope(Box::new(|| thread::current().name() != Some("elsewhere"))));
+    let s = c.create_stream(StreamKind::NonBlocking, 0);
+    let op = c.record_op(s, marker()).expect("record").op;
+    let waiter = {
+        let c = c.clone();
+        thread::Builder::new().name("elsewhere".into()).spawn(move || c.stream_synchronize(s)).expect("spawn")
+    };
+    while !c.has_waiters() {
+        thread::yield_now();
+    }
+    // Well inside its 5 s spin window.
+    thread::sleep(Duration::from_millis(50));
+    assert!(c.has_waiters(), "still waiting");
+    assert!(!c.has_assisting_waiters(), "a waiter the assist cannot help does not count as assisting");
+    assert!(!called.load(Ordering::SeqCst), "the assist is not called outside its scope");
+    c.satisfy(op);
+    waiter.join().expect("no panic").expect("synchronized");
+    assert!(!c.has_waiters());
+}
+
 /// A dispatcher leaves lane fences to waiting threads only while they poll for themselves: a
 /// waiter spinning with the wait assist counts as assisting, a parked one (or one without an
 /// assist) only as a waiter.

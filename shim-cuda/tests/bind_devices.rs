@@ -11,7 +11,7 @@
 use std::sync::OnceLock;
 
 mod support;
-use support::{check_exec_order, device_of, run_async_app, AppRun, FakeApp};
+use support::{check_exec_order, device_of, on_one_cpu, run_async_app, AppRun, FakeApp};
 
 fn fixture() -> &'static FakeApp {
     static F: OnceLock<FakeApp> = OnceLock::new();
@@ -76,5 +76,23 @@ fn each_device_binds_its_own_launches_in_cross_device_order() {
         // Two pools of the fake's 36 SMs: 15 nodes each.
         assert_eq!(devices[0]["nodes"].as_array().map(Vec::len), Some(15));
         assert_eq!(devices[1]["nodes"].as_array().map(Vec::len), Some(15));
+    }
+}
+
+/// The program synchronizes on device 1's event and stream with device 0's context current, and
+/// on device 1's stream with no context current: the waiting thread cannot poll device 1's
+/// completions itself (its wait assist acts only where that device's pool context is current),
+/// so device 1's dispatcher thread must record and observe them. On one CPU, where the two
+/// threads never run side by side, the program still finishes and prints what it prints
+/// natively (it hung there when such a waiter counted as polling for itself).
+#[test]
+fn waits_on_another_devices_handles_end_on_one_cpu() {
+    let native = run("native-one-cpu", None);
+    for (name, vars) in [
+        ("throughput-one-cpu", vec![("VITAMIN_POLICY", "throughput")]),
+        ("chaos-one-cpu", vec![("VITAMIN_POLICY", "chaos"), ("VITAMIN_SEED", "5")]),
+    ] {
+        let r = on_one_cpu(|| run(name, Some(&vars)));
+        assert_eq!(r.stdout(), native.stdout(), "{name}: output differs from the native run");
     }
 }

@@ -204,6 +204,13 @@ impl<N: NativeApi> Client<N> {
         // natively on their lanes (not under blocking synchronization).
         if t.wait_assist || (t.native_wait && !blocking) {
             vctx.set_wait_assist(wait_assist(Arc::downgrade(&coordinator), native.clone(), t.wait_assist));
+            if t.wait_assist {
+                // Completion polling runs only where the device's pool context is current; a
+                // thread waiting with another device's context current (or none) leaves the
+                // polling to the dispatcher thread, which then records the lanes' fences.
+                let native = native.clone();
+                vctx.set_wait_assist_scope(Box::new(move || native.in_pool_context()));
+            }
         }
         Ok(Client {
             vctx,

@@ -60,6 +60,9 @@ pub struct VirtualContext {
     sync_yield: AtomicBool,
     /// Called by spinning waiters (without the lock), see [`VirtualContext::set_wait_assist`].
     assist: std::sync::OnceLock<WaitAssist>,
+    /// Whether the wait assist can act on the calling thread, see
+    /// [`VirtualContext::set_wait_assist_scope`]; absent: on every thread.
+    assist_scope: std::sync::OnceLock<AssistScope>,
     /// Of `waiters`, those spinning with the wait assist (calling it between checks).
     assisting: AtomicUsize,
     /// The DAG's live-op counts per stream bucket ([`VirtualContext::stream_has_live_op`]).
@@ -83,6 +86,12 @@ struct LiveOps(AtomicUsize);
 /// were submitted to, or reading the fence words the device wrote after them): the waiter then
 /// returns at once, leaving their satisfaction to the next holder of the context's lock.
 pub type WaitAssist = Box<dyn Fn(&[OpId]) -> bool + Send + Sync>;
+
+/// Whether the [`WaitAssist`] can act on the calling thread (e.g. only where the device's
+/// context is current): asked once when a blocking wait begins. A waiter it cannot help waits
+/// like one without an assist: it does not count as assisting (so the dispatcher keeps recording
+/// the fences a completion is observed by) and it wakes a parked dispatcher.
+pub type AssistScope = Box<dyn Fn() -> bool + Send + Sync>;
 
 impl fmt::Debug for VirtualContext {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -150,6 +159,7 @@ impl VirtualContext {
             sync_spin_ns: AtomicU64::new(SYNC_SPIN.as_nanos() as u64),
             sync_yield: AtomicBool::new(true),
             assist: std::sync::OnceLock::new(),
+            assist_scope: std::sync::OnceLock::new(),
             assisting: AtomicUsize::new(0),
             has_completed: AtomicBool::new(false),
             live_ops: LiveOps(AtomicUsize::new(0)),
@@ -199,6 +209,17 @@ impl VirtualContext {
     /// context's blocking waits. Only the first call installs; returns whether it did.
     pub fn set_wait_assist(&self, assist: WaitAssist) -> bool {
         self.assist.set(assist).is_ok()
+    }
+
+    /// Installs where the wait assist can act ([`AssistScope`]). Only the first call installs;
+    /// returns whether it did.
+    pub fn set_wait_assist_scope(&self, scope: AssistScope) -> bool {
+        self.assist_scope.set(scope).is_ok()
+    }
+
+    /// The wait assist, if one is installed and it can act on the calling thread.
+    fn assist_here(&self) -> Option<&WaitAssist> {
+        self.assist.get().filter(|_| self.assist_scope.get().is_none_or(|here| here()))
     }
 
     /// This context's id.
@@ -487,7 +508,8 @@ impl VirtualContext {
         };
         // A parked dispatcher must poll completions for this thread: wake it (unless this thread
         // polls for itself with the wait assist: the wake-up would only cost it a system call).
-        if g.work_waiters > 0 && self.assist.get().is_none() {
+        let assist = self.assist_here();
+        if g.work_waiters > 0 && assist.is_none() {
             self.work.notify_all();
         }
         // Spin briefly before parking: completions usually arrive from the dispatcher thread
@@ -495,7 +517,6 @@ impl VirtualContext {
         #[cfg(not(loom))]
         {
             let spin_until = Instant::now() + Duration::from_nanos(self.sync_spin_ns.load(Ordering::Relaxed));
-            let assist = self.assist.get();
             let yields = self.sync_yield.load(Ordering::Relaxed);
             let assisting = usize::from(assist.is_some());
             self.waiters.fetch_add(1, Ordering::AcqRel);

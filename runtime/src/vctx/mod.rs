@@ -95,7 +95,7 @@ mod order;
 mod sync;
 mod table;
 
-pub use context::{Check, VirtualContext, WaitAssist, SYNC_SPIN};
+pub use context::{AssistScope, Check, VirtualContext, WaitAssist, SYNC_SPIN};
 pub use dag::{ContinuableOp, ReadyOp, Recorded};
 pub use error::{Handle, VctxError};
 pub use ids::{EventId, OpId, StreamId, StreamKind, VctxId};

@@ -180,6 +180,27 @@ pub fn run_async_app(
     AppRun { out, calls: read(&calls), exec: read(&exec), census, env }
 }
 
+/// Runs `f` with the calling thread pinned to one CPU (the first it may run on), so that the
+/// processes it starts (which inherit the mask) run on a single core: a wait that only ends if
+/// another thread of the process happens to run beside it hangs there instead of passing by luck.
+/// The thread's mask is restored afterwards, also when `f` panics.
+pub fn on_one_cpu<T>(f: impl FnOnce() -> T) -> T {
+    use rustix::thread::{sched_getaffinity, sched_setaffinity, CpuSet};
+    struct Restore(CpuSet);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            let _ = sched_setaffinity(None, &self.0);
+        }
+    }
+    let saved = sched_getaffinity(None).expect("sched_getaffinity");
+    let first = (0..CpuSet::MAX_CPU).find(|&c| saved.is_set(c)).expect("a CPU this thread may run on");
+    let mut one = CpuSet::new();
+    one.set(first);
+    sched_setaffinity(None, &one).expect("sched_setaffinity");
+    let _restore = Restore(saved);
+    f()
+}
+
 /// Line number of each line of an execution log, keyed by its text without the ` ctx=..` tail;
 /// fails the test if a key appears twice.
 pub fn exec_positions(exec: &str) -> std::collections::HashMap<String, usize> {
