@@ -162,10 +162,11 @@ pub fn run_async_app(
     let start = Instant::now();
     while child.try_wait().expect("wait").is_none() {
         if start.elapsed() > Duration::from_secs(60) {
+            let threads = thread_report(child.id());
             let _ = child.kill();
             let out = child.wait_with_output().unwrap();
             panic!(
-                "{name}: {} did not finish within 60 s (hang?)\n{}\n--- stderr ---\n{}",
+                "{name}: {} did not finish within 60 s (hang?)\n{}\n--- stderr ---\n{}\n--- its threads ---\n{threads}",
                 app.display(),
                 String::from_utf8_lossy(&out.stdout),
                 String::from_utf8_lossy(&out.stderr)
@@ -178,6 +179,39 @@ pub fn run_async_app(
     let census = std::fs::read_to_string(&census).ok().map(|t| serde_json::from_str(&t).expect("census JSON"));
     let env = bind.unwrap_or(&[]).iter().chain(extra_env).map(|(k, v)| (k.to_string(), v.to_string())).collect();
     AppRun { out, calls: read(&calls), exec: read(&exec), census, env }
+}
+
+/// What each thread of a process that seems to hang is doing, for the failure message: name,
+/// scheduler state and kernel wait channel from /proc, then the stacks from `gdb` where it is
+/// installed (a hang seen only in CI is diagnosed from its log).
+pub fn thread_report(pid: u32) -> String {
+    let mut report = String::new();
+    let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).map(|d| d.flatten().collect::<Vec<_>>());
+    for t in tasks.unwrap_or_default() {
+        let p = t.path();
+        let read = |f: &str| std::fs::read_to_string(p.join(f)).unwrap_or_default().trim().to_string();
+        // stat: "tid (comm) state ..."; the name may hold spaces, the state follows the last ')'.
+        let stat = read("stat");
+        let state = stat.rsplit_once(')').and_then(|(_, rest)| rest.split_whitespace().next()).unwrap_or("?");
+        report.push_str(&format!(
+            "{} {:<16} {state} {}\n",
+            t.file_name().to_string_lossy(),
+            read("comm"),
+            read("wchan")
+        ));
+    }
+    let gdb =
+        Command::new("gdb").args(["-batch", "-nx", "-p", &pid.to_string(), "-ex", "thread apply all bt 8"]).output();
+    match gdb {
+        Ok(out) if out.status.success() => {
+            let text = String::from_utf8_lossy(&out.stdout);
+            report.extend(
+                text.lines().filter(|l| l.starts_with('#') || l.starts_with("Thread ")).map(|l| format!("{l}\n")),
+            );
+        }
+        _ => report.push_str("(no gdb here: stacks not taken)\n"),
+    }
+    report
 }
 
 /// Runs `f` with the calling thread pinned to one CPU (the first it may run on), so that the
