@@ -203,7 +203,7 @@ impl<N: NativeApi> Client<N> {
         // Spinning waiters poll completions themselves (the default), or (experimental) wait
         // natively on their lanes (not under blocking synchronization).
         if t.wait_assist || (t.native_wait && !blocking) {
-            vctx.set_wait_assist(wait_assist(Arc::downgrade(&coordinator), native.clone(), t.wait_assist));
+            vctx.set_wait_assist(wait_assist(Arc::downgrade(&coordinator), t.wait_assist));
             if t.wait_assist {
                 // Completion polling runs only where the device's pool context is current; a
                 // thread waiting with another device's context current (or none) leaves the
@@ -667,18 +667,15 @@ impl<N: NativeApi> Client<N> {
 /// (`wait_assist`, on by default, [`Coordinator::assist_wait`]) or, with it off, native
 /// waits on the awaited ops' lanes (`native_wait=1`, experimental,
 /// [`Coordinator::native_wait`]).
-fn wait_assist<N: NativeApi>(coordinator: Weak<Coordinator<N>>, native: Arc<N>, polls: bool) -> crate::WaitAssist {
+fn wait_assist<N: NativeApi>(coordinator: Weak<Coordinator<N>>, polls: bool) -> crate::WaitAssist {
     Box::new(move |ops: &[OpId]| {
         let Some(c) = coordinator.upgrade() else {
             std::thread::yield_now();
             return false;
         };
         if polls {
-            if native.in_pool_context() {
-                return c.assist_wait(ops);
-            }
-            std::thread::yield_now();
-            return false;
+            // Only called in its scope (`Client::start`): the device's pool context is current.
+            return c.assist_wait(ops);
         }
         let done = c.native_wait(ops);
         if !done {

@@ -32,7 +32,8 @@
 //!   last op plus later event waits), event sync/query at the generation current at the call,
 //!   device sync at every stream's tail including destroyed streams with pending work. Blocking
 //!   calls spin for a while ([`VirtualContext::set_sync_spin`], running the wait assist if one
-//!   is installed, [`VirtualContext::set_wait_assist`]), then park on a condition variable and
+//!   is installed, [`VirtualContext::set_wait_assist`], and it can act on the calling thread,
+//!   [`VirtualContext::set_wait_assist_scope`]), then park on a condition variable and
 //!   are woken only when a token some blocked thread watches retires, not on every completion;
 //!   `*_timeout` variants bound the wait; `*_checked` variants wait in slices and let the
 //!   caller end the wait with an error between them ([`Check`]). An assist that establishes the awaited ops complete
