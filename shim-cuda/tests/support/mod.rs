@@ -209,7 +209,7 @@ pub fn thread_report(pid: u32) -> String {
                 text.lines().filter(|l| l.starts_with('#') || l.starts_with("Thread ")).map(|l| format!("{l}\n")),
             );
         }
-        _ => report.push_str("(no gdb here: stacks not taken)\n"),
+        _ => report.push_str("(no stacks: gdb is not installed or could not attach)\n"),
     }
     report
 }
