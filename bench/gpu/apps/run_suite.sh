@@ -12,8 +12,9 @@
 # beside SHIM, or VITAMIN) under DAEMON_POLICY (chaos, seed 1): JOBS programs at once share the GPU
 # through it, under an MPS control daemon this script starts with its own pipe directory
 # (DAEMON_MPS=0: without MPS, time-sliced). The daemon's log and last status land in $OUT/daemon/.
+# Processes a program leaves behind when it ends are listed in runs/TAG.left and killed.
 # Knobs: CHAOS (3), THROUGHPUT (2), EXCLUSIVE (0), DAEMON (0), JOBS (4), BUDGET_S (540), RUN_TIMEOUT_S (240), WHEELS (a folder of
-# wheels installed first, e.g. expecttest for the OpInfo sweep), EXTRA_ENV (added to bind runs).
+# wheels installed first, e.g. expecttest for the OpInfo sweep), EXTRA_ENV (added to bind runs), MPS_QUIT_S (30).
 set -uo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 : "${SHIM:?SHIM=path to libvitamin_cuda.so}" "${OUT:?OUT=results folder}"
@@ -45,7 +46,10 @@ one() {
     # A limit below RUN_TIMEOUT_S is what the call's budget has left: a run stopped there (exit
     # status 124) is reported as cut by the budget, not as a failure (summary.py).
     if [ "$left" -ge "$RUN_TIMEOUT_S" ]; then left=$RUN_TIMEOUT_S; else echo "$left" > "$runs/$tag.cut"; fi
-    local t0; t0=$(date +%s.%N)
+    local t0 pid rc left_behind; t0=$(date +%s.%N)
+    # Each program runs in a session of its own (setsid without a fork: this subshell leads no
+    # group), so what it leaves behind when it ends (a spawned child of an aborted parent still
+    # holding its CUDA context, which keeps MPS from quitting) is found and killed afterwards.
     (
         cd "$HERE" || exit 1
         export APP_OUT="$runs/$tag.json"
@@ -59,9 +63,15 @@ one() {
         fi
         # The program's own pid names the main census; processes it starts (torch.multiprocessing,
         # a compiler) that use CUDA write theirs beside it as $tag.census.json.PID.
-        exec timeout -k 5 "$left" sh -c 'export VITAMIN_CENSUS_PID=$$; exec python3 "$0"' "$prog.py"
-    ) > "$runs/$tag.log" 2>&1
-    echo $? > "$runs/$tag.rc"
+        exec setsid timeout -k 5 "$left" sh -c 'export VITAMIN_CENSUS_PID=$$; exec python3 "$0"' "$prog.py"
+    ) > "$runs/$tag.log" 2>&1 &
+    pid=$!; wait "$pid"; rc=$?
+    echo "$rc" > "$runs/$tag.rc"
+    left_behind=$(pgrep -a -s "$pid")
+    if [ -n "$left_behind" ]; then
+        echo "$left_behind" > "$runs/$tag.left"
+        pkill -KILL -s "$pid"
+    fi
     echo "$(date +%s.%N) $t0" | awk '{printf "%.1f\n", $1-$2}' > "$runs/$tag.wall"
     echo "$(date +%T) $tag rc=$(cat "$runs/$tag.rc") $(cat "$runs/$tag.wall")s"
 }
@@ -97,6 +107,10 @@ if [ "${DAEMON:-0}" -gt 0 ]; then
     else
         echo "vitamin daemon did not start (daemon/start.txt): no daemon runs" | tee "$dd/failed.txt"
     fi
-    [ "$mps" = 1 ] && echo quit | nvidia-cuda-mps-control
+    # MPS's quit waits for its clients; one that never detaches must not hold the call
+    if [ "$mps" = 1 ] && ! echo quit | timeout "${MPS_QUIT_S:-30}" nvidia-cuda-mps-control; then
+        echo "MPS control daemon did not quit within ${MPS_QUIT_S:-30} s: its processes killed" | tee -a "$dd/notes.txt"
+        pkill -KILL -f "nvidia-cuda-mps-(control|server)"  # -f: the names pass comm's 15 characters
+    fi
 fi
 python3 "$HERE/summary.py" "$OUT" | tee "$OUT/summary.txt"

@@ -27,18 +27,19 @@ def executable(path, body):
 
 
 class RunSuiteDaemonTest(unittest.TestCase):
-    def run_suite(self, vitamin_rc):
+    def run_suite(self, vitamin_rc, program=PROGRAM, mps_quit="", extra_env=None):
         d = tempfile.mkdtemp()
         self.addCleanup(shutil.rmtree, d)
         for f in ("run_suite.sh", "summary.py"):
             shutil.copy(os.path.join(HERE, f), d)
         with open(os.path.join(d, "stub.py"), "w") as f:
-            f.write(PROGRAM)
+            f.write(program)
         bin_, shim, calls = os.path.join(d, "bin"), os.path.join(d, "shim"), os.path.join(d, "calls.txt")
         os.makedirs(bin_)
         os.makedirs(shim)
         executable(os.path.join(bin_, "nvidia-cuda-mps-control"),
-                   f'echo "mps $* pipe=$CUDA_MPS_PIPE_DIRECTORY" >> {calls}\n')
+                   f'echo "mps $* pipe=$CUDA_MPS_PIPE_DIRECTORY" >> {calls}\n'
+                   f'if [ -z "$1" ]; then cat > /dev/null; {mps_quit} fi\n')
         executable(os.path.join(bin_, "nvidia-smi"), "echo fake\n")
         # `vitamin daemon ...` logs; the start fails with vitamin_rc
         executable(os.path.join(shim, "vitamin"),
@@ -47,7 +48,7 @@ class RunSuiteDaemonTest(unittest.TestCase):
         open(os.path.join(shim, "libvitamin_cuda.so"), "w").close()
         out = os.path.join(d, "out")
         env = dict(os.environ, PATH=bin_ + os.pathsep + os.environ["PATH"], SHIM=os.path.join(shim, "libvitamin_cuda.so"),
-                   OUT=out, CHAOS="0", THROUGHPUT="0", DAEMON="1", JOBS="2")
+                   OUT=out, CHAOS="0", THROUGHPUT="0", DAEMON="1", JOBS="2", **(extra_env or {}))
         r = subprocess.run(["bash", os.path.join(d, "run_suite.sh"), "stub"], env=env, stdout=subprocess.PIPE,
                            stderr=subprocess.STDOUT, timeout=120)
         self.assertEqual(r.returncode, 0, r.stdout.decode(errors="replace")[-2000:])
@@ -86,6 +87,38 @@ class RunSuiteDaemonTest(unittest.TestCase):
         self.assertEqual(s["kinds"], [])
         self.assertEqual(len(s["suite_problems"]), 1)
         self.assertIn("did not start", s["suite_problems"][0])
+
+    def test_what_a_program_leaves_behind_is_killed_and_reported(self):
+        # the program ends, its child (a marked sleep) goes on, as torch.multiprocessing's spawned
+        # child does when its parent aborts; each run's leftovers are listed and killed
+        mark = f"{os.getpid()}{id(self)}"
+        program = PROGRAM + f"import subprocess\nsubprocess.Popen(['sleep', '{mark}'])\n"
+        lines, s, out = self.run_suite(0, program=program)
+        self.assertEqual(subprocess.run(["pgrep", "-f", f"sleep {mark}"]).returncode, 1, "a leftover sleep runs")
+        for kind in ("native.1", "native.2", "daemon.1"):
+            with open(os.path.join(out, "runs", f"stub.{kind}.left")) as f:
+                self.assertIn(f"sleep {mark}", f.read())
+        self.assertTrue(any("left 1 process(es) behind" in p and f"sleep {mark}" in p
+                            for p in s["programs"][0]["problems"]), s["programs"][0]["problems"])
+
+    def test_an_mps_that_does_not_quit_is_killed(self):
+        lines, s, out = self.run_suite(0, mps_quit="sleep 30;", extra_env={"MPS_QUIT_S": "1"})
+        self.assertIn("MPS control daemon did not quit within 1 s: its processes killed", s["notes"])
+        self.assertFalse(os.path.exists(os.path.join(out, "runs", "stub.native.1.left")))
+
+    def test_an_mps_fault_is_a_problem_of_the_suite(self):
+        d = tempfile.mkdtemp()
+        self.addCleanup(shutil.rmtree, d)
+        os.makedirs(os.path.join(d, "daemon"))
+        with open(os.path.join(d, "programs.txt"), "w") as f:
+            f.write("")
+        with open(os.path.join(d, "daemon", "status.txt"), "w") as f:
+            f.write("vitamin daemon pid 1\nconcurrency: MPS server FAULT: work of every client it served may have failed\n")
+        r = subprocess.run(["python3", os.path.join(HERE, "summary.py"), d], stdout=subprocess.PIPE, timeout=60)
+        with open(os.path.join(d, "summary.json")) as f:
+            problems = json.load(f)["suite_problems"]
+        self.assertEqual(len(problems), 1, r.stdout)
+        self.assertTrue(problems[0].startswith("concurrency: MPS server FAULT"))
 
 
 if __name__ == "__main__":

@@ -91,6 +91,7 @@ def summarize(out):
                     "wall_s": text(os.path.join(runs, tag + ".wall")),
                     "skipped": os.path.exists(os.path.join(runs, tag + ".skipped")),
                     "cut": text(os.path.join(runs, tag + ".cut")),
+                    "left": text(os.path.join(runs, tag + ".left")),
                     "result": load(os.path.join(runs, tag + ".json")),
                     "census": run_census(runs, tag)}
         n1, n2 = run("native", 1), run("native", 2)
@@ -125,6 +126,10 @@ def summarize(out):
                 prob = []
                 if r["rc"] != "0":
                     prob.append(f"exit status {r['rc']}")
+                if r["left"]:
+                    procs = r["left"].split("\n")
+                    prob.append(f"left {len(procs)} process(es) behind when it ended (killed): "
+                                + "; ".join(x[:80] for x in procs[:3]))
                 if diff:
                     prob.append(f"{len(diff)} of {len(stable)} digests differ: {', '.join(diff[:5])}")
                 if c is None:
@@ -156,8 +161,13 @@ def summarize(out):
     # what kept a whole pass from running (run_suite.sh: the daemon did not start), and its notes
     failed = text(os.path.join(out, "daemon", "failed.txt"))
     notes = text(os.path.join(out, "daemon", "notes.txt"))
+    suite = [failed] if failed else []
+    # An MPS fault fails the work of every client of the server and refuses new clients until they
+    # exit: the daemon pass's later failures follow from it (the daemon's status names it).
+    status = text(os.path.join(out, "daemon", "status.txt")) or ""
+    suite += [x.strip() for x in status.split("\n") if "MPS server FAULT" in x]
     return {"gpu": text(os.path.join(out, "gpu.txt")), "commit": text(os.path.join(out, "commit.txt")),
-            "kinds": kinds, "programs": rows, "suite_problems": [failed] if failed else [],
+            "kinds": kinds, "programs": rows, "suite_problems": suite,
             "notes": notes.split("\n") if notes else []}
 
 
