@@ -47,9 +47,10 @@ one() {
     # status 124) is reported as cut by the budget, not as a failure (summary.py).
     if [ "$left" -ge "$RUN_TIMEOUT_S" ]; then left=$RUN_TIMEOUT_S; else echo "$left" > "$runs/$tag.cut"; fi
     local t0 pid rc left_behind; t0=$(date +%s.%N)
-    # Each program runs in a session of its own (setsid without a fork: this subshell leads no
-    # group), so what it leaves behind when it ends (a spawned child of an aborted parent still
-    # holding its CUDA context, which keeps MPS from quitting) is found and killed afterwards.
+    # Each program runs in a session of its own, so what it leaves behind when it ends (a spawned
+    # child of an aborted parent still holding its CUDA context, which keeps MPS from quitting) is
+    # found and killed afterwards. This subshell leads no process group, so setsid does not fork
+    # and the session's id is its pid (-w keeps the exit status were it ever to fork).
     (
         cd "$HERE" || exit 1
         export APP_OUT="$runs/$tag.json"
@@ -63,7 +64,7 @@ one() {
         fi
         # The program's own pid names the main census; processes it starts (torch.multiprocessing,
         # a compiler) that use CUDA write theirs beside it as $tag.census.json.PID.
-        exec setsid timeout -k 5 "$left" sh -c 'export VITAMIN_CENSUS_PID=$$; exec python3 "$0"' "$prog.py"
+        exec setsid -w timeout -k 5 "$left" sh -c 'export VITAMIN_CENSUS_PID=$$; exec python3 "$0"' "$prog.py"
     ) > "$runs/$tag.log" 2>&1 &
     pid=$!; wait "$pid"; rc=$?
     echo "$rc" > "$runs/$tag.rc"
