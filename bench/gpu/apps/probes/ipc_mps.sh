@@ -9,7 +9,7 @@ set -uo pipefail
 HERE=$(cd "$(dirname "$0")/.." && pwd)
 SHIM=$(readlink -f "${SHIM:?}"); VITAMIN=$(dirname "$SHIM")/vitamin; D=${OUT:?}; mkdir -p "$D"
 export PYTHONUNBUFFERED=1 CUBLAS_WORKSPACE_CONFIG=:4096:8 PYTHONHASHSEED=0
-cases=("$@"); [ ${#cases[@]} -gt 0 ] || cases=(native native-mps bind-mps bind daemon-mps)
+cases=("$@"); [ ${#cases[@]} -gt 0 ] || cases=(native native-mps bind-mps bind-mps-exclusive bind daemon-mps)
 run() { # TAG ENV...: torch_ipc.py in its own process group, bounded, the group killed after
     local tag=$1; shift
     ( cd "$HERE" && exec env "$@" APP_OUT="$D/$tag.json" VITAMIN_CENSUS="$D/$tag.census.json" \
