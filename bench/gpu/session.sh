@@ -8,7 +8,8 @@
 # PART=share / digest / throughput, TP_ROUNDS), apps (bench/gpu/apps/run_suite.sh on .device/apps with
 # the wheels in .whl, APPS_BUDGET seconds, default 330, APPS_CHAOS / APPS_THROUGHPUT / APPS_DAEMON bind runs,
 # default 3 / 2 / 0, APPS_PROGS the programs (default all), the daemon passes with the `vitamin` staged beside the shim; carry .whl too), ipc
-# (bench/gpu/apps/probes/ipc_mps.sh: CUDA IPC with and without MPS, natively and under bind mode), smoke:[CASE,...] (the staged bench/eval/llm_test.py, then tenants_smoke.py --gpu CASE ... if any), eval:GROUP[:PART][~rounds=N][~configs=a,b]
+# (bench/gpu/apps/probes/ipc_mps.sh: CUDA IPC with and without MPS, natively and under bind mode; IPC_CASES
+# the cases, default all; then, where .device/apps-base holds an earlier build, IPC_BASE_CASES on it), smoke:[CASE,...] (the staged bench/eval/llm_test.py, then tenants_smoke.py --gpu CASE ... if any), eval:GROUP[:PART][~rounds=N][~configs=a,b]
 # (bench/eval/run_group.sh with those options and the time left as its budget).
 set -uo pipefail
 R=$(pwd); W=/tmp/sess; rm -rf $W; mkdir -p $W
@@ -33,7 +34,10 @@ for s in $STEPS; do
         apps) run_step apps $(( ${APPS_BUDGET:-330} + 30 )) env SHIM=$R/.device/apps/libvitamin_cuda.so \
                 CHAOS=${APPS_CHAOS:-3} THROUGHPUT=${APPS_THROUGHPUT:-2} DAEMON=${APPS_DAEMON:-0} JOBS=6 BUDGET_S=${APPS_BUDGET:-330} \
                 RUN_TIMEOUT_S=200 WHEELS=$R/.whl bash $R/bench/gpu/apps/run_suite.sh ${APPS_PROGS:-} ;;
-        ipc) run_step ipc 240 env SHIM=$R/.device/apps/libvitamin_cuda.so bash $R/bench/gpu/apps/probes/ipc_mps.sh ;;
+        ipc) run_step ipc 240 env SHIM=$R/.device/apps/libvitamin_cuda.so bash $R/bench/gpu/apps/probes/ipc_mps.sh ${IPC_CASES:-}
+            # the same probe on an earlier build staged in .device/apps-base, for comparison
+            [ -f $R/.device/apps-base/libvitamin_cuda.so ] && run_step ipc-base 150 env SHIM=$R/.device/apps-base/libvitamin_cuda.so \
+                bash $R/bench/gpu/apps/probes/ipc_mps.sh ${IPC_BASE_CASES:-native-mps bind-mps daemon-mps} ;;
         smoke:*) # smoke:CASE[,CASE...]: bench/eval/llm_test.py, then tenants_smoke.py --gpu on those cases
             cases=${s#smoke:}
             smoke="cd $R/.device/eval && python3 llm_test.py"

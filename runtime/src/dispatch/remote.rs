@@ -399,7 +399,11 @@ impl<B: Backend, P: Policy> Dispatcher<B, P> {
             return false;
         }
         let coresident = match d {
-            OpDesc::Kernel(k) => k.attributes().needs_coresidency() || k.attributes().cluster().is_some(),
+            OpDesc::Kernel(k) => {
+                k.attributes().needs_coresidency()
+                    || k.attributes().cluster().is_some()
+                    || smallest_refuses(&self.arbiter.pool, &self.partitions, d)
+            }
             OpDesc::Graph(_) => true,
             _ => false,
         };
@@ -543,7 +547,7 @@ impl<B: Backend, P: Policy> Dispatcher<B, P> {
             // Cooperative, cluster and graph launches run unchanged only on some nodes: ask for
             // the smallest that does (checked here, where the partitions are).
             let floor = r.floors.get(&id).copied().unwrap_or_else(|| {
-                if flags == 0 {
+                if flags == 0 && !smallest_refuses(&self.arbiter.pool, &self.partitions, &e.desc) {
                     return 0;
                 }
                 let mut best = root_units;
@@ -751,6 +755,17 @@ impl<B: Backend, P: Policy> Dispatcher<B, P> {
             inf.remote = false;
         }
     }
+}
+
+/// Whether the pool's smallest node refuses `d`: a launch with no shape requirement of its own
+/// then runs only on larger nodes (the backend keeps it in the application's own context: a
+/// function whose raised limit a green context refused, or every launch after a CUDA IPC import
+/// under MPS), and is sent with a floor, as a cooperative launch is, rather than bound to a small
+/// node and refused there.
+fn smallest_refuses<P: PhysicalPartition>(pool: &Pool, partitions: &[NodePartition<P>], d: &OpDesc) -> bool {
+    pool.nodes_by_size().first().is_some_and(|&n| {
+        pool.node(n).size() < pool.node(pool.root()).size() && partitions[n.index()].can_execute(d).is_err()
+    })
 }
 
 /// Which nodes a client under a daemon asks whether they run a constrained (cooperative, cluster or
