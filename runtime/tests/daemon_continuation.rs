@@ -1043,3 +1043,38 @@ fn cluster_launches_refused_by_a_node_run_elsewhere_and_that_node_is_learned() {
     assert_eq!(within, sets.len(), "every refusing set is a node within the clusterless units: {sets:?}");
     assert!(!sets.contains(&device.to_string()));
 }
+
+/// A process whose backend keeps every launch on the whole device (as the CUDA backend does after
+/// a CUDA IPC import under MPS: green contexts then refuse kernel and graph launches), attached to
+/// a daemon under Chaos (a random eligible node per op): each plain launch is sent with the whole
+/// device as its floor, so the daemon never binds one to a smaller node, none is refused, and all
+/// of them run on the whole-device node.
+#[test]
+fn launches_kept_on_the_whole_device_are_sent_with_its_floor_and_never_refused() {
+    let daemon = start("whole-e2e", PolicyKind::Chaos);
+    let (d, mut disp, v) = client(&daemon, PolicyKind::Chaos);
+    let f = d.kernel("busy").expect("sim reference kernel");
+    let launch = |s| {
+        let args = KernelArgs::pack(&[&2_000u32.to_le_bytes()]);
+        let k = KernelLaunch::new(f.clone(), Dim3::x(8), Dim3::x(256), 0, args, LaunchAttributes::none());
+        v.record_op(s, Arc::new(OpDesc::Kernel(k))).unwrap();
+    };
+    // Before: Chaos spreads plain launches over the pool.
+    for _ in 0..40 {
+        launch(v.create_stream(StreamKind::NonBlocking, 0));
+        disp.run_until_idle().expect("dispatch");
+    }
+    let root = disp.pool().root().index();
+    let before = disp.stats().per_node.clone();
+    assert!(before.iter().enumerate().any(|(i, &n)| i != root && n > 0), "Chaos used smaller nodes: {before:?}");
+    d.keep_on_whole_device("test: an IPC import under MPS");
+    for _ in 0..200 {
+        launch(v.create_stream(StreamKind::NonBlocking, 0));
+        disp.run_until_idle().expect("dispatch");
+    }
+    v.device_synchronize().expect("no asynchronous failure");
+    assert_eq!(v.outstanding(), 0, "every launch ran");
+    let after = &disp.stats().per_node;
+    assert_eq!(after[root] - before[root], 200, "every later launch ran on the whole device: {after:?}");
+    assert_eq!(disp.stats().rejected, 0, "no binding was refused: {:?}", disp.stats());
+}

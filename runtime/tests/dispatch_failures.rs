@@ -142,3 +142,30 @@ fn a_failure_found_while_a_launch_first_catches_up_is_reported_by_the_next_round
     assert!(matches!(v.stream_synchronize(bad), Err(VctxError::LaunchFailed { .. })), "the failure surfaces");
     assert_eq!(v.outstanding(), 0);
 }
+
+/// In process, a backend that keeps launches on the whole device from some point on (the CUDA
+/// backend after a CUDA IPC import under MPS) loses none: every later launch, on any stream, runs
+/// on the whole-device node, and none fails.
+#[test]
+fn launches_kept_on_the_whole_device_all_run_there() {
+    let sim = SimBackend::preset("h200").unwrap();
+    let busy = sim.kernel("busy").expect("builtin");
+    let (mut d, v) = throughput_with_one_client(&sim);
+    let streams: Vec<_> = (0..4).map(|_| v.create_stream(StreamKind::NonBlocking, 0)).collect();
+    // Small launches: Throughput places them on small nodes.
+    for &s in &streams {
+        v.record_op(s, kernel(busy.clone(), 8, 64, false)).expect("record");
+    }
+    d.run_until_idle().expect("no stall");
+    let root = d.pool().root().index();
+    let before = d.stats().per_node.clone();
+    assert!(before[root] < 4, "small launches ran on smaller nodes first: {before:?}");
+    sim.keep_on_whole_device("test: an IPC import under MPS");
+    for i in 0..64 {
+        v.record_op(streams[i % 4], kernel(busy.clone(), 8, 64, false)).expect("record");
+    }
+    d.run_until_idle().expect("no stall");
+    assert_eq!(v.outstanding(), 0);
+    assert_eq!(d.stats().failed, 0, "{:?}", d.stats());
+    assert_eq!(d.stats().per_node[root] - before[root], 64, "{:?}", d.stats().per_node);
+}

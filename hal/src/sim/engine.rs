@@ -67,6 +67,9 @@ pub struct Engine {
     host_calls: Vec<HostFunction>,
     /// Units that place no thread-block cluster ([`super::SimBackend::set_clusterless_units`]).
     pub(crate) clusterless: UnitSet,
+    /// The reason and the device's units, while only the whole device runs kernel and graph
+    /// launches ([`super::SimBackend::keep_on_whole_device`]).
+    pub(crate) whole_device_only: Option<(String, UnitSet)>,
 }
 
 impl Engine {
@@ -81,6 +84,7 @@ impl Engine {
             memory: SimMemory::default(),
             host_calls: Vec::new(),
             clusterless: UnitSet::EMPTY,
+            whole_device_only: None,
         }
     }
 

@@ -410,6 +410,15 @@ impl SimBackend {
         self.engine.lock().clusterless = units;
     }
 
+    /// From now on only a partition holding every unit runs kernel and graph launches; smaller
+    /// ones refuse them ([`Incompatibility::ContextBound`], with `why`), as the CUDA backend's green
+    /// contexts do once a process imported memory through CUDA IPC under MPS
+    /// (`CudaBackend::keep_on_primary`).
+    pub fn keep_on_whole_device(&self, why: &str) {
+        let device = self.topology().all_units();
+        self.engine.lock().whole_device_only = Some((why.to_owned(), device));
+    }
+
     /// Allocates zeroed device memory.
     pub fn alloc(&self, bytes: usize) -> u64 {
         self.engine.lock().memory.alloc(bytes)
@@ -549,8 +558,13 @@ impl PhysicalPartition for SimPartition {
     }
 
     fn can_execute(&self, op: &OpDesc) -> Result<(), Incompatibility> {
-        let OpDesc::Kernel(k) = op else { return Ok(()) };
         let e = self.engine.lock();
+        if let Some((why, device)) = e.whole_device_only.as_ref().filter(|_| op.uses_units()) {
+            if self.units != *device {
+                return Err(Incompatibility::ContextBound { function: op.label().to_owned(), why: why.clone() });
+            }
+        }
+        let OpDesc::Kernel(k) = op else { return Ok(()) };
         let f = k.function();
         let kernel = match f.kind() {
             FunctionKind::Simulated => e.kernels.get(f.handle() as usize),

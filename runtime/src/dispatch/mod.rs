@@ -1320,6 +1320,7 @@ impl<B: Backend, P: Policy> Dispatcher<B, P> {
                 // all 59 on the H200: docs/results/eval.md, Overhead and footprint); a node not
                 // created yet stays a candidate, and `bind_at` checks it if it is chosen.
                 let on_demand = self.config.has_lazy_nodes();
+                let smallest = smallest_node(&self.arbiter.pool);
                 let filter = |idx: usize, nodes: &mut Vec<NodeId>| {
                     // A node of an on-demand pool whose creation failed takes no work.
                     if on_demand {
@@ -1329,6 +1330,7 @@ impl<B: Backend, P: Policy> Dispatcher<B, P> {
                     if desc
                         .as_kernel()
                         .is_some_and(|k| k.attributes().needs_coresidency() || k.attributes().cluster().is_some())
+                        || smallest.is_some_and(|n| !partitions[n.index()].may_execute(desc))
                     {
                         nodes.retain(|n| partitions[n.index()].may_execute(desc));
                     }
@@ -1750,6 +1752,22 @@ fn common_place(places: impl Iterator<Item = Option<Place>>) -> Option<Place> {
         }
     }
     common
+}
+
+/// Whether the pool's smallest node refuses `d` (asked without creating it: [`smallest_node`]): a launch with no
+/// shape requirement of its own then runs only on larger nodes, because the backend keeps it in
+/// the application's own context (a function whose raised limit a green context refused, or every
+/// launch after a CUDA IPC import under MPS). Such a launch is offered only the nodes that run it,
+/// in process, and sent to a daemon with a floor, as a cooperative launch is, rather than bound to
+/// a small node and refused there. One backend check per launch.
+fn smallest_refuses<P: PhysicalPartition>(pool: &Pool, partitions: &[NodePartition<P>], d: &OpDesc) -> bool {
+    smallest_node(pool).is_some_and(|n| !partitions[n.index()].may_execute(d))
+}
+
+/// The pool's smallest node, if it is smaller than the whole device.
+fn smallest_node(pool: &Pool) -> Option<NodeId> {
+    let &n = pool.nodes_by_size().first()?;
+    (pool.node(n).size() < pool.node(pool.root()).size()).then_some(n)
 }
 
 fn least_loaded(loads: &[u32]) -> LaneId {

@@ -37,7 +37,7 @@ use std::time::{Duration, Instant};
 use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 use vitamin_hal::{Backend, KernelLaunch, OpDesc, PhysicalPartition};
 
-use super::{DispatchError, Dispatcher};
+use super::{smallest_refuses, DispatchError, Dispatcher};
 use crate::arbiter::state::sched;
 use crate::daemon::client::{Binding, DaemonClient};
 use crate::daemon::wire::{self, LeaseState, ReadyRecord};
@@ -755,17 +755,6 @@ impl<B: Backend, P: Policy> Dispatcher<B, P> {
             inf.remote = false;
         }
     }
-}
-
-/// Whether the pool's smallest node refuses `d`: a launch with no shape requirement of its own
-/// then runs only on larger nodes (the backend keeps it in the application's own context: a
-/// function whose raised limit a green context refused, or every launch after a CUDA IPC import
-/// under MPS), and is sent with a floor, as a cooperative launch is, rather than bound to a small
-/// node and refused there.
-fn smallest_refuses<P: PhysicalPartition>(pool: &Pool, partitions: &[NodePartition<P>], d: &OpDesc) -> bool {
-    pool.nodes_by_size().first().is_some_and(|&n| {
-        pool.node(n).size() < pool.node(pool.root()).size() && partitions[n.index()].can_execute(d).is_err()
-    })
 }
 
 /// Which nodes a client under a daemon asks whether they run a constrained (cooperative, cluster or
