@@ -17,7 +17,8 @@
  * an event synchronize, a query while a long kernel runs, timing events, dynamic shared memory
  * raised with cuFuncSetAttribute, cluster and cooperative launches (bound only to partitions that
  * hold them), invalid launches incl. a cooperative grid larger than the device and a partial
- * cluster (same error as the driver, synchronously), context sync.
+ * cluster (same error as the driver, synchronously), context sync. BIND_APP_IPC=1: a CUDA IPC import
+ * first.
  *
  * Build: cc -o bind_app bind_app.c -L<dir> -lcuda
  */
@@ -52,6 +53,10 @@ CUresult cuFuncSetAttribute(CUfunction, int, int);
 CUresult cuMemAlloc_v2(CUdeviceptr *, size_t);
 CUresult cuMemAllocHost_v2(void **, size_t);
 CUresult cuMemFree_v2(CUdeviceptr);
+typedef struct {
+    char reserved[64];
+} CUipcMemHandle;
+CUresult cuIpcOpenMemHandle_v2(CUdeviceptr *, CUipcMemHandle, unsigned);
 CUresult cuMemFreeHost(void *);
 CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr, const void *, size_t, CUstream);
 CUresult cuMemcpyDtoHAsync_v2(void *, CUdeviceptr, size_t, CUstream);
@@ -132,6 +137,12 @@ int main(void) {
     float *pinned;
     CHECK(cuMemAllocHost_v2((void **)&pinned, BYTES));
     fake_mark("start");
+    if (getenv("BIND_APP_IPC")) { /* import another process's memory (CUDA IPC); prints nothing */
+        CUipcMemHandle h;
+        memset(&h, 0, sizeof h);
+        CUdeviceptr imported;
+        CHECK(cuIpcOpenMemHandle_v2(&imported, h, 1)); /* CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS */
+    }
 
     /* copy A1+0<-staged: pageable source, overwritten as soon as the call returns */
     CHECK(cuMemcpyHtoDAsync_v2(x, host, BYTES, s1));
