@@ -46,9 +46,6 @@ pub(crate) struct Shared {
     /// Functions whose launches hold only in the primary context (their raised dynamic shared
     /// memory limit could not be raised in a green context): bound to the primary-context node.
     pub(crate) context_bound: Mutex<std::collections::HashSet<u64>>,
-    /// Set once every later kernel and graph launch must run in the primary context, with the
-    /// reason ([`CudaBackend::keep_on_primary`]).
-    pub(crate) primary_only: OnceLock<String>,
     /// Blocks per SM by (function handle, threads per block, dynamic shared memory).
     occupancy: Mutex<HashMap<(u64, u32, u32), u32>>,
     libraries: Mutex<Vec<CUlibrary>>,
@@ -377,7 +374,6 @@ impl CudaBackend {
             outstanding: AtomicU64::new(0),
             allocations: Mutex::new(HashMap::new()),
             context_bound: Mutex::new(Default::default()),
-            primary_only: OnceLock::new(),
             occupancy: Mutex::new(HashMap::new()),
             libraries: Mutex::new(Vec::new()),
             kernels: OnceLock::new(),
@@ -478,24 +474,6 @@ impl CudaBackend {
     /// 64 ops (the lane fence interval) needs a query only about as often as those ops take.
     pub fn set_busy_query(&self, every: std::time::Duration) {
         self.shared.busy_query_ns.store(every.as_nanos().min(u128::from(u64::MAX)) as u64, Ordering::Relaxed);
-    }
-
-    /// From now on, every kernel and graph launch runs only where the primary context runs it:
-    /// green-context partitions refuse them ([`Incompatibility::ContextBound`], with `why`), so
-    /// they go to the whole-device node when it is the primary context (the default
-    /// [`ROOT_CONTEXT_ENV`]). For work that a green context must not touch, such as memory another
-    /// process exported through CUDA IPC under MPS (docs/results/apps-suite.md, run 20). Returns
-    /// `true` the first time; later calls keep the first reason.
-    ///
-    /// [`Incompatibility::ContextBound`]: vitamin_hal::Incompatibility::ContextBound
-    pub fn keep_on_primary(&self, why: impl Into<String>) -> bool {
-        self.shared.primary_only.set(why.into()).is_ok()
-    }
-
-    /// Why launches are kept in the primary context ([`keep_on_primary`](Self::keep_on_primary)),
-    /// if they are.
-    pub fn kept_on_primary(&self) -> Option<&str> {
-        self.shared.primary_only.get().map(String::as_str)
     }
 
     /// The submission thread's counts, if it was started.

@@ -318,7 +318,6 @@ impl CudaPartition {
         if k.function().kind() == vitamin_hal::FunctionKind::Simulated {
             return Err(Incompatibility::UnknownFunction(format!("{} is a simulated kernel", k.function().name())));
         }
-        self.check_primary_only(k.function().name())?;
         let attrs = k.attributes();
         if attrs.needs_coresidency() {
             let per_sm = self
@@ -332,19 +331,6 @@ impl CudaPartition {
         }
         self.check_cluster(k)?;
         self.check_dynamic_shared(k)
-    }
-
-    /// While the backend keeps launches in the primary context ([`CudaBackend::keep_on_primary`]),
-    /// a green context refuses every kernel and graph launch.
-    ///
-    /// [`CudaBackend::keep_on_primary`]: crate::CudaBackend::keep_on_primary
-    fn check_primary_only(&self, what: &str) -> Result<(), Incompatibility> {
-        match (self.context, self.shared.primary_only.get()) {
-            (NodeContext::Green(_), Some(why)) => {
-                Err(Incompatibility::ContextBound { function: what.to_string(), why: why.clone() })
-            }
-            _ => Ok(()),
-        }
     }
 
     /// A launch in thread-block clusters runs here only if this partition's SMs hold at least one
@@ -962,9 +948,6 @@ impl PhysicalPartition for CudaPartition {
     fn can_execute(&self, op: &OpDesc) -> Result<(), Incompatibility> {
         match op {
             OpDesc::Kernel(k) => self.check_kernel(k),
-            OpDesc::Graph(_) if self.shared.primary_only.get().is_some() => {
-                self.check_primary_only("a CUDA graph launch")
-            }
             // Measured on the H200 (docs/results/shim-bind-suite.md, graph census): a graph
             // instantiated in the primary context and launched on a green-context stream runs its
             // kernels on all 132 SMs, not the green context's. Only the whole device accounts for

@@ -1044,8 +1044,8 @@ fn cluster_launches_refused_by_a_node_run_elsewhere_and_that_node_is_learned() {
     assert!(!sets.contains(&device.to_string()));
 }
 
-/// A process whose backend keeps every launch on the whole device (as the CUDA backend does after
-/// a CUDA IPC import under MPS: green contexts then refuse kernel and graph launches), attached to
+/// A process whose backend runs its launches only on the whole device (smaller partitions refuse
+/// them, as a green context refuses a function whose raised limit it could not raise), attached to
 /// a daemon under Chaos (a random eligible node per op): each plain launch is sent with the whole
 /// device as its floor, so the daemon never binds one to a smaller node, none is refused, and all
 /// of them run on the whole-device node.
@@ -1067,7 +1067,7 @@ fn launches_kept_on_the_whole_device_are_sent_with_its_floor_and_never_refused()
     let root = disp.pool().root().index();
     let before = disp.stats().per_node.clone();
     assert!(before.iter().enumerate().any(|(i, &n)| i != root && n > 0), "Chaos used smaller nodes: {before:?}");
-    d.keep_on_whole_device("test: an IPC import under MPS");
+    d.keep_on_whole_device("test: launches valid only in the application's context");
     for _ in 0..200 {
         launch(v.create_stream(StreamKind::NonBlocking, 0));
         disp.run_until_idle().expect("dispatch");

@@ -143,9 +143,10 @@ fn a_failure_found_while_a_launch_first_catches_up_is_reported_by_the_next_round
     assert_eq!(v.outstanding(), 0);
 }
 
-/// In process, a backend that keeps launches on the whole device from some point on (the CUDA
-/// backend after a CUDA IPC import under MPS) loses none: every later launch, on any stream, runs
-/// on the whole-device node, and none fails.
+/// In process, launches that from some point on only the whole device runs (smaller partitions
+/// refuse them, as a green context refuses a function whose raised limit it could not raise) are
+/// offered only the nodes that run them: Throughput does not stall proposing small nodes, and every
+/// later launch, on any stream, runs on the whole-device node.
 #[test]
 fn launches_kept_on_the_whole_device_all_run_there() {
     let sim = SimBackend::preset("h200").unwrap();
@@ -160,7 +161,7 @@ fn launches_kept_on_the_whole_device_all_run_there() {
     let root = d.pool().root().index();
     let before = d.stats().per_node.clone();
     assert!(before[root] < 4, "small launches ran on smaller nodes first: {before:?}");
-    sim.keep_on_whole_device("test: an IPC import under MPS");
+    sim.keep_on_whole_device("test: launches valid only in the application's context");
     for i in 0..64 {
         v.record_op(streams[i % 4], kernel(busy.clone(), 8, 64, false)).expect("record");
     }

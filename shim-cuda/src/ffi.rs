@@ -59,13 +59,6 @@ pub struct MemLocation {
     /// Device ordinal, NUMA node, ...
     pub id: c_int,
 }
-/// `CUipcMemHandle` (passed by value: 64 opaque bytes).
-#[repr(C)]
-#[derive(Debug, Clone, Copy)]
-pub struct IpcMemHandle {
-    /// The handle's bytes, never read.
-    pub reserved: [u8; 64],
-}
 /// `CUhostFn`.
 pub type CUhostFn = Option<unsafe extern "C" fn(*mut c_void)>;
 /// `CUstreamCallback`.

@@ -218,8 +218,7 @@ macro_rules! for_each_hook {
             [Memory memory cuMemcpyAtoA_v2 "cuMemcpyAtoA" 3020 Legacy]
             [Memory memory cuMemcpyAtoA_v2_ptds "cuMemcpyAtoA" 7000 Ptds]
             // ---- memory: fills
-            [Memory memory cuIpcOpenMemHandle "cuIpcOpenMemHandle" 4010 Legacy]
-            [Memory memory cuIpcOpenMemHandle_v2 "cuIpcOpenMemHandle" 11000 Legacy]
+            [Memory memory cuIpcCloseMemHandle "cuIpcCloseMemHandle" 4010 Legacy]
             [Memory memory cuMemsetD8_v2 "cuMemsetD8" 3020 Legacy]
             [Memory memory cuMemsetD8_v2_ptds "cuMemsetD8" 7000 Ptds]
             [Memory memory cuMemsetD16_v2 "cuMemsetD16" 3020 Legacy]

@@ -411,9 +411,10 @@ impl SimBackend {
     }
 
     /// From now on only a partition holding every unit runs kernel and graph launches; smaller
-    /// ones refuse them ([`Incompatibility::ContextBound`], with `why`), as the CUDA backend's green
-    /// contexts do once a process imported memory through CUDA IPC under MPS
-    /// (`CudaBackend::keep_on_primary`).
+    /// ones refuse them ([`Incompatibility::ContextBound`], with `why`), as a CUDA green context
+    /// refuses a launch valid only in the application's own context (a function whose raised
+    /// dynamic shared memory limit it could not raise). For tests of how the dispatcher places
+    /// launches that only the whole device runs.
     pub fn keep_on_whole_device(&self, why: &str) {
         let device = self.topology().all_units();
         self.engine.lock().whole_device_only = Some((why.to_owned(), device));

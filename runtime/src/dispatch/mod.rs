@@ -1756,8 +1756,7 @@ fn common_place(places: impl Iterator<Item = Option<Place>>) -> Option<Place> {
 
 /// Whether the pool's smallest node refuses `d` (asked without creating it: [`smallest_node`]): a launch with no
 /// shape requirement of its own then runs only on larger nodes, because the backend keeps it in
-/// the application's own context (a function whose raised limit a green context refused, or every
-/// launch after a CUDA IPC import under MPS). Such a launch is offered only the nodes that run it,
+/// the application's own context (a function whose raised limit a green context refused). Such a launch is offered only the nodes that run it,
 /// in process, and sent to a daemon with a floor, as a cooperative launch is, rather than bound to
 /// a small node and refused there. One backend check per launch.
 fn smallest_refuses<P: PhysicalPartition>(pool: &Pool, partitions: &[NodePartition<P>], d: &OpDesc) -> bool {

@@ -24,7 +24,7 @@ use super::{code, driver, function, get, get_for_event, get_for_stream, stream_k
 use crate::config::LogLevel;
 use crate::ffi::{
     CUarray, CUcontext, CUdeviceptr, CUevent, CUfunction, CUgraph, CUgraphExec, CUgraphNode, CUhostFn, CUlaunchConfig,
-    CUresult, CUstream, CUstreamCallback, CUstreamCaptureMode, IpcMemHandle, CUDA_ERROR_NOT_READY, CUDA_SUCCESS,
+    CUresult, CUstream, CUstreamCallback, CUstreamCaptureMode, CUDA_ERROR_NOT_READY, CUDA_SUCCESS,
 };
 use crate::state::vlog;
 use crate::table::HookId;
@@ -677,6 +677,17 @@ pub(crate) fn mem_free_host(_id: HookId, real: &dyn Fn() -> CUresult, _ptr: *mut
     free_after_device_sync(real)
 }
 
+/// `cuIpcCloseMemHandle`: unmaps memory another process exported, so it is a free for the ops that
+/// read or write it. Natively those ops are in the driver's queues before the call; under bind
+/// mode they may still wait for their binding, and ran after the unmapping: torch_ipc's importer,
+/// which closes the handle as soon as it drops the received tensor, faulted with
+/// `CUDA_ERROR_ILLEGAL_ADDRESS` through a daemon under MPS (docs/results/apps-suite.md, run 20)
+/// and read wrong values when its launches took the dispatcher's path (run 21). So every started
+/// device synchronizes logically first, as for `cuMemFree`.
+pub(crate) fn ipc_close_mem_handle(_id: HookId, real: &dyn Fn() -> CUresult, _ptr: CUdeviceptr) -> CUresult {
+    free_after_device_sync(real)
+}
+
 // ---- graphs --------------------------------------------------------------------------------
 
 /// Per-partition copies of the executable graphs instantiated in bind mode whose every node a copy
@@ -1190,36 +1201,4 @@ pub(crate) fn ctx_synchronize(_id: HookId, real: &dyn Fn() -> CUresult) -> CUres
 
 pub(crate) fn ctx_synchronize_v2(_id: HookId, real: &dyn Fn() -> CUresult, _ctx: CUcontext) -> CUresult {
     device_sync_then(real)
-}
-
-/// `cuIpcOpenMemHandle`: the import itself is the application's call, unchanged. Under MPS, a
-/// green-context stream of the importing process faulted on imported memory (torch_ipc as a daemon
-/// client: `CUDA_ERROR_ILLEGAL_ADDRESS`, the MPS server naming the importer;
-/// docs/results/apps-suite.md, run 20), so once an import succeeds there every later kernel and
-/// graph launch of the device is kept in the primary context, on the whole-device node
-/// (`CudaBackend::keep_on_primary`). Without MPS nothing changes (the same program has run
-/// bitwise native on green contexts since run 11).
-pub(crate) fn ipc_open_mem_handle(
-    _id: HookId,
-    real: &dyn Fn() -> CUresult,
-    _ptr: *mut CUdeviceptr,
-    _handle: IpcMemHandle,
-    _flags: c_uint,
-) -> CUresult {
-    let r = real();
-    if r != CUDA_SUCCESS {
-        return r;
-    }
-    let Some(b) = get() else { return r };
-    if driver::mps_enabled(b.device) {
-        let why = "the process imported memory through CUDA IPC while MPS is on";
-        if b.coordinator.started.backend.keep_on_primary(why) {
-            vlog!(
-                LogLevel::Warn,
-                "device {}: {why}; its kernel and graph launches run in the primary context (the whole-device node) from now on",
-                b.device
-            );
-        }
-    }
-    r
 }

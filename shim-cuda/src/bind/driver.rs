@@ -28,8 +28,6 @@ pub const FUNC_REQUIRED_CLUSTER_WIDTH: c_int = 11;
 const DEVICE_MULTIPROCESSOR_COUNT: c_int = 16;
 /// `CU_DEVICE_ATTRIBUTE_COOPERATIVE_LAUNCH`.
 const DEVICE_COOPERATIVE_LAUNCH: c_int = 95;
-/// `CU_DEVICE_ATTRIBUTE_MPS_ENABLED`.
-const DEVICE_MPS_ENABLED: c_int = 133;
 /// `CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION`.
 const LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION: u32 = 4;
 
@@ -246,14 +244,6 @@ pub fn stream_flags_priority(stream: CUstream) -> Result<(u32, i32), CUresult> {
 }
 
 pub use vitamin_runtime::client::capture::DeviceLimits;
-
-/// Whether the process's contexts on device `dev` are clients of an MPS server (`false` where the
-/// driver does not answer).
-pub fn mps_enabled(dev: c_int) -> bool {
-    let mut v: c_int = 0;
-    // SAFETY: a valid out pointer; an invalid device is an error code, not undefined behavior.
-    unsafe { device_get_attribute(&mut v, DEVICE_MPS_ENABLED, dev) == CUDA_SUCCESS && v != 0 }
-}
 
 /// The limits of device `dev`.
 pub fn device_limits(dev: c_int) -> Result<DeviceLimits, CUresult> {

@@ -467,13 +467,7 @@ impl Bind {
 /// The census section of bind mode (`None` outside bind mode): the first started device's state
 /// (or why none started), with every started device's under `devices` when there are several.
 pub fn census() -> Option<Value> {
-    let mut v = BINDS.bind_census(state::config(), |b| {
-        let mut v = b.census_json();
-        if let Some(why) = b.coordinator.started.backend.kept_on_primary() {
-            v["kept_on_primary"] = why.into();
-        }
-        v
-    })?;
+    let mut v = BINDS.bind_census(state::config(), |b| b.census_json())?;
     if let Some(o) = v.as_object_mut() {
         // Process-wide: executable graphs confinable to a partition, and their copies.
         let mut copies = serde_json::json!(vitamin_hal_cuda::graph_copy_counts());

@@ -1,14 +1,13 @@
 //! Memory family: asynchronous and synchronous copies, fills, and frees (only the 64-bit ABIs,
 //! CUDA 3.2 and later; the CUDA 2.x 32-bit variants are listed in `table::KNOWN_UNHOOKED` and
-//! passed through), and CUDA IPC imports. Observe mode counts every call. Copy descriptors
-//! (`CUDA_MEMCPY2D` etc.) are forwarded as opaque pointers, never read. Bind mode: see
-//! `crate::bind` (1-D asynchronous copies and fills become ops; an IPC import under MPS keeps the
-//! process's later launches in its primary context; everything else takes the native path).
+//! passed through), and `cuIpcCloseMemHandle`, a free of imported memory. Observe mode counts every call. Copy descriptors (`CUDA_MEMCPY2D` etc.) are
+//! forwarded as opaque pointers, never read. Bind mode: see `crate::bind` (1-D asynchronous
+//! copies and fills become ops; everything else takes the native path).
 
 use std::ffi::{c_uchar, c_uint, c_ushort, c_void};
 
 use crate::bind::calls;
-use crate::ffi::{CUarray, CUcontext, CUdeviceptr, CUstream, IpcMemHandle};
+use crate::ffi::{CUarray, CUcontext, CUdeviceptr, CUstream};
 use crate::hooks::driver_hooks;
 
 driver_hooks! {
@@ -65,9 +64,6 @@ driver_hooks! {
     fn [cuMemcpyAtoA_v2 cuMemcpyAtoA_v2_ptds] (
         dst: CUarray, dst_offset: usize, src: CUarray, src_offset: usize, bytes: usize,
     ) | calls::sync_copy_aa;
-    // ---- memory another process exported (CUDA IPC); both ABIs take the same arguments
-    fn [cuIpcOpenMemHandle cuIpcOpenMemHandle_v2] (ptr: *mut CUdeviceptr, handle: IpcMemHandle, flags: c_uint)
-        | calls::ipc_open_mem_handle;
     // ---- fills
     fn [cuMemsetD8_v2 cuMemsetD8_v2_ptds] (dst: CUdeviceptr, value: c_uchar, count: usize) | calls::sync_set_d8;
     fn [cuMemsetD16_v2 cuMemsetD16_v2_ptds] (dst: CUdeviceptr, value: c_ushort, count: usize) | calls::sync_set_d16;
@@ -98,6 +94,7 @@ driver_hooks! {
     ) | calls::memset_d2d32_async;
     // ---- frees
     fn [cuMemFree_v2] (ptr: CUdeviceptr) | calls::mem_free;
+    fn [cuIpcCloseMemHandle] (ptr: CUdeviceptr) | calls::ipc_close_mem_handle;
     fn [cuMemFreeHost] (ptr: *mut c_void) | calls::mem_free_host;
     fn [cuMemFreeAsync cuMemFreeAsync_ptsz] (ptr: CUdeviceptr, stream: CUstream) | calls::mem_free_async;
 }

@@ -17,8 +17,8 @@
  * an event synchronize, a query while a long kernel runs, timing events, dynamic shared memory
  * raised with cuFuncSetAttribute, cluster and cooperative launches (bound only to partitions that
  * hold them), invalid launches incl. a cooperative grid larger than the device and a partial
- * cluster (same error as the driver, synchronously), context sync. BIND_APP_IPC=1: a CUDA IPC import
- * first.
+ * cluster (same error as the driver, synchronously), context sync. BIND_APP_IPC=1: first a CUDA IPC import,
+ * a launch on it and its unmapping.
  *
  * Build: cc -o bind_app bind_app.c -L<dir> -lcuda
  */
@@ -57,6 +57,7 @@ typedef struct {
     char reserved[64];
 } CUipcMemHandle;
 CUresult cuIpcOpenMemHandle_v2(CUdeviceptr *, CUipcMemHandle, unsigned);
+CUresult cuIpcCloseMemHandle(CUdeviceptr);
 CUresult cuMemFreeHost(void *);
 CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr, const void *, size_t, CUstream);
 CUresult cuMemcpyDtoHAsync_v2(void *, CUdeviceptr, size_t, CUstream);
@@ -142,6 +143,8 @@ int main(void) {
         memset(&h, 0, sizeof h);
         CUdeviceptr imported;
         CHECK(cuIpcOpenMemHandle_v2(&imported, h, 1)); /* CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS */
+        CHECK(step(s2, imported, imported, 90, 1.0f, 0.0f)); /* k90 uses the imported memory */
+        CHECK(cuIpcCloseMemHandle(imported));                /* which k90 must have used by now */
     }
 
     /* copy A1+0<-staged: pageable source, overwritten as soon as the call returns */

@@ -510,7 +510,6 @@ EXPORT CUresult cuDeviceGetAttribute(int *v, int attr, int dev) {
     case 95: *v = 1; break;   /* COOPERATIVE_LAUNCH */
     case 120: *v = 1; break;  /* CLUSTER_LAUNCH */
     case 122: *v = getenv("FAKE_CUDA_NO_MEMOPS") ? 0 : 1; break; /* CAN_USE_64_BIT_STREAM_MEM_OPS */
-    case 133: *v = getenv("FAKE_CUDA_MPS") ? 1 : 0; break;      /* MPS_ENABLED */
     default: *v = 0; break;
     }
     return CUDA_SUCCESS;
@@ -768,12 +767,18 @@ EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *p, size_t bytes) {
 typedef struct { char reserved[64]; } CUipcMemHandle;
 EXPORT CUresult cuIpcOpenMemHandle_v2(CUdeviceptr *p, CUipcMemHandle h, unsigned flags) {
     (void)h;
-    *p = (CUdeviceptr)(uintptr_t)new_alloc(4096, 0);
+    *p = (CUdeviceptr)(uintptr_t)new_alloc(1 << 16, 0);
     logf_("cuIpcOpenMemHandle flags=%u", flags);
     return CUDA_SUCCESS;
 }
 EXPORT CUresult cuIpcOpenMemHandle(CUdeviceptr *p, CUipcMemHandle h, unsigned flags) {
     return cuIpcOpenMemHandle_v2(p, h, flags);
+}
+/* Unmapping: marked in the execution log at the call, so a test sees what ran before it. */
+EXPORT CUresult cuIpcCloseMemHandle(CUdeviceptr p) {
+    exec_log("mark ipc close");
+    logf_("cuIpcCloseMemHandle %s", p ? "ok" : "null");
+    return CUDA_SUCCESS;
 }
 EXPORT CUresult cuMemAllocHost_v2(void **p, size_t bytes) {
     *p = new_alloc(bytes, 1);

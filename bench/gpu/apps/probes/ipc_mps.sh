@@ -52,10 +52,4 @@ for tag in ("native", "native-mps", "bind", "bind-mps", "bind-mps-exclusive", "d
     r = json.load(open(p)).get("digests")
     ref = ref or r
     print(tag, "identical to", "native" if r == ref else "DIFFERS")
-# where the parent's launches went: kept in the primary context after its IPC import, or not
-for tag in ("bind", "bind-mps", "bind-mps-exclusive", "daemon-mps"):
-    p = f"{d}/{tag}.census.json"
-    if os.path.exists(p):
-        b = json.load(open(p)).get("bind") or {}
-        print(tag, "kept_on_primary:", b.get("kept_on_primary", "no"))
 PY
