@@ -68,7 +68,11 @@ one() {
     ) > "$runs/$tag.log" 2>&1 &
     pid=$!; wait "$pid"; rc=$?
     echo "$rc" > "$runs/$tag.rc"
-    left_behind=$(pgrep -a -s "$pid")
+    # Zombies are left out: dead already, they hold no CUDA context (a spawned child's exited
+    # helper stays one when its parent is gone and nothing reaps it).
+    left_behind=$(pgrep -s "$pid" | while read -r p; do
+        case $(ps -o stat= -p "$p" 2>/dev/null) in Z*|"") ;; *) echo "$p $(ps -o args= -p "$p")" ;; esac
+    done)
     if [ -n "$left_behind" ]; then
         echo "$left_behind" > "$runs/$tag.left"
         pkill -KILL -s "$pid"

@@ -90,14 +90,17 @@ class RunSuiteDaemonTest(unittest.TestCase):
 
     def test_what_a_program_leaves_behind_is_killed_and_reported(self):
         # the program ends, its child (a marked sleep) goes on, as torch.multiprocessing's spawned
-        # child does when its parent aborts; each run's leftovers are listed and killed
+        # child does when its parent aborts; each run's leftovers are listed and killed. The
+        # child's own exited child (sleep 0, which nothing reaps) is a zombie: not listed.
         mark = f"{os.getpid()}{id(self)}"
-        program = PROGRAM + f"import subprocess\nsubprocess.Popen(['sleep', '{mark}'])\n"
+        program = PROGRAM + f"import subprocess\nsubprocess.Popen(['sh', '-c', 'sleep 0 & exec sleep {mark}'])\n"
         lines, s, out = self.run_suite(0, program=program)
         self.assertEqual(subprocess.run(["pgrep", "-f", f"sleep {mark}"]).returncode, 1, "a leftover sleep runs")
         for kind in ("native.1", "native.2", "daemon.1"):
             with open(os.path.join(out, "runs", f"stub.{kind}.left")) as f:
-                self.assertIn(f"sleep {mark}", f.read())
+                left = f.read()
+            self.assertIn(f"sleep {mark}", left)
+            self.assertEqual(len(left.splitlines()), 1, left)
         self.assertTrue(any("left 1 process(es) behind" in p and f"sleep {mark}" in p
                             for p in s["programs"][0]["problems"]), s["programs"][0]["problems"])
 

@@ -15,7 +15,8 @@ run() { # TAG ENV...: torch_ipc.py in its own process group, bounded, the group 
     ( cd "$HERE" && exec env "$@" APP_OUT="$D/$tag.json" VITAMIN_CENSUS="$D/$tag.census.json" \
         setsid timeout -k 5 60 python3 torch_ipc.py ) > "$D/$tag.log" 2>&1 &
     local pid=$!; wait $pid; local rc=$?
-    local left; left=$(pgrep -g "$pid" 2>/dev/null | wc -l)  # setsid: the session and group id is the child's pid
+    # setsid: the session and group id is the child's pid; zombies (dead already) are not counted
+    local left; left=$(pgrep -g "$pid" 2>/dev/null | while read -r p; do ps -o stat= -p "$p"; done | grep -vc '^Z')
     pkill -KILL -g "$pid" 2>/dev/null
     echo "$tag rc=$rc leftover_processes=$left" | tee -a "$D/results.txt"
 }
