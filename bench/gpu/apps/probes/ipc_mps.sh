@@ -45,12 +45,13 @@ done
 python3 - "$D" <<'PY' | tee -a "$D/results.txt"
 import json, os, sys
 d = sys.argv[1]
-ref = None
+ref = ref_tag = None
 for tag in ("native", "native-mps", "bind", "bind-mps", "bind-mps-exclusive", "daemon-mps"):
     p = f"{d}/{tag}.json"
     if not os.path.exists(p):
         print(tag, "no output"); continue
     r = json.load(open(p)).get("digests")
-    ref = ref or r
-    print(tag, "identical to", "native" if r == ref else "DIFFERS")
+    if ref is None:
+        ref, ref_tag = r, tag
+    print(tag, "identical to" if r == ref else "DIFFERS from", ref_tag)
 PY
