@@ -218,7 +218,6 @@ macro_rules! for_each_hook {
             [Memory memory cuMemcpyAtoA_v2 "cuMemcpyAtoA" 3020 Legacy]
             [Memory memory cuMemcpyAtoA_v2_ptds "cuMemcpyAtoA" 7000 Ptds]
             // ---- memory: fills
-            [Memory memory cuIpcCloseMemHandle "cuIpcCloseMemHandle" 4010 Legacy]
             [Memory memory cuMemsetD8_v2 "cuMemsetD8" 3020 Legacy]
             [Memory memory cuMemsetD8_v2_ptds "cuMemsetD8" 7000 Ptds]
             [Memory memory cuMemsetD16_v2 "cuMemsetD16" 3020 Legacy]
@@ -245,6 +244,7 @@ macro_rules! for_each_hook {
             [Memory memory cuMemsetD2D32Async_ptsz "cuMemsetD2D32Async" 7000 Ptsz]
             // ---- memory: frees
             [Memory memory cuMemFree_v2 "cuMemFree" 3020 Legacy]
+            [Memory memory cuIpcCloseMemHandle "cuIpcCloseMemHandle" 4010 Legacy]
             [Memory memory cuMemFreeHost "cuMemFreeHost" 2000 Legacy]
             [Memory memory cuMemFreeAsync "cuMemFreeAsync" 11020 Legacy]
             [Memory memory cuMemFreeAsync_ptsz "cuMemFreeAsync" 11020 Ptsz]

@@ -1,8 +1,9 @@
 //! Memory family: asynchronous and synchronous copies, fills, and frees (only the 64-bit ABIs,
 //! CUDA 3.2 and later; the CUDA 2.x 32-bit variants are listed in `table::KNOWN_UNHOOKED` and
-//! passed through), and `cuIpcCloseMemHandle`, a free of imported memory. Observe mode counts every call. Copy descriptors (`CUDA_MEMCPY2D` etc.) are
-//! forwarded as opaque pointers, never read. Bind mode: see `crate::bind` (1-D asynchronous
-//! copies and fills become ops; everything else takes the native path).
+//! passed through), `cuIpcCloseMemHandle` (a free of imported memory) among them. Observe mode
+//! counts every call. Copy descriptors (`CUDA_MEMCPY2D` etc.) are forwarded as opaque pointers,
+//! never read. Bind mode: see `crate::bind` (1-D asynchronous copies and fills become ops;
+//! everything else takes the native path).
 
 use std::ffi::{c_uchar, c_uint, c_ushort, c_void};
 
