@@ -1754,17 +1754,11 @@ fn common_place(places: impl Iterator<Item = Option<Place>>) -> Option<Place> {
     common
 }
 
-/// Whether the pool's smallest node ([`smallest_node`]) refuses `d`, asked without creating it: a
-/// launch with no shape requirement of its own then runs only on larger nodes, because the backend
+/// The pool's smallest node, if it is smaller than the whole device. A launch with no shape
+/// requirement of its own that this node refuses runs only on larger nodes, because the backend
 /// keeps it in the application's own context (a function whose raised limit a green context could
-/// not raise). Such a launch is offered only the nodes that run it, in process, and sent to a
-/// daemon with a floor, as a cooperative launch is, rather than bound to a small node and refused
-/// there. One backend check per launch.
-fn smallest_refuses<P: PhysicalPartition>(pool: &Pool, partitions: &[NodePartition<P>], d: &OpDesc) -> bool {
-    smallest_node(pool).is_some_and(|n| !partitions[n.index()].may_execute(d))
-}
-
-/// The pool's smallest node, if it is smaller than the whole device.
+/// not raise): it is offered only the nodes that run it, in process, and sent to a daemon with a
+/// floor (`remote::smallest_refuses`), rather than bound to a small node and refused there.
 fn smallest_node(pool: &Pool) -> Option<NodeId> {
     let &n = pool.nodes_by_size().first()?;
     (pool.node(n).size() < pool.node(pool.root()).size()).then_some(n)
