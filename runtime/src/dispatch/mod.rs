@@ -1330,7 +1330,7 @@ impl<B: Backend, P: Policy> Dispatcher<B, P> {
                     if desc
                         .as_kernel()
                         .is_some_and(|k| k.attributes().needs_coresidency() || k.attributes().cluster().is_some())
-                        || smallest.is_some_and(|n| !partitions[n.index()].may_execute(desc))
+                        || smallest_refuses(smallest, partitions, desc)
                     {
                         nodes.retain(|n| partitions[n.index()].may_execute(desc));
                     }
@@ -1758,10 +1758,20 @@ fn common_place(places: impl Iterator<Item = Option<Place>>) -> Option<Place> {
 /// requirement of its own that this node refuses runs only on larger nodes, because the backend
 /// keeps it in the application's own context (a function whose raised limit a green context could
 /// not raise): it is offered only the nodes that run it, in process, and sent to a daemon with a
-/// floor (`remote::smallest_refuses`), rather than bound to a small node and refused there.
+/// floor ([`smallest_refuses`]), rather than bound to a small node and refused there.
 fn smallest_node(pool: &Pool) -> Option<NodeId> {
     let &n = pool.nodes_by_size().first()?;
     (pool.node(n).size() < pool.node(pool.root()).size()).then_some(n)
+}
+
+/// Whether node `smallest` ([`smallest_node`]) refuses `d`, asked without creating it. One
+/// backend check per launch.
+fn smallest_refuses<P: PhysicalPartition>(
+    smallest: Option<NodeId>,
+    partitions: &[NodePartition<P>],
+    d: &OpDesc,
+) -> bool {
+    smallest.is_some_and(|n| !partitions[n.index()].may_execute(d))
 }
 
 fn least_loaded(loads: &[u32]) -> LaneId {

@@ -37,7 +37,7 @@ use std::time::{Duration, Instant};
 use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 use vitamin_hal::{Backend, KernelLaunch, OpDesc, PhysicalPartition};
 
-use super::{smallest_node, DispatchError, Dispatcher};
+use super::{smallest_node, smallest_refuses, DispatchError, Dispatcher};
 use crate::arbiter::state::sched;
 use crate::daemon::client::{Binding, DaemonClient};
 use crate::daemon::wire::{self, LeaseState, ReadyRecord};
@@ -402,7 +402,7 @@ impl<B: Backend, P: Policy> Dispatcher<B, P> {
             OpDesc::Kernel(k) => {
                 k.attributes().needs_coresidency()
                     || k.attributes().cluster().is_some()
-                    || smallest_refuses(&self.arbiter.pool, &self.partitions, d)
+                    || smallest_refuses(smallest_node(&self.arbiter.pool), &self.partitions, d)
             }
             OpDesc::Graph(_) => true,
             _ => false,
@@ -547,7 +547,7 @@ impl<B: Backend, P: Policy> Dispatcher<B, P> {
             // Cooperative, cluster and graph launches run unchanged only on some nodes: ask for
             // the smallest that does (checked here, where the partitions are).
             let floor = r.floors.get(&id).copied().unwrap_or_else(|| {
-                if flags == 0 && !smallest_refuses(&self.arbiter.pool, &self.partitions, &e.desc) {
+                if flags == 0 && !smallest_refuses(smallest_node(&self.arbiter.pool), &self.partitions, &e.desc) {
                     return 0;
                 }
                 let mut best = root_units;
@@ -755,13 +755,6 @@ impl<B: Backend, P: Policy> Dispatcher<B, P> {
             inf.remote = false;
         }
     }
-}
-
-/// Whether the pool's smallest node refuses `d` (asked without creating it): then `d` is sent
-/// with a floor, or shared as a whole-device launch where the policy shares them
-/// ([`smallest_node`]). One backend check per launch.
-fn smallest_refuses<P: PhysicalPartition>(pool: &Pool, partitions: &[NodePartition<P>], d: &OpDesc) -> bool {
-    smallest_node(pool).is_some_and(|n| !partitions[n.index()].may_execute(d))
 }
 
 /// Which nodes a client under a daemon asks whether they run a constrained (cooperative, cluster or
