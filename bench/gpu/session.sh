@@ -4,7 +4,8 @@
 # write is packed into $OUT/all.tgz (one file back). Run from the repository root on the GPU machine,
 # after staging here (each step's stage script) and carrying .device:
 #   STEPS="ovd share dg tp eval:determinism~rounds=1" bash bench/gpu/session.sh
-# Steps: ovd (bench/gpu/pair/overhead_daemon.sh, OVD_ROUNDS), share / dg / tp (bench/gpu/pair/run.sh
+# Steps: ovd (bench/gpu/pair/overhead_daemon.sh, OVD_ROUNDS), lat (bench/gpu/shim/latency_check.sh staged by
+# stage_overhead.sh: LAT_CONFIGS, default native, default, and `before` where BEFORE= staged an earlier build; LAT_ROUNDS), share / dg / tp (bench/gpu/pair/run.sh
 # PART=share / digest / throughput, TP_ROUNDS), apps (bench/gpu/apps/run_suite.sh on .device/apps with
 # the wheels in .whl, APPS_BUDGET seconds, default 330, APPS_CHAOS / APPS_THROUGHPUT / APPS_DAEMON bind runs,
 # default 3 / 2 / 0, APPS_PROGS the programs (default all), the daemon passes with the `vitamin` staged beside the shim; carry .whl too), ipc
@@ -28,6 +29,10 @@ nvidia-smi > $W/nvidia-smi.txt 2>&1
 for s in $STEPS; do
     case $s in
         ovd) run_step ovd 90 env ROUNDS=${OVD_ROUNDS:-5} bash $R/.device/overhead/overhead_daemon.sh ;;
+        lat) lat_default="native default"
+            [ -f $R/.device/overhead/libvitamin_cuda_before.so ] && lat_default+=" before:SHIM=libvitamin_cuda_before.so"
+            run_step lat 300 env ROUNDS=${LAT_ROUNDS:-5} PATHS=0 TRACE="" CONFIGS="${LAT_CONFIGS:-$lat_default}" \
+                bash $R/.device/overhead/latency_check.sh ;;
         share) run_step share 220 env ROUNDS=1 SECONDS_=6 PART=share bash $R/.device/pair/run.sh ;;
         dg) run_step dg 150 env PART=digest WARMUP=0 bash $R/.device/pair/run.sh ;;
         tp) run_step tp 400 env ROUNDS=${TP_ROUNDS:-1} SECONDS_=8 WARMUP=0 bash $R/.device/pair/run.sh ;;

@@ -1,5 +1,8 @@
 #!/usr/bin/env bash
 # Builds the shim and stages what overhead_check.sh needs into .device/overhead (git-ignored).
+# BEFORE=COMMIT also builds that commit's shim (a git worktree under target/) and stages it as
+# libvitamin_cuda_before.so, for an A/B of the two builds side by side (latency_check.sh's SHIM=, the
+# session step `lat`).
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/../../.." && pwd)
 cd "$ROOT"
@@ -13,5 +16,14 @@ cp bench/probes/shim/{launch_paths.cu,pin_check.sh,memfence_probe.cu,launch_idle
 cp bench/probes/host/{spinner.c,spin_check.sh,sibling_probe.c,c2c_probe.c} "$D/"
 cp bench/probes/host/host_probe.c "$D/"
 git rev-parse HEAD > "$D/COMMIT"
+if [ -n "${BEFORE:-}" ]; then
+    wt="$ROOT/target/before-worktree"
+    git worktree remove --force "$wt" 2>/dev/null || rm -rf "$wt"
+    git worktree add -q --detach "$wt" "$BEFORE"
+    (cd "$wt" && CARGO_TARGET_DIR="$ROOT/target/before" cargo build --release -p vitamin-shim-cuda)
+    cp "$ROOT/target/before/release/libvitamin_cuda.so" "$D/libvitamin_cuda_before.so"
+    git worktree remove --force "$wt"
+    echo "libvitamin_cuda_before.so: $(git rev-parse "$BEFORE")" >> "$D/COMMIT"
+fi
 git status --short | sed 's/^/dirty: /' >> "$D/COMMIT"
 du -sh "$D"
