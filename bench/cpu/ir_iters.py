@@ -15,13 +15,14 @@ every run), unlike criterion's times on the 2-vCPU CI machine (docs/results/disp
 Standard library only.
 """
 import csv
-import re
 import glob
 import os
+import re
 import statistics
 import subprocess
 import sys
 
+# The CSV columns of `iters` rows; ir_ab.sh writes this header line (ir_iters_test.py checks it).
 HEADER = ["build", "config", "iterations", "median_ir_per_op", "min_ir_per_op", "p90_ir_per_op"]
 SKIP_FIRST = 3  # warm-up iterations left out (the pool's first leases, lazily grown tables)
 
@@ -59,9 +60,9 @@ def row(build, config, irs, ops_per_iter):
 
 def table(rows, before, after):
     """Markdown table: per configuration, the two builds' median and minimum Ir per op and the
-    ratios after/before. The minimum is an iteration without the occasional extra work (a table
-    growing, criterion's own bookkeeping) and repeats to a few instructions from run to run; the
-    median moves with how many iterations had such work."""
+    ratios after/before. Some iterations execute a few percent more than the others (not traced);
+    the minimum leaves them out and repeated to a few instructions per op between runs, while the
+    median moves with how many such iterations a run had."""
     by = {}
     for r in rows:
         by.setdefault(r["config"], {})[r["build"]] = (float(r["median_ir_per_op"]), float(r["min_ir_per_op"]))

@@ -23,6 +23,12 @@ class IrIters(unittest.TestCase):
         r = ir_iters.row("a", "cfg", [2560, 2560, 5120, 2560], 256)
         self.assertEqual(r, ["a", "cfg", "4", "10.0", "10.0", "20.0"])
 
+    def test_row_matches_the_header_ir_ab_writes(self):
+        here = os.path.dirname(os.path.abspath(__file__))
+        with open(os.path.join(here, "ir_ab.sh")) as f:
+            self.assertIn('echo "%s" > "$OUT/ir.csv"' % ",".join(ir_iters.HEADER), f.read())
+        self.assertEqual(len(ir_iters.row("a", "cfg", [1], 1)), len(ir_iters.HEADER))
+
     def test_row_without_iterations_is_an_error(self):
         with self.assertRaises(ValueError):
             ir_iters.row("a", "cfg", [], 256)
