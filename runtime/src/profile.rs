@@ -123,6 +123,15 @@ impl Profiles {
         self.entries.get(&key(config))
     }
 
+    /// Adds `times` (`(units, ns)`) to the entry of `config`: a size already there takes the new
+    /// time; the entry is created if there is none.
+    pub fn merge_times(&mut self, config: LaunchConfig, times: Vec<(usize, f64)>) {
+        let entry = self.entries.entry(key(&config)).or_insert_with(|| ProfileEntry { config, times: Vec::new() });
+        let mut merged: BTreeMap<usize, f64> = entry.times.iter().copied().collect();
+        merged.extend(times);
+        entry.times = merged.into_iter().collect();
+    }
+
     /// Number of profiled configurations.
     pub fn len(&self) -> usize {
         self.entries.len()
@@ -185,6 +194,77 @@ impl Profiles {
             return Err(ProfileError::Version { path: p, found });
         }
         serde_json::from_value(v).map_err(|source| ProfileError::Format { path: p, source })
+    }
+}
+
+/// Samples [`ProfileRecorder`] keeps per launch configuration and node size (the latest).
+pub const RECORD_SAMPLES: usize = 32;
+
+/// Execution times observed while an application ran (the `profile_out` key): per launch
+/// configuration and node size, the latest [`RECORD_SAMPLES`] times, turned into a profile file's
+/// entries (the median per size) by [`ProfileRecorder::to_profiles`]. The dispatcher records only
+/// launches submitted to an idle lane, timed from submission to the completion it observed: their
+/// times include the launch latency and the polling delay, which the median of many keeps small
+/// against kernels of more than a few tens of microseconds.
+#[derive(Debug, Default)]
+pub struct ProfileRecorder {
+    /// Index into `configs` by (function handle, grid, block, dynamic shared memory): no string
+    /// is built per sample.
+    index: rustc_hash::FxHashMap<(u64, [u32; 3], [u32; 3], u32), usize>,
+    /// Per configuration: per node size, a ring of the latest samples (ns) and its next slot.
+    configs: Vec<(LaunchConfig, BTreeMap<usize, (Vec<f64>, usize)>)>,
+    samples: u64,
+}
+
+impl ProfileRecorder {
+    /// Records one execution of `k` on a node of `units` units that took `ns`.
+    pub fn record(&mut self, k: &KernelLaunch, units: usize, ns: u64) {
+        let (g, b) = (k.grid(), k.block());
+        let key = (k.function().handle(), [g.x, g.y, g.z], [b.x, b.y, b.z], k.shared_mem_bytes());
+        let next = self.configs.len();
+        let i = *self.index.entry(key).or_insert(next);
+        if i == next {
+            self.configs.push((k.config(), BTreeMap::new()));
+        }
+        let (ring, at) = self.configs[i].1.entry(units).or_insert_with(|| (Vec::with_capacity(RECORD_SAMPLES), 0));
+        if ring.len() < RECORD_SAMPLES {
+            ring.push(ns as f64);
+        } else {
+            ring[*at] = ns as f64;
+        }
+        *at = (*at + 1) % RECORD_SAMPLES;
+        self.samples += 1;
+    }
+
+    /// Samples recorded in all.
+    pub fn samples(&self) -> u64 {
+        self.samples
+    }
+
+    /// Launch configurations recorded.
+    pub fn configurations(&self) -> usize {
+        self.configs.len()
+    }
+
+    /// `base` (the profiles the run started with) with the recorded medians: per configuration,
+    /// each recorded size's median replaces or adds to the base's times.
+    pub fn to_profiles(&self, base: &Profiles) -> Profiles {
+        let mut out = base.clone();
+        for (config, sizes) in &self.configs {
+            let times = sizes.iter().map(|(&u, (ring, _))| (u, median(ring))).collect();
+            out.merge_times(config.clone(), times);
+        }
+        out
+    }
+}
+
+fn median(v: &[f64]) -> f64 {
+    let mut s = v.to_vec();
+    s.sort_by(f64::total_cmp);
+    match s.len() {
+        0 => 0.0,
+        n if n % 2 == 1 => s[n / 2],
+        n => (s[n / 2 - 1] + s[n / 2]) / 2.0,
     }
 }
 
@@ -263,6 +343,56 @@ mod tests {
             KernelArgs::pack(&[&10_000u32.to_le_bytes()]),
             LaunchAttributes::none(),
         )
+    }
+
+    proptest::proptest! {
+        /// Against the plain model (every sample kept): each configuration and size recorded has
+        /// the median of its latest RECORD_SAMPLES samples, and nothing else is in the profile.
+        #[test]
+        fn recorded_medians_match_the_latest_samples(
+            samples in proptest::collection::vec((0u32..3, 0usize..3, 1u64..1_000_000), 0..200),
+        ) {
+            let b = SimBackend::default_device();
+            let kernels: Vec<_> = [132u32, 264, 528].iter().map(|&g| busy(&b, g)).collect();
+            let sizes = [8usize, 16, 132];
+            let mut r = ProfileRecorder::default();
+            let mut model: BTreeMap<(u32, usize), Vec<f64>> = BTreeMap::new();
+            for &(k, u, ns) in &samples {
+                r.record(&kernels[k as usize], sizes[u], ns);
+                model.entry((k, sizes[u])).or_default().push(ns as f64);
+            }
+            proptest::prop_assert_eq!(r.samples(), samples.len() as u64);
+            let p = r.to_profiles(&Profiles::new("sim"));
+            let configs: std::collections::BTreeSet<u32> = model.keys().map(|&(k, _)| k).collect();
+            proptest::prop_assert_eq!(p.len(), configs.len());
+            proptest::prop_assert_eq!(r.configurations(), configs.len());
+            for k in 0..3u32 {
+                let want: Vec<(usize, f64)> = model
+                    .iter()
+                    .filter(|((kk, _), _)| *kk == k)
+                    .map(|(&(_, u), all)| (u, median(&all[all.len().saturating_sub(RECORD_SAMPLES)..])))
+                    .collect();
+                let got = p.get(&kernels[k as usize].config()).map(|e| e.times.clone()).unwrap_or_default();
+                proptest::prop_assert_eq!(got, want);
+            }
+        }
+    }
+
+    #[test]
+    fn recorded_sizes_replace_or_add_to_the_base_profile() {
+        let b = SimBackend::default_device();
+        let k = busy(&b, 528);
+        let mut base = Profiles::new("sim");
+        base.insert(ProfileEntry { config: k.config(), times: vec![(8, 800.0), (64, 100.0)] });
+        let mut r = ProfileRecorder::default();
+        for ns in [50, 70, 60] {
+            r.record(&k, 64, ns);
+        }
+        r.record(&k, 132, 40);
+        let p = r.to_profiles(&base);
+        assert_eq!(p.get(&k.config()).expect("entry").times, vec![(8, 800.0), (64, 60.0), (132, 40.0)]);
+        // An even count takes the mean of the middle two.
+        assert_eq!(median(&[1.0, 4.0, 2.0, 3.0]), 2.5);
     }
 
     #[test]

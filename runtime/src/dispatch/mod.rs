@@ -71,7 +71,7 @@ use crate::pool::{
     Conflicts, CreationReport, Creations, Factory, Hierarchy, HolderId, NodeId, NodeKind, NodePartition, Pool,
     PoolError, PoolLayout, Realized,
 };
-use crate::profile::Profiles;
+use crate::profile::{ProfileRecorder, Profiles};
 use crate::vctx::{ContinuableOp, OpId, VirtualContext};
 
 /// Dispatcher errors (backend failures while building or polling).
@@ -130,6 +130,10 @@ pub struct DispatchConfig {
     pub lane_continuation: bool,
     /// Record a binding timeline.
     pub record_timeline: bool,
+    /// Record the execution times of kernel launches per node size ([`Dispatcher::recorded_profiles`],
+    /// the `profile_out` key): only launches submitted to an idle lane, from submission to the
+    /// completion observed.
+    pub record_profile: bool,
     /// Most ops a lane may hold (running + queued, as last observed) for lane continuation to add
     /// one more: bounds how far binding runs ahead of execution, so later ops can still be
     /// rebound elsewhere.
@@ -180,6 +184,7 @@ impl Default for DispatchConfig {
             service_lanes: 8,
             lane_continuation: true,
             record_timeline: false,
+            record_profile: false,
             max_continuation_depth: 2,
             max_continuation_ns: u64::MAX,
             profile_phases: false,
@@ -331,6 +336,9 @@ struct Inflight {
     remote: bool,
     /// Counted in the local pool (`begin_submit`): its completion is counted there too.
     pooled: bool,
+    /// Submitted to a lane with nothing else on it: from submission to completion it ran alone
+    /// there ([`DispatchConfig::record_profile`] times only such launches).
+    alone: bool,
 }
 
 /// How a poll tracks completions on the partitions it polls.
@@ -384,6 +392,8 @@ pub struct Dispatcher<B: Backend, P: Policy> {
     deferred: Vec<(usize, ContinuableOp)>,
     stats: DispatchStats,
     timeline: Option<Timeline>,
+    /// Execution times by launch configuration and node size ([`DispatchConfig::record_profile`]).
+    profile_rec: Option<ProfileRecorder>,
     seq: u64,
     /// Backend time of the last completion poll.
     last_poll_ns: u64,
@@ -470,6 +480,7 @@ impl<B: Backend + Clone + 'static, P: Policy> Dispatcher<B, P> {
                 .chain(std::iter::once("service (copies, host functions)".to_owned()))
                 .collect(),
         });
+        let profile_rec = config.record_profile.then(ProfileRecorder::default);
         Ok(Dispatcher {
             lane_load: vec![vec![0; config.lanes_per_node]; n],
             // One row per node, then the service partition's row (it has `service_lanes` lanes).
@@ -493,6 +504,7 @@ impl<B: Backend + Clone + 'static, P: Policy> Dispatcher<B, P> {
             deferred: Vec::new(),
             stats: DispatchStats { per_node: vec![0; n], ..Default::default() },
             timeline,
+            profile_rec,
             seq: 0,
             last_poll_ns: 0,
             submitted_last_round: false,
@@ -564,6 +576,13 @@ impl<B: Backend, P: Policy> Dispatcher<B, P> {
     /// The recorded timeline, if enabled.
     pub fn timeline(&self) -> Option<&Timeline> {
         self.timeline.as_ref()
+    }
+    /// With [`DispatchConfig::record_profile`]: the profiles this dispatcher started with, with
+    /// the median of the latest recorded times per launch configuration and node size, and how
+    /// many times were recorded. `None` when not recording.
+    pub fn recorded_profiles(&self) -> Option<(Profiles, u64)> {
+        let r = self.profile_rec.as_ref()?;
+        Some((r.to_profiles(&self.arbiter.profiles), r.samples()))
     }
     /// Where client `client`'s op `op` was submitted, while it is in flight: (node, lane), node
     /// `None` for the service partition.
@@ -1471,6 +1490,7 @@ impl<B: Backend, P: Policy> Dispatcher<B, P> {
     ) {
         let Place { node, lane } = at;
         let now = self.backend.now_ns();
+        let alone = node.is_some_and(|n| self.lane_load[n.0 as usize][lane as usize] == 0);
         if let Some(n) = node {
             self.arbiter.note_submitted(n, lane as usize, desc.as_kernel(), now);
             self.lane_load[n.0 as usize][lane as usize] += 1;
@@ -1493,8 +1513,10 @@ impl<B: Backend, P: Policy> Dispatcher<B, P> {
         c.busy_since.get_or_insert(now);
         let remote = node.is_some() && self.remote.is_some();
         let pooled = node.is_some() && !remote;
-        self.inflight
-            .insert((node, fence), Inflight { client, op, desc, node, submitted: now, continued, remote, pooled });
+        self.inflight.insert(
+            (node, fence),
+            Inflight { client, op, desc, node, submitted: now, continued, remote, pooled, alone },
+        );
     }
 
     /// Polls every partition with work in flight, satisfies what completed, then does its
@@ -1637,6 +1659,11 @@ impl<B: Backend, P: Policy> Dispatcher<B, P> {
             if !queued {
                 self.arbiter.on_graph_time(self.clients[inf.client].info.holder, nd, start, now, now);
             }
+        }
+        if let (Some(rec), Some(nd), true, None, Some(k)) =
+            (self.profile_rec.as_mut(), inf.node, inf.alone, error, inf.desc.as_kernel())
+        {
+            rec.record(k, self.arbiter.pool.node(nd).size(), now.saturating_sub(inf.submitted));
         }
         if let Some(nd) = inf.node {
             self.lane_load[nd.0 as usize][fence.lane as usize] -= 1;
