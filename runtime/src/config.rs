@@ -111,6 +111,11 @@ pub struct Config {
     pub daemon: Option<PathBuf>,
     /// The scheduling class the daemon sees (`VITAMIN_CLASS`, `VITAMIN_TPOT_MS`).
     pub class: crate::policy::ClientClass,
+    /// A profile file the policy sizes launches by (the file key `profiles`); `None`: the wave model.
+    pub profiles: Option<PathBuf>,
+    /// Where to write, at exit, the execution times bind mode observed per launch configuration
+    /// and node size (the file key `profile_out`; `%p`: the process id), merged over `profiles`.
+    pub profile_out: Option<String>,
 }
 
 /// Default Chaos seed.
@@ -175,7 +180,14 @@ impl Config {
             lane_continuation,
             daemon: get("VITAMIN_DAEMON").map(|s| s.trim().to_owned()).filter(|s| !s.is_empty()).map(PathBuf::from),
             class,
+            profiles: get("profiles").map(|s| s.trim().to_owned()).filter(|s| !s.is_empty()).map(PathBuf::from),
+            profile_out: get("profile_out").map(|s| s.trim().to_owned()).filter(|s| !s.is_empty()),
         }
+    }
+
+    /// Where process `pid` writes its recorded profile, if anywhere (`%p` becomes the pid).
+    pub fn profile_out_path(&self, pid: u32) -> Option<PathBuf> {
+        self.profile_out.as_deref().map(|t| PathBuf::from(t.replace("%p", &pid.to_string())))
     }
 
     /// Where process `pid` writes its census, if anywhere.
@@ -303,6 +315,8 @@ pub const KEYS: &[Key] = &[
     user("daemon", "VITAMIN_DAEMON", ""),
     user("class", "VITAMIN_CLASS", "batch"),
     user_file("device", "0"),
+    user_file("profiles", ""),
+    user_file("profile_out", ""),
     advanced_env("profile_dispatch", "VITAMIN_PROFILE_DISPATCH", "0"),
     advanced("fence", "hybrid"),
     advanced("waiter_fence", "cover"),

@@ -211,10 +211,13 @@ pub struct ProfileRecorder {
     /// Index into `configs` by (function handle, grid, block, dynamic shared memory): no string
     /// is built per sample.
     index: rustc_hash::FxHashMap<(u64, [u32; 3], [u32; 3], u32), usize>,
-    /// Per configuration: per node size, a ring of the latest samples (ns) and its next slot.
-    configs: Vec<(LaunchConfig, BTreeMap<usize, (Vec<f64>, usize)>)>,
+    /// Per configuration: per node size, a ring of the latest samples.
+    configs: Vec<(LaunchConfig, BTreeMap<usize, Ring>)>,
     samples: u64,
 }
+
+/// The latest samples (ns) of one configuration and size, and the slot the next one takes.
+type Ring = (Vec<f64>, usize);
 
 impl ProfileRecorder {
     /// Records one execution of `k` on a node of `units` units that took `ns`.

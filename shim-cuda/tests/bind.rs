@@ -726,3 +726,63 @@ fn memory_imported_through_cuda_ipc_is_unmapped_only_after_the_launches_recorded
         check_exec_order(name, &r.exec, &[("mark start", "begin k90"), ("end k90", "mark ipc close")]);
     }
 }
+
+/// `profile_out` records, at exit, the times of launches that ran alone on their lane per launch
+/// configuration and node size; `profiles` loads such a file for the next run; a file that cannot
+/// be read keeps bind mode from starting (observe mode, the census says why). The output is the
+/// program's own every time.
+#[test]
+fn a_recorded_profile_is_written_at_exit_and_loaded_by_the_next_run() {
+    let f = fixture();
+    let n = native();
+    let recorded = || {
+        std::fs::read_dir(&f.dir)
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .filter_map(|name| name.strip_prefix("recorded.profile")?.strip_suffix(".json")?.parse::<u32>().ok())
+            .collect::<Vec<_>>()
+    };
+    for pid in recorded() {
+        let _ = std::fs::remove_file(f.dir.join(format!("recorded.profile{pid}.json")));
+    }
+    let template = f.dir.join("recorded.profile%p.json");
+    let r = run(
+        "profile-record",
+        Some(&[
+            ("VITAMIN_POLICY", "chaos"),
+            ("VITAMIN_LANE_CONTINUATION", "0"),
+            ("profile_out", template.to_str().unwrap()),
+        ]),
+        &[],
+    );
+    check_bind_run("profile-record", &r);
+    assert_eq!(stdout(&r), stdout(n), "native output");
+    let [pid] = recorded()[..] else { panic!("one profile, named with the process id: {:?}", recorded()) };
+    let path = f.dir.join(format!("recorded.profile{pid}.json"));
+    let p: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).expect("profile JSON");
+    assert_eq!(p["version"], 1);
+    let entries = p["entries"].as_object().expect("entries");
+    assert!(!entries.is_empty(), "launch configurations recorded: {p:#}");
+    for (key, e) in entries {
+        let times = e["times"].as_array().unwrap();
+        assert!(!times.is_empty(), "{key}: {e:#}");
+        for t in times {
+            let (units, ns) = (t[0].as_u64().unwrap(), t[1].as_f64().unwrap());
+            assert!(units > 0 && ns > 0.0, "{key}: {t}");
+        }
+    }
+    let r = run("profile-load", Some(&[("VITAMIN_POLICY", "throughput"), ("profiles", path.to_str().unwrap())]), &[]);
+    check_bind_run("profile-load", &r);
+    assert_eq!(stdout(&r), stdout(n), "native output with the profile loaded");
+    assert_eq!(bind_census(&r)["active"], true);
+    let bad = f.dir.join("bad.profile.json");
+    std::fs::write(&bad, "{\"version\": 99}").unwrap();
+    let r = run("profile-bad", Some(&[("profiles", bad.to_str().unwrap()), ("VITAMIN_LOG", "warn")]), &[]);
+    assert!(r.out.status.success(), "{}", stdout(&r));
+    assert_eq!(stdout(&r), stdout(n), "native output in observe mode");
+    let b = bind_census(&r);
+    assert_eq!(b["active"], false, "{b:#}");
+    let reason = b["reason"].as_str().unwrap_or_default();
+    assert!(reason.contains("profiles") && reason.contains("version 99"), "{reason}");
+}

@@ -73,6 +73,11 @@ pub struct Settings {
     pub daemon: Option<std::path::PathBuf>,
     /// The class the daemon sees.
     pub class: ClientClass,
+    /// The profile file the policy sizes launches by (`profiles`); `None`: the wave model.
+    pub profiles: Option<std::path::PathBuf>,
+    /// Where to write the recorded profile at stop (`profile_out`, this process's path); `None`:
+    /// nothing is recorded.
+    pub profile_out: Option<std::path::PathBuf>,
 }
 
 impl Settings {
@@ -86,6 +91,8 @@ impl Settings {
             tuning: Tuning::from_lookup(get),
             daemon: config.daemon.clone(),
             class: config.class,
+            profiles: config.profiles.clone(),
+            profile_out: config.profile_out_path(std::process::id()),
         }
     }
 }
@@ -951,7 +958,14 @@ fn run<N: NativeApi>(
         );
     }
     let policy = settings.policy.build(settings.seed);
-    let mut d = match Dispatcher::new(backend, policy, Profiles::new(device.clone()), config) {
+    let profiles = match load_profiles(settings.profiles.as_deref(), &device) {
+        Ok(p) => p,
+        Err(e) => {
+            let _ = ready.send(Err(e));
+            return;
+        }
+    };
+    let mut d = match Dispatcher::new(backend, policy, profiles, config) {
         Ok(d) => d,
         Err(e) => {
             let _ = ready.send(Err(format!("could not realize the pool: {e}")));
@@ -1153,6 +1167,17 @@ fn run<N: NativeApi>(
     published["fence"] = d.backend().fence_mode().into();
     published["pool"] = serde_json::to_value(d.pool_report()).unwrap_or_default();
     *stats.lock().unwrap_or_else(|e| e.into_inner()) = Some(published);
+    if let (Some(path), Some((p, timed))) = (settings.profile_out.as_deref(), d.recorded_profiles()) {
+        match p.save(path) {
+            Ok(()) => vlog!(
+                LogLevel::Info,
+                "profile: {timed} timed launches; {} launch configurations written to {}",
+                p.len(),
+                path.display()
+            ),
+            Err(e) => vlog!(LogLevel::Error, "could not write the recorded profile: {e}"),
+        }
+    }
     // The process is exiting: leave the physical contexts to the driver instead of draining and
     // destroying every pool node here.
     std::mem::forget(d);
@@ -1471,6 +1496,19 @@ pub const POLL_INTERVAL_NS: u64 = 50_000;
 ///   dispatcher the bottleneck, docs/results/shim-bind-overhead.md).
 ///
 /// [`Tuning`] overrides these for measurements.
+/// The profiles the policy starts with: the file `path` (`profiles`), or none. A file measured on
+/// another device is used and said so; one that cannot be read is an error (bind mode does not
+/// start: sizing by a file the user named but did not get would be a silent change).
+fn load_profiles(path: Option<&std::path::Path>, device: &str) -> Result<Profiles, String> {
+    let Some(path) = path else { return Ok(Profiles::new(device)) };
+    let p = Profiles::load(path).map_err(|e| format!("profiles: {e}"))?;
+    if p.device != device {
+        vlog!(LogLevel::Warn, "profiles: {} was measured on {:?}; this device is {device:?}", path.display(), p.device);
+    }
+    vlog!(LogLevel::Info, "profiles: {} launch configurations from {}", p.len(), path.display());
+    Ok(p)
+}
+
 fn dispatch_config(settings: &Settings) -> DispatchConfig {
     let t = settings.tuning;
     DispatchConfig {
@@ -1483,6 +1521,7 @@ fn dispatch_config(settings: &Settings) -> DispatchConfig {
         pool: t.pool,
         remainders_at_start: t.remainders_at_start,
         guard_hold_max_ns: u64::try_from(t.guard_hold.as_nanos()).unwrap_or(u64::MAX),
+        record_profile: settings.profile_out.is_some(),
         ..DispatchConfig::default()
     }
 }

@@ -133,9 +133,12 @@ pub fn run_async_app(
     // No configuration file of the machine's applies; knobs the environment cannot set go to a
     // file of this run's own.
     cmd.env("VITAMIN_CONFIG", "none");
-    let mut advanced = String::new();
+    let (mut top, mut advanced) = (String::new(), String::new());
     let mut set = |cmd: &mut Command, k: &str, v: &str| match file_only_key(k) {
-        Some(name) => advanced.push_str(&format!("{name} = {v:?}\n")),
+        Some(key) if key.section == vitamin_runtime::config::Section::User => {
+            top.push_str(&format!("{} = {v:?}\n", key.name))
+        }
+        Some(key) => advanced.push_str(&format!("{} = {v:?}\n", key.name)),
         None => {
             cmd.env(k, v);
         }
@@ -149,9 +152,9 @@ pub fn run_async_app(
     for (k, v) in extra_env {
         set(&mut cmd, k, v);
     }
-    if !advanced.is_empty() {
+    if !advanced.is_empty() || !top.is_empty() {
         let file = dir.join(format!("{name}.config.toml"));
-        std::fs::write(&file, format!("[advanced]\n{advanced}")).expect("write the run's configuration file");
+        std::fs::write(&file, format!("{top}[advanced]\n{advanced}")).expect("write the run's configuration file");
         cmd.env("VITAMIN_CONFIG", &file);
     }
     let mut child = cmd
@@ -258,9 +261,10 @@ pub fn check_exec_order(name: &str, exec: &str, edges: &[(&str, &str)]) {
     }
 }
 
-/// The `[advanced]` key of a knob the environment does not set (file only), if `var` names one.
-pub fn file_only_key(var: &str) -> Option<&'static str> {
-    vitamin_runtime::config::KEYS.iter().find(|k| k.env.is_none() && (k.name == var || k.var() == var)).map(|k| k.name)
+/// The key of a setting the environment does not set (file only: a user key or an `[advanced]`
+/// knob), if `var` names one.
+pub fn file_only_key(var: &str) -> Option<&'static vitamin_runtime::config::Key> {
+    vitamin_runtime::config::KEYS.iter().find(|k| k.env.is_none() && (k.name == var || k.var() == var))
 }
 
 /// SMs of each green context (`g<n>`), from the fake driver's `cuGreenCtxCreate` lines.
