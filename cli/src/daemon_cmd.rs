@@ -120,6 +120,10 @@ struct RunOpts {
     /// ones are counted, not kept.
     #[arg(long, value_name = "N")]
     timeline_spans: Option<usize>,
+    /// A profile file (`vitamin.profile` JSON, as bind mode's `profile_out` writes it) the policy
+    /// sizes launches by; without one, the wave model.
+    #[arg(long, value_name = "FILE")]
+    profiles: Option<PathBuf>,
 }
 
 /// Whether `vitamin daemon` runs the daemon (then logs default to `info`).
@@ -143,6 +147,7 @@ struct Resolved {
     pid_file: Option<PathBuf>,
     timeline: Option<PathBuf>,
     timeline_spans: usize,
+    profiles: Option<PathBuf>,
 }
 
 /// Default of `--timeline-spans`.
@@ -191,6 +196,7 @@ fn resolve(socket: Option<&Path>, o: &RunOpts, file: &DaemonSection) -> Result<R
         pid_file: o.pid_file.clone().or_else(|| file.pid_file.clone()),
         timeline: o.timeline.clone().or_else(|| file.timeline.clone()),
         timeline_spans: o.timeline_spans.or(file.timeline_spans).unwrap_or(TIMELINE_SPANS),
+        profiles: o.profiles.clone().or_else(|| file.profiles.clone()),
     })
 }
 
@@ -384,6 +390,11 @@ fn foreground(opts: &Resolved, choice: BackendChoice) -> Result<()> {
     if let Some(t) = &opts.timeline {
         cfg.timeline = Some(std::path::absolute(t).with_context(|| format!("--timeline {}", t.display()))?);
         cfg.decide.timeline_spans = opts.timeline_spans;
+    }
+    if let Some(path) = &opts.profiles {
+        let p = vitamin_runtime::profile::Profiles::load(path).map_err(|e| anyhow::anyhow!("--profiles: {e}"))?;
+        tracing::info!(file = %path.display(), configurations = p.len(), device = %p.device, "profiles loaded");
+        cfg.decide.profiles = Some(p);
     }
     // A signal only sets a flag (signal-hook); the loop below turns it into a clean stop.
     let term = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));

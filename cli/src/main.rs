@@ -49,7 +49,8 @@ enum Command {
     /// The main job without a GPU: simulated scenarios under every policy, a comparison table, and a
     /// determinism check (always on the simulated H200).
     Demo(demo_cmd::DemoArgs),
-    /// Profile a scenario's launch configurations at every pool size and write the profile file.
+    /// Profile a scenario's launch configurations at every pool size and write the profile file, or
+    /// merge profile files (`--merge`).
     Profile(profile_cmd::ProfileArgs),
     /// Show the hierarchical pool of physical contexts for the chosen device (tree, remainders).
     Pool {

@@ -170,3 +170,40 @@ fn an_mps_fault_reaches_clients_and_status() {
     client.goodbye().unwrap();
     assert!(terminate(child));
 }
+
+/// `--profiles` (or `[daemon] profiles`): a profile file the daemon's policy sizes launches by; one
+/// that cannot be read stops the daemon at start with the reason, before it listens.
+#[test]
+fn the_daemon_loads_a_profile_file_and_refuses_a_bad_one() {
+    let d = dir("profiles");
+    let good = d.join("good.json");
+    let sim = SimBackend::preset("h200").unwrap();
+    vitamin_runtime::profile::Profiles::new(sim.topology().device_name()).save(&good).unwrap();
+    let socket = d.join("p.sock");
+    let cfg = d.join("config.toml");
+    std::fs::write(&cfg, format!("[daemon]\nmps = \"off\"\nprofiles = {good:?}\n")).unwrap();
+    let child = vitamin()
+        .env("VITAMIN_CONFIG", &cfg)
+        .arg("daemon")
+        .arg("--socket")
+        .arg(&socket)
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    assert!(until(Duration::from_secs(10), || status(&socket).is_some()), "the daemon runs with the file's profiles");
+    assert!(terminate(child), "SIGTERM: exit status 0");
+    let bad = d.join("bad.json");
+    std::fs::write(&bad, "{\"version\": 99}").unwrap();
+    let flagged = d.join("bad.sock");
+    let o = vitamin()
+        .env("VITAMIN_CONFIG", &cfg)
+        .args(["daemon", "--mps", "off", "--profiles"])
+        .arg(&bad)
+        .arg("--socket")
+        .arg(&flagged)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success() && err.contains("--profiles") && err.contains("version 99"), "{err}");
+    assert!(!flagged.exists(), "no socket: it never listened");
+}

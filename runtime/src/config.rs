@@ -398,6 +398,8 @@ pub struct DaemonSection {
     pub timeline: Option<PathBuf>,
     /// Most spans the timeline keeps per device.
     pub timeline_spans: Option<usize>,
+    /// A profile file the policy sizes launches by (`vitamin.profile` JSON).
+    pub profiles: Option<PathBuf>,
 }
 
 /// The `[daemon]` section of a configuration file's text (absent: all defaults).

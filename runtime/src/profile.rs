@@ -132,6 +132,18 @@ impl Profiles {
         entry.times = merged.into_iter().collect();
     }
 
+    /// Adds every entry of `other` ([`Profiles::merge_times`]: a size both hold takes `other`'s
+    /// time). Profiles of two devices are not merged: `Err` names both.
+    pub fn merge(&mut self, other: &Profiles) -> Result<(), String> {
+        if other.device != self.device {
+            return Err(format!("profiles of {:?} and {:?}: different devices", self.device, other.device));
+        }
+        for e in other.entries.values() {
+            self.merge_times(e.config.clone(), e.times.clone());
+        }
+        Ok(())
+    }
+
     /// Number of profiled configurations.
     pub fn len(&self) -> usize {
         self.entries.len()
@@ -396,6 +408,22 @@ mod tests {
         assert_eq!(p.get(&k.config()).expect("entry").times, vec![(8, 800.0), (64, 60.0), (132, 40.0)]);
         // An even count takes the mean of the middle two.
         assert_eq!(median(&[1.0, 4.0, 2.0, 3.0]), 2.5);
+    }
+
+    #[test]
+    fn merging_profiles_of_one_device_unites_their_sizes() {
+        let b = SimBackend::default_device();
+        let (k, other) = (busy(&b, 528), busy(&b, 64));
+        let mut a = Profiles::new("sim");
+        a.insert(ProfileEntry { config: k.config(), times: vec![(8, 800.0), (64, 100.0)] });
+        let mut c = Profiles::new("sim");
+        c.insert(ProfileEntry { config: k.config(), times: vec![(64, 90.0), (132, 50.0)] });
+        c.insert(ProfileEntry { config: other.config(), times: vec![(16, 5.0)] });
+        a.merge(&c).expect("one device");
+        assert_eq!(a.get(&k.config()).unwrap().times, vec![(8, 800.0), (64, 90.0), (132, 50.0)]);
+        assert_eq!(a.get(&other.config()).unwrap().times, vec![(16, 5.0)]);
+        let err = a.merge(&Profiles::new("another GPU")).unwrap_err();
+        assert!(err.contains("another GPU") && err.contains("sim"), "{err}");
     }
 
     #[test]

@@ -94,6 +94,9 @@ pub struct DecideConfig {
     /// How long a lease with nothing outstanding stays its client's while no other client waits,
     /// ns (0: released at the next round). See `release_idle_leases`.
     pub lease_linger_ns: u64,
+    /// The profiles the policy sizes launches by, on every device (`vitamin daemon --profiles`);
+    /// `None`: the wave model.
+    pub profiles: Option<Profiles>,
 }
 
 /// Default [`DecideConfig::lease_linger_ns`]: 1 ms, longer than the host-side gap between a
@@ -119,6 +122,7 @@ impl Default for DecideConfig {
             concurrency: None,
             timeline_spans: 0,
             lease_linger_ns: DEFAULT_LEASE_LINGER_NS,
+            profiles: None,
         }
     }
 }
@@ -304,7 +308,7 @@ impl Decider {
             arb: ArbiterState::new(
                 pool,
                 self.cfg.policy.build(self.cfg.seed ^ u64::from(index)),
-                Profiles::new(top.device_name()),
+                self.cfg.profiles.clone().unwrap_or_else(|| Profiles::new(top.device_name())),
                 usize::from(self.cfg.max_lanes),
             ),
             late: vec![0; n],
