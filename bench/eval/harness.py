@@ -19,6 +19,8 @@ and a leading python3 is this interpreter. A group may name parts (subsets of it
 group name `GROUP:PART`, and the summary reads several parts' outputs together. Configurations named
 `*_ref` run through a second build (--vitamin-ref: another staged vitamin with its
 libvitamin_cuda.so beside it), so two builds are compared in the same call, interleaved.
+vitamin_record writes each tenant's recorded profile (the `profile_out` key) under runs/;
+*_profiled configurations size launches by the --profiles file (EVAL_PROFILES).
 
 Outputs under --out: log.txt (a progress line per run), rounds/round-N.json (raw records, rewritten
 after every run), results.json (meta + every run), runs/ (each tenant's result, stdout and stderr,
@@ -28,6 +30,7 @@ its binding timeline with a digest of it).
 import argparse
 import glob
 import gzip
+import hashlib
 import json
 import os
 import re
@@ -63,8 +66,16 @@ CONFIGS = {
     # side by side in one call
     "vitamin_throughput_ref": (True, "daemon", "throughput"),
     "vitamin_tpot_ref": (True, "daemon", "tpot"),
+    # profiles (docs/config.md, `profile_out` and `profiles`): vitamin_record runs the scenario under
+    # a Chaos daemon (launches spread over every node size) with each tenant writing the times it
+    # observed; `vitamin profile --merge` makes one file of them, and vitamin_throughput_profiled
+    # runs Throughput with that file (--profiles, EVAL_PROFILES) in the daemon and every tenant
+    "vitamin_record": (True, "daemon", "chaos"),
+    "vitamin_throughput_profiled": (True, "daemon", "throughput"),
 }
 REF_SUFFIX = "_ref"  # configurations run through the reference build
+RECORD_CONFIG = "vitamin_record"  # each tenant writes <tag>-<tenant>.profile.<pid>.json in runs/
+PROFILED_SUFFIX = "_profiled"  # configurations sized by the --profiles file
 # in-process configurations with another pool layout (the `[advanced]` keys `pool` and
 # `lane_streams`, `remainders`, docs/config.md); the others run the defaults (hierarchical, remainder
 # nodes and lane streams created at first use)
@@ -270,10 +281,11 @@ def _pid_alive(pid):
 class Systems:
     """Owns the MPS control daemon and the vitamin daemon; `close()` stops whatever runs."""
 
-    def __init__(self, work, log, vitamin, mps_control="nvidia-cuda-mps-control", vitamin_ref=None):
+    def __init__(self, work, log, vitamin, mps_control="nvidia-cuda-mps-control", vitamin_ref=None, profiles=None):
         self.log = log
         self.vitamin = vitamin
         self.vitamin_ref = vitamin_ref
+        self.profiles = profiles  # the profile file of *_profiled configurations (absolute)
         self.daemon_bin = vitamin  # the build that started the running daemon (stops it too)
         self.mps_control = mps_control
         self.pipe = os.path.join(work, "mps-pipe")
@@ -377,13 +389,16 @@ class Systems:
         self.log("MPS control daemon off")
         return ok
 
-    def start_daemon(self, policy, log_file, binary=None, timeline=None):
-        """Starts the daemon; `timeline`: where it writes its binding timeline when it stops."""
+    def start_daemon(self, policy, log_file, binary=None, timeline=None, profiles=None):
+        """Starts the daemon; `timeline`: where it writes its binding timeline when it stops;
+        `profiles`: the profile file its policy sizes launches by."""
         self.daemon_bin = binary or self.vitamin
         cmd = [self.daemon_bin, "daemon", "--socket", self.sock, "--policy", policy, "--mps", "check", "--detach",
                "--pid-file", self.pid_file, "--log-file", log_file]
         if timeline:
             cmd += ["--timeline", timeline, "--timeline-spans", str(TIMELINE_SPANS)]
+        if profiles:
+            cmd += ["--profiles", profiles]
         self.daemon = (policy, log_file)  # close() stops it even if the start half-failed
         env = self.env(self.mps_on)
         env.setdefault("VITAMIN_LOG", "info")
@@ -553,11 +568,23 @@ def standing_digest(rundir, tag, names=None):
     return {"standing": seq, "cluster_refused": refused}
 
 
-def write_layout_config(path, keys):
-    """A configuration file that sets the `[advanced]` `keys` (read through VITAMIN_CONFIG)."""
+def write_layout_config(path, keys, top=None):
+    """A configuration file that sets the top-level `top` and the `[advanced]` `keys` (read through
+    VITAMIN_CONFIG)."""
     with open(path, "w") as f:
-        f.write("[advanced]\n" + "".join(f'{k} = "{v}"\n' for k, v in keys.items()))
+        f.write("".join(f'{k} = {json.dumps(v)}\n' for k, v in (top or {}).items())
+                + "[advanced]\n" + "".join(f'{k} = "{v}"\n' for k, v in keys.items()))
     return path
+
+
+def tenant_file_keys(config, tag, name, rundir, systems):
+    """The top-level configuration keys tenant `name` gets under `config`: where to write its
+    recorded profile (vitamin_record), or the profile file to size launches by (*_profiled)."""
+    if config == RECORD_CONFIG:
+        return {"profile_out": os.path.abspath(os.path.join(rundir, f"{tag}-{name}.profile.%p.json"))}
+    if config.endswith(PROFILED_SUFFIX):
+        return {"profiles": systems.profiles}
+    return {}
 
 
 SLO_ENV = {"tpot": "EVAL_TPOT_SLO_MS", "ttft": "EVAL_TTFT_SLO_MS"}
@@ -605,8 +632,9 @@ def run_one(g, r, config, scenario, tenants, systems, rundir, log, hard_deadline
     timeline = None
     if policy and config in g.get("timeline_configs", ()):
         timeline = os.path.abspath(os.path.join(rundir, tag + "-timeline.json"))
+    profiles = systems.profiles if config.endswith(PROFILED_SUFFIX) else None
     if policy and not systems.start_daemon(policy, os.path.join(rundir, tag + "-daemon.log"), systems.binary(config),
-                                           timeline):
+                                           timeline, profiles):
         systems.stop_daemon()
         rec["error"] = f"vitamin daemon ({policy}) did not start"
         return rec
@@ -630,9 +658,10 @@ def run_one(g, r, config, scenario, tenants, systems, rundir, log, hard_deadline
                 ms = slos.get(kind, {}).get(name, {}).get("ms")
                 if ms:
                     env[var] = f"{ms:g}"
-            if config in POOL_LAYOUTS:
+            top = tenant_file_keys(config, tag, name, rundir, systems)
+            if config in POOL_LAYOUTS or top:
                 env["VITAMIN_CONFIG"] = write_layout_config(
-                    os.path.join(rundir, f"{tag}-config.toml"), POOL_LAYOUTS[config])
+                    os.path.join(rundir, f"{tag}-{name}-config.toml"), POOL_LAYOUTS.get(config, {}), top)
             if config == "mps_pct":
                 share = scen.get("mps_pct", {}).get(name, max(1, 100 // len(tenants)))
                 env["CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"] = str(share)
@@ -816,6 +845,19 @@ def _build_commit(binary):
         return None
 
 
+def _profiles_meta(path):
+    """The profile file of *_profiled runs as the record names it: path, SHA-256, configurations."""
+    if not path:
+        return None
+    with open(path, "rb") as f:
+        data = f.read()
+    try:
+        n = len(json.loads(data).get("entries", {}))
+    except ValueError:
+        n = None
+    return {"path": path, "sha256": hashlib.sha256(data).hexdigest(), "configurations": n}
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("group")
@@ -832,6 +874,9 @@ def main(argv=None):
     ap.add_argument("--vitamin", default=os.environ.get("EVAL_VITAMIN", os.path.join(HERE, "vitamin")))
     ap.add_argument("--vitamin-ref", default=os.environ.get("EVAL_VITAMIN_REF"),
                     help="the reference build the *_ref configurations run (an A/B of two builds in one call)")
+    ap.add_argument("--profiles", default=os.environ.get("EVAL_PROFILES"),
+                    help="the profile file the *_profiled configurations size launches by (vitamin profile --merge "
+                         "of a vitamin_record run's files)")
     ap.add_argument("--mps-control", default=os.environ.get("EVAL_MPS_CONTROL", "nvidia-cuda-mps-control"))
     a = ap.parse_args(argv)
     try:
@@ -898,13 +943,19 @@ def main(argv=None):
         print(f"harness: configurations {', '.join(c for c in g['configs'] if c.endswith(REF_SUFFIX))} need the "
               f"reference build (--vitamin-ref, EVAL_VITAMIN_REF): {a.vitamin_ref or 'not given'}", file=sys.stderr)
         return 2
+    profiled = [c for c in g["configs"] if c.endswith(PROFILED_SUFFIX)]
+    if profiled and not (a.profiles and os.path.isfile(a.profiles)):
+        print(f"harness: configurations {', '.join(profiled)} need a profile file (--profiles, EVAL_PROFILES): "
+              f"{a.profiles or 'not given'}", file=sys.stderr)
+        return 2
     os.makedirs(os.path.join(a.out, "rounds"), exist_ok=True)
     rundir = os.path.join(a.out, "runs")
     os.makedirs(rundir, exist_ok=True)
     log = Log(os.path.join(a.out, "log.txt"))
     work = tempfile.mkdtemp(prefix="eval-")
     systems = Systems(work, log, os.path.abspath(a.vitamin) if os.path.exists(a.vitamin) else a.vitamin,
-                      a.mps_control, os.path.abspath(a.vitamin_ref) if a.vitamin_ref else None)
+                      a.mps_control, os.path.abspath(a.vitamin_ref) if a.vitamin_ref else None,
+                      os.path.abspath(a.profiles) if profiled else None)
     meta = {"group": g["name"], "kind": g["kind"], "rounds": g["rounds"], "seconds": g["seconds"],
             "alone_mps": g["alone_mps"], "status_every_s": g["status_every_s"],
             "timeline_configs": g["timeline_configs"],
@@ -914,7 +965,8 @@ def main(argv=None):
                             "ttft_from_alone": v.get("ttft_from_alone")} for k, v in g["tenants"].items()},
             "estimate_s": est, "budget_s": budget, "date_utc": time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime()),
             "commit": _git_commit(), "host": os.uname().nodename,
-            "builds": {"vitamin": _build_commit(systems.vitamin), "vitamin_ref": _build_commit(systems.vitamin_ref)}}
+            "builds": {"vitamin": _build_commit(systems.vitamin), "vitamin_ref": _build_commit(systems.vitamin_ref)},
+            "profiles": _profiles_meta(systems.profiles)}
     records = []
     alone = {}  # (round, tenant) -> its alone result: derived TPOT targets
     old = {s: signal.signal(s, _on_signal) for s in (signal.SIGTERM, signal.SIGINT)}

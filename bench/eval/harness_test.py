@@ -477,6 +477,40 @@ def test_ref_configurations_run_through_the_reference_build():
         assert_stand_ins_stopped(d)
 
 
+def test_record_and_profiled_configurations_get_their_profile_keys():
+    with tempfile.TemporaryDirectory() as d:
+        write_group(d, rounds=1, configs=["vitamin_record", "vitamin_throughput_profiled", "vitamin_throughput"])
+        r = harness(d)
+        assert r.returncode == 2 and "--profiles" in r.stderr, r.stderr
+        prof = os.path.join(d, "merged profile.json")
+        with open(prof, "w") as f:
+            json.dump({"version": 1, "device": "stub", "entries": {"k|1|1|0": {}}}, f)
+        r = harness(d, "--profiles", prof)
+        assert r.returncode == 0, r.stdout + r.stderr
+        runs = {x["config"]: x for x in results(d)["runs"] if x["config"] != "alone"}
+        assert all(x["ok"] for x in runs.values()), runs
+        rundir = os.path.join(d, "out", "runs")
+        for name, t in runs["vitamin_record"]["tenants"].items():
+            assert t["result"]["policy_seen"] == "chaos", t
+            text = open(t["result"]["vitamin_config_seen"]).read()
+            assert f'profile_out = "{os.path.abspath(rundir)}/' in text and f"-{name}.profile.%p.json" in text, text
+        for name, t in runs["vitamin_throughput_profiled"]["tenants"].items():
+            assert t["result"]["policy_seen"] == "throughput", t
+            assert f"profiles = {json.dumps(prof)}" in open(t["result"]["vitamin_config_seen"]).read()
+        assert all(t["result"]["vitamin_config_seen"] is None for t in runs["vitamin_throughput"]["tenants"].values())
+        logs = {c: open(next(os.path.join(rundir, f) for f in os.listdir(rundir)
+                             if f.endswith(f"-{c}-a_b-daemon.log"))).read() for c in runs}
+        assert f"profiles {prof}" in logs["vitamin_throughput_profiled"], logs
+        assert "profiles" not in logs["vitamin_record"] and "profiles" not in logs["vitamin_throughput"], logs
+        meta = results(d)["meta"]["profiles"]
+        assert meta["path"] == prof and meta["configurations"] == 1 and len(meta["sha256"]) == 64, meta
+        sys.path.insert(0, HERE)
+        import summary
+        text = summary.render(summary.load(os.path.join(d, "out")), None)
+        assert "vitamin Throughput, sized by the recorded profile" in text, text
+        assert_stand_ins_stopped(d)
+
+
 def _status_times(path):
     return [ln.split() for ln in open(path).read().splitlines()]
 

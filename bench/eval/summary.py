@@ -29,7 +29,7 @@ import statistics
 import sys
 
 BASELINES = ["timeslice", "mps", "mps_pct", "vitamin_static", "vitamin_exclusive"]
-OURS = ["vitamin_throughput", "vitamin_tpot"]
+OURS = ["vitamin_throughput", "vitamin_tpot", "vitamin_throughput_profiled"]
 LABELS = {
     "alone": "native, alone",
     "timeslice": "time slicing",
@@ -47,6 +47,8 @@ LABELS = {
     "vitamin_chaos": "vitamin Chaos",
     "vitamin_throughput_ref": "vitamin Throughput, reference build",
     "vitamin_tpot_ref": "vitamin TPOT-First, reference build",
+    "vitamin_record": "vitamin Chaos, recording a profile",
+    "vitamin_throughput_profiled": "vitamin Throughput, sized by the recorded profile",
 }
 
 
