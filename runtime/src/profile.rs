@@ -155,11 +155,29 @@ impl Profiles {
     }
 
     /// Estimated time of a launch on `m` units: the profile if there is one, else the wave model.
+    /// Between profiled sizes the profile is interpolated ([`ProfileEntry::time_ns`]); beyond them
+    /// (an entry recorded at a few sizes only, `profile_out`) the nearest profiled time is scaled by
+    /// the wave model's ratio between the two sizes, so a launch seen only on small nodes is not
+    /// taken to gain nothing from wider ones.
     pub fn estimate_ns(&self, k: &KernelLaunch, m: usize) -> f64 {
         let m = m.max(1);
-        if let Some(t) = self.get(&k.config()).and_then(|e| e.time_ns(m)) {
-            return t;
+        if let Some(e) = self.get(&k.config()) {
+            if let (Some(&(lo, t_lo)), Some(&(hi, t_hi))) = (e.times.first(), e.times.last()) {
+                return if m < lo {
+                    t_lo * self.model_ns(k, m) / self.model_ns(k, lo)
+                } else if m > hi {
+                    t_hi * self.model_ns(k, m) / self.model_ns(k, hi)
+                } else {
+                    e.time_ns(m).unwrap_or(t_hi)
+                };
+            }
         }
+        self.model_ns(k, m)
+    }
+
+    /// The wave model's time of a launch on `m` units (see the module docs).
+    fn model_ns(&self, k: &KernelLaunch, m: usize) -> f64 {
+        let m = m.max(1);
         // The launch's occupancy where the interposer asked the driver, at most the conservative
         // guess: the model takes co-resident blocks as free, but past a few they share the unit's
         // issue slots and memory bandwidth, so a higher occupancy is not counted as more capacity
@@ -459,7 +477,14 @@ mod tests {
         assert_eq!(p.estimate_ns(&k, 8), 800.0);
         let mid = p.estimate_ns(&k, 12);
         assert!(mid < 800.0 && mid > 400.0);
-        assert_eq!(p.estimate_ns(&k, 132), 400.0, "clamped past the largest profiled size");
+        // Past the largest profiled size: that time, scaled as the wave model scales (100 blocks:
+        // two waves on 16 units, one on 132).
+        let scaled = p.estimate_ns(&k, 132);
+        assert_eq!(scaled, 400.0 * p.model_ns(&k, 132) / p.model_ns(&k, 16));
+        assert!(scaled < 400.0, "wider is faster where the model says so: {scaled}");
+        // Below the smallest: scaled the same way from it.
+        assert_eq!(p.estimate_ns(&k, 4), 800.0 * p.model_ns(&k, 4) / p.model_ns(&k, 8));
+        assert!(p.estimate_ns(&k, 4) > 800.0);
     }
 
     #[test]
