@@ -1,9 +1,11 @@
 //! Execution-time profiles: for each recurring launch configuration, its time at every pool size.
 //!
 //! Policies turn profiles into the scaling curve `P(m) = T(m_min) / T(m)` (normalized progress
-//! on `m` units). Profiles are measured by [`measure`] on a backend, stored as a versioned JSON
-//! file ([`Profiles::save`] / [`Profiles::load`]), and modelled by [`Profiles::estimate_ns`] when a
-//! configuration was never profiled: the fallback is the wave model
+//! on `m` units). Profiles are measured by [`measure`] on a backend (`vitamin profile`, simulated
+//! scenarios) or recorded while an application runs ([`ProfileRecorder`], bind mode's
+//! `profile_out` key), stored as a versioned JSON file ([`Profiles::save`] / [`Profiles::load`];
+//! bind mode's `profiles` key, `vitamin daemon --profiles`), and modelled by
+//! [`Profiles::estimate_ns`] when a configuration was never profiled: the fallback is the wave model
 //! `T(m) = fixed + ceil(blocks / (m * r)) * per_wave` with the launch's occupancy `r` (blocks one
 //! unit holds at once, as the interposer learnt it from the driver, capped at
 //! [`MODEL_RESIDENT_BLOCKS`], which is also the value when unknown) and a per-wave cost scaled from the closest profiled size of the same kernel if one
