@@ -1484,18 +1484,6 @@ pub const CONTINUATION_NS: u64 = u64::MAX;
 /// Least time between completion polls while launches keep flowing and nobody waits.
 pub const POLL_INTERVAL_NS: u64 = 50_000;
 
-/// The dispatcher settings of the shim. Against the runtime's defaults (tuned on the simulator):
-/// - completion polls are rate-limited ([`POLL_INTERVAL_NS`]): each poll records and queries
-///   events (about 1.3 us per busy lane on the H200, FACTS.md), which would otherwise dominate the
-///   thread's per-op cost and contend with the launches in the driver; the dispatcher polls every
-///   round while progress waits on completions ([`Dispatcher::needs_completions`]: a thread in a
-///   synchronize call, ready ops waiting for a node, ops waiting for predecessors on other lanes);
-/// - lane continuation may queue [`CONTINUATION_DEPTH`] ops on a lane (the policy still approves
-///   each one), so a dependent chain is bound without waiting for each completion to be
-///   observed (a launch takes 3.3-3.6 us of driver time; waiting for completions made the
-///   dispatcher the bottleneck, docs/results/shim-bind-overhead.md).
-///
-/// [`Tuning`] overrides these for measurements.
 /// The profiles the policy starts with: the file `path` (`profiles`), or none. A file measured on
 /// another device is used and said so; one that cannot be read is an error (bind mode does not
 /// start: sizing by a file the user named but did not get would be a silent change).
@@ -1509,6 +1497,18 @@ fn load_profiles(path: Option<&std::path::Path>, device: &str) -> Result<Profile
     Ok(p)
 }
 
+/// The dispatcher settings of the shim. Against the runtime's defaults (tuned on the simulator):
+/// - completion polls are rate-limited ([`POLL_INTERVAL_NS`]): each poll records and queries
+///   events (about 1.3 us per busy lane on the H200, FACTS.md), which would otherwise dominate the
+///   thread's per-op cost and contend with the launches in the driver; the dispatcher polls every
+///   round while progress waits on completions ([`Dispatcher::needs_completions`]: a thread in a
+///   synchronize call, ready ops waiting for a node, ops waiting for predecessors on other lanes);
+/// - lane continuation may queue [`CONTINUATION_DEPTH`] ops on a lane (the policy still approves
+///   each one), so a dependent chain is bound without waiting for each completion to be
+///   observed (a launch takes 3.3-3.6 us of driver time; waiting for completions made the
+///   dispatcher the bottleneck, docs/results/shim-bind-overhead.md).
+///
+/// [`Tuning`] overrides these for measurements.
 fn dispatch_config(settings: &Settings) -> DispatchConfig {
     let t = settings.tuning;
     DispatchConfig {
