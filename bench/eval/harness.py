@@ -579,9 +579,11 @@ def write_layout_config(path, keys, top=None):
 
 def tenant_file_keys(config, tag, name, rundir, systems):
     """The top-level configuration keys tenant `name` gets under `config`: where to write its
-    recorded profile (vitamin_record), or the profile file to size launches by (*_profiled)."""
+    recorded profile (vitamin_record; with strict readiness, so that every launch finds its lane
+    empty and is timed), or the profile file to size launches by (*_profiled)."""
     if config == RECORD_CONFIG:
-        return {"profile_out": os.path.abspath(os.path.join(rundir, f"{tag}-{name}.profile.%p.json"))}
+        return {"profile_out": os.path.abspath(os.path.join(rundir, f"{tag}-{name}.profile.%p.json")),
+                "lane_continuation": "0"}
     if config.endswith(PROFILED_SUFFIX):
         return {"profiles": systems.profiles}
     return {}

@@ -494,6 +494,7 @@ def test_record_and_profiled_configurations_get_their_profile_keys():
             assert t["result"]["policy_seen"] == "chaos", t
             text = open(t["result"]["vitamin_config_seen"]).read()
             assert f'profile_out = "{os.path.abspath(rundir)}/' in text and f"-{name}.profile.%p.json" in text, text
+            assert 'lane_continuation = "0"' in text, text
         for name, t in runs["vitamin_throughput_profiled"]["tenants"].items():
             assert t["result"]["policy_seen"] == "throughput", t
             assert f"profiles = {json.dumps(prof)}" in open(t["result"]["vitamin_config_seen"]).read()
